@@ -1,0 +1,36 @@
+"""The service's CloudWatch metric contract.
+
+The service publishes these metrics and the CDK stacks build dashboards, alarms and KEDA
+ScaledObjects from them. Both sides import this module, so a rename cannot drift apart.
+It must stay free of heavy imports: the CDK app imports it at synth time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+NAMESPACE: Final = "StableDiffusionOnEKS"
+
+DIMENSION_DEPLOYMENT_UNIT: Final = "DeploymentUnit"
+DIMENSION_ACCELERATOR: Final = "Accelerator"
+DIMENSIONS: Final = (DIMENSION_DEPLOYMENT_UNIT, DIMENSION_ACCELERATOR)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One published metric: its name, CloudWatch unit and what it counts."""
+
+    name: str
+    unit: str
+    description: str
+
+
+REQUESTS: Final = MetricSpec("Requests", "Count", "Generation requests received")
+ERRORS: Final = MetricSpec("Errors", "Count", "Generation requests that ended in a 5xx")
+LATENCY: Final = MetricSpec("Latency", "Milliseconds", "End-to-end latency of a generation request")
+QUEUE_DEPTH: Final = MetricSpec("QueueDepth", "Count", "Requests waiting in the batching queue")
+BATCH_SIZE: Final = MetricSpec("BatchSize", "Count", "Requests per pipeline call")
+IMAGES_GENERATED: Final = MetricSpec("ImagesGenerated", "Count", "Images returned to clients")
+
+ALL_METRICS: Final = (REQUESTS, ERRORS, LATENCY, QUEUE_DEPTH, BATCH_SIZE, IMAGES_GENERATED)

@@ -1,0 +1,124 @@
+"""The service's settings: one typed object read from environment variables.
+
+Every field has a safe default for a laptop (`make run`), and the Kubernetes manifests set the
+same variable names. `load_settings()` turns a bad value into one readable error that names the
+variable, instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Backend = Literal["auto", "neuron", "cuda", "cpu"]
+MetricsMode = Literal["off", "emf", "cloudwatch"]
+CudaDtype = Literal["bf16", "fp16", "fp32"]
+CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+class SettingsError(ValueError):
+    """A setting has a value the service cannot start with."""
+
+
+class Settings(BaseSettings):
+    """All run-time settings of the service; environment variable = field name in upper case."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
+
+    # Where the model comes from and what runs it.
+    model_id: str = Field(
+        "builtin:tiny",
+        description="builtin:tiny, a local diffusers directory, s3://bucket/prefix, or a Hugging Face repo id",
+    )
+    backend: Backend = Field("auto", description="auto picks neuron, then cuda, then cpu")
+    model_cache_dir: Path = Field(
+        Path.home() / ".cache" / "sd-on-eks", description="where built-in and downloaded models are kept"
+    )
+
+    # Network.
+    host: str = Field("0.0.0.0", description="bind address; make run uses 127.0.0.1")
+    port: int = Field(8000, ge=1, le=65535)
+
+    # Bounds on a request.
+    max_prompt_chars: int = Field(1000, ge=1, le=10000)
+    default_steps: int = Field(25, ge=1)
+    max_steps: int = Field(100, ge=1, le=1000)
+    default_guidance_scale: float = Field(7.5, ge=0.0)
+    max_guidance_scale: float = Field(30.0, gt=0.0)
+    default_width: int = Field(512, ge=64)
+    default_height: int = Field(512, ge=64)
+    min_size: int = Field(64, ge=8)
+    max_size: int = Field(1024, ge=64, le=4096)
+    max_body_bytes: int = Field(64 * 1024, ge=1024, description="larger request bodies get a 413")
+
+    # Batching and back-pressure.
+    max_batch_size: int = Field(4, ge=1, le=64)
+    batch_wait_ms: float = Field(50.0, ge=0.0, le=10000.0)
+    queue_size: int = Field(32, ge=1, le=10000, description="requests that may wait; more get a 429")
+    request_timeout_s: float = Field(120.0, gt=0.0, description="a request waiting longer gets a 504")
+    shutdown_grace_s: float = Field(30.0, ge=0.0, description="time in-flight work gets after SIGTERM")
+
+    # Neuron: the compiled static shape (the artifacts' own config wins when it states one).
+    neuron_batch_size: int = Field(1, ge=1, le=64)
+    neuron_height: int = Field(512, ge=64)
+    neuron_width: int = Field(512, ge=64)
+
+    # CUDA speed switches; each can be turned off to measure its gain.
+    cuda_dtype: CudaDtype = "bf16"
+    cuda_channels_last: bool = True
+    cuda_fuse_qkv: bool = True
+    cuda_compile: CompileMode = "max-autotune-no-cudagraphs"
+    cuda_graphs: bool = False
+
+    # Metrics.
+    metrics: MetricsMode = Field("off", description="emf: JSON to stdout; cloudwatch: PutMetricData")
+    metrics_flush_s: float = Field(10.0, gt=0.0, le=300.0)
+    deployment_unit: str = Field("local", min_length=1, max_length=255)
+
+    # The UI.
+    ui: bool = Field(True, description="serve the Gradio UI at /")
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Self:
+        if self.default_steps > self.max_steps:
+            raise ValueError(f"DEFAULT_STEPS={self.default_steps} is above MAX_STEPS={self.max_steps}")
+        if self.min_size > self.max_size:
+            raise ValueError(f"MIN_SIZE={self.min_size} is above MAX_SIZE={self.max_size}")
+        if self.default_guidance_scale > self.max_guidance_scale:
+            raise ValueError(
+                f"DEFAULT_GUIDANCE_SCALE={self.default_guidance_scale} is above "
+                f"MAX_GUIDANCE_SCALE={self.max_guidance_scale}"
+            )
+        for name in (
+            "default_width",
+            "default_height",
+            "neuron_width",
+            "neuron_height",
+            "min_size",
+            "max_size",
+        ):
+            value = getattr(self, name)
+            if value % 8:
+                raise ValueError(f"{name.upper()}={value} is not a multiple of 8")
+        for name in ("default_width", "default_height"):
+            value = getattr(self, name)
+            if not self.min_size <= value <= self.max_size:
+                raise ValueError(
+                    f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
+                )
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings from the environment (overrides win) or raise one readable SettingsError."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"]).upper() or "settings"
+            problems.append(f"{where}: {error['msg']}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None

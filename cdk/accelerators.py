@@ -1,0 +1,48 @@
+"""What the stacks need to know about each accelerator, in one place.
+
+The node pools (platform) and the Deployments (serving) both read these, so the labels, taints
+and resource names that make a pod land on the right node cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+AcceleratorName = Literal["neuron", "nvidia"]
+
+NODE_LABEL_KEY: Final = "accelerator"
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One kind of accelerated capacity and how Kubernetes sees it."""
+
+    name: AcceleratorName
+    deployment_name: str  # the Deployment/Service serving on it
+    resource_name: str  # the extended resource its device plugin advertises
+    taint_key: str  # the NoSchedule taint on its nodes
+    service_backend: str  # BACKEND the service runs with on it
+
+    @property
+    def node_label(self) -> dict[str, str]:
+        """The label its node pool puts on every node."""
+        return {NODE_LABEL_KEY: self.name}
+
+
+NEURON: Final = Accelerator(
+    name="neuron",
+    deployment_name="sd-neuron",
+    resource_name="aws.amazon.com/neuron",
+    taint_key="aws.amazon.com/neuron",
+    service_backend="neuron",
+)
+NVIDIA: Final = Accelerator(
+    name="nvidia",
+    deployment_name="sd-gpu",
+    resource_name="nvidia.com/gpu",
+    taint_key="nvidia.com/gpu",
+    service_backend="cuda",
+)
+
+ACCELERATORS: Final[dict[str, Accelerator]] = {a.name: a for a in (NEURON, NVIDIA)}
