@@ -48,8 +48,8 @@ class Settings(BaseSettings):
     max_steps: int = Field(100, ge=1, le=1000)
     default_guidance_scale: float = Field(7.5, ge=0.0)
     max_guidance_scale: float = Field(30.0, gt=0.0)
-    default_width: int = Field(512, ge=64)
-    default_height: int = Field(512, ge=64)
+    default_width: int | None = Field(None, ge=64, description="unset: the model's native size")
+    default_height: int | None = Field(None, ge=64, description="unset: the model's native size")
     min_size: int = Field(64, ge=8)
     max_size: int = Field(1024, ge=64, le=4096)
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="larger request bodies get a 413")
@@ -101,11 +101,11 @@ class Settings(BaseSettings):
             "max_size",
         ):
             value = getattr(self, name)
-            if value % 8:
+            if value is not None and value % 8:
                 raise ValueError(f"{name.upper()}={value} is not a multiple of 8")
         for name in ("default_width", "default_height"):
             value = getattr(self, name)
-            if not self.min_size <= value <= self.max_size:
+            if value is not None and not self.min_size <= value <= self.max_size:
                 raise ValueError(
                     f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
                 )

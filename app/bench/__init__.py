@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m app.bench <mode>` prints a table that can be rerun and compared."""
