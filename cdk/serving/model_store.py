@@ -1,0 +1,75 @@
+"""The model store bucket (weights and Neuron artifacts) and the log bucket beside it."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations, region_info
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk.serving.ingress import ACCESS_LOG_PREFIX
+
+SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
+
+
+class ModelStore(Construct):
+    """An encrypted, versioned, TLS-only, private bucket, plus a log bucket for S3 and ALB access logs."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        # ALB access logs only support SSE-S3, so the log bucket uses S3-managed keys.
+        self.log_bucket = s3.Bucket(
+            self,
+            "Logs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=_days(90), noncurrent_version_expiration=_days(30))],
+            removal_policy=removal,
+        )
+        Validations.of(self.log_bucket).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This is the access-log bucket itself; logging it into itself would loop.",
+            )
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.log_bucket,
+            server_access_logs_prefix=SERVER_ACCESS_LOG_PREFIX,
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=_days(30))],
+            removal_policy=removal,
+        )
+        self._allow_alb_access_logs()
+
+    def _allow_alb_access_logs(self) -> None:
+        """Let the ALB write its access logs under `alb/AWSLogs/<account>/`."""
+        stack = Stack.of(self)
+        principals: list[iam.IPrincipal] = [iam.ServicePrincipal("logdelivery.elasticloadbalancing.amazonaws.com")]
+        # Regions opened before August 2022 deliver ALB logs as the regional ELB account instead.
+        if not Token.is_unresolved(stack.region):
+            elb_account = region_info.RegionInfo.get(stack.region).elbv2_account
+            if elb_account:
+                principals.append(iam.AccountPrincipal(elb_account))
+        self.log_bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=principals,
+                resources=[self.log_bucket.arn_for_objects(f"{ACCESS_LOG_PREFIX}/AWSLogs/{stack.account}/*")],
+            )
+        )
+
+
+def _days(n: int):
+    from aws_cdk import Duration
+
+    return Duration.days(n)
