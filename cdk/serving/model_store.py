@@ -26,7 +26,7 @@ class ModelStore(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             lifecycle_rules=[s3.LifecycleRule(expiration=_days(90), noncurrent_version_expiration=_days(30))],
             removal_policy=removal,
         )
@@ -44,12 +44,35 @@ class ModelStore(Construct):
             enforce_ssl=True,
             versioned=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=self.log_bucket,
-            server_access_logs_prefix=SERVER_ACCESS_LOG_PREFIX,
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=_days(30))],
             removal_policy=removal,
         )
+        self._log_server_access()
         self._allow_alb_access_logs()
+
+    def _log_server_access(self) -> None:
+        """S3 server access logs into the log bucket, granted by bucket policy (not the legacy ACL).
+
+        `server_access_logs_bucket` would add a LogDeliveryWrite ACL unless a feature flag is set;
+        the policy form works the same whatever the app's flags are.
+        """
+        stack = Stack.of(self)
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, s3.CfnBucket)
+        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=self.log_bucket.bucket_name, log_file_prefix=SERVER_ACCESS_LOG_PREFIX
+        )
+        self.log_bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                resources=[self.log_bucket.arn_for_objects(f"{SERVER_ACCESS_LOG_PREFIX}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
 
     def _allow_alb_access_logs(self) -> None:
         """Let the ALB write its access logs under `alb/AWSLogs/<account>/`."""
