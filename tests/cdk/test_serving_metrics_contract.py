@@ -89,3 +89,18 @@ def test_scaling_bounds_come_from_config(serving, serving_manifests):
         per = serving.config.per_accelerator[acc.name]
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (per.min_replicas, per.max_replicas)
         assert float(so["spec"]["triggers"][0]["metadata"]["targetMetricValue"]) == per.scaling_target
+
+
+def test_dashboard_picture_is_current(serving):
+    from pathlib import Path
+
+    from cdk.observability.dashboard_svg import dashboard_body_from_template, render_svg
+
+    body = dashboard_body_from_template(serving.template.to_json())
+    svg = render_svg(body)
+    for widget in body["widgets"]:
+        title = widget["properties"].get("title")
+        if title:
+            assert title.replace("&", "&amp;") in svg
+    committed = Path(__file__).resolve().parents[2] / "docs" / "dashboard-layout.svg"
+    assert committed.read_text() == svg, "re-render: python -m cdk.observability.dashboard_svg > docs/dashboard-layout.svg"
