@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations, region_info
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Token, Validations, region_info
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -27,7 +27,7 @@ class ModelStore(Construct):
             enforce_ssl=True,
             versioned=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=_days(90), noncurrent_version_expiration=_days(30))],
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90), noncurrent_version_expiration=Duration.days(30))],
             removal_policy=removal,
         )
         Validations.of(self.log_bucket).acknowledge(
@@ -44,7 +44,7 @@ class ModelStore(Construct):
             enforce_ssl=True,
             versioned=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=_days(30))],
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
             removal_policy=removal,
         )
         self._log_server_access()
@@ -91,8 +91,3 @@ class ModelStore(Construct):
             )
         )
 
-
-def _days(n: int):
-    from aws_cdk import Duration
-
-    return Duration.days(n)
