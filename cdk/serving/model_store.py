@@ -27,7 +27,9 @@ class ModelStore(Construct):
             enforce_ssl=True,
             versioned=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90), noncurrent_version_expiration=Duration.days(30))],
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(90), noncurrent_version_expiration=Duration.days(30))
+            ],
             removal_policy=removal,
         )
         Validations.of(self.log_bucket).acknowledge(
@@ -90,4 +92,3 @@ class ModelStore(Construct):
                 resources=[self.log_bucket.arn_for_objects(f"{ACCESS_LOG_PREFIX}/AWSLogs/{stack.account}/*")],
             )
         )
-
