@@ -1,0 +1,92 @@
+"""Where things live in the model store bucket.
+
+The CDK app (to set MODEL_ID per Deployment and to scope IAM to one prefix), the Neuron compile
+job and the README all use these functions, so a key written by one side is the key read by the
+other. Keep this module free of heavy imports: the CDK app imports it at synth time.
+
+Layout:
+    models/<model-slug>/                                             weights in diffusers layout
+    compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/  Neuron-compiled artifacts
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+WEIGHTS_ROOT: Final = "models"
+COMPILED_ROOT: Final = "compiled"
+COMPLETE_MARKER: Final = "_COMPLETE.json"
+"""Written last by the compile job; its presence means every artifact under the prefix is uploaded."""
+
+_SLUG_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+
+def model_slug(model_id: str) -> str:
+    """A key-safe name for a Hugging Face style model id: `org/name` -> `org--name` (lower case).
+
+    Raises ValueError for ids that are not one or two simple path segments, so that a typo can never
+    produce a key outside the model's own prefix (no `..`, no leading slash, no empty segment).
+    """
+    parts = model_id.split("/")
+    if not 1 <= len(parts) <= 2 or not all(_SLUG_PART.fullmatch(p) and p not in (".", "..") for p in parts):
+        raise ValueError(f"model id {model_id!r} is not of the form 'name' or 'org/name'")
+    return "--".join(parts).lower()
+
+
+@dataclass(frozen=True)
+class CompileShape:
+    """The static shape a Neuron pipeline is compiled for: it is part of the artifact key."""
+
+    batch_size: int
+    height: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch size {self.batch_size} must be at least 1")
+        for name in ("height", "width"):
+            value = getattr(self, name)
+            if value < 64 or value % 8:
+                raise ValueError(f"{name} {value} must be a multiple of 8 and at least 64")
+
+    @property
+    def key(self) -> str:
+        """`b<batch>-h<height>-w<width>`."""
+        return f"b{self.batch_size}-h{self.height}-w{self.width}"
+
+
+def weights_prefix(model_id: str) -> str:
+    """The prefix holding the model's weights in diffusers layout, ending in '/'."""
+    return f"{WEIGHTS_ROOT}/{model_slug(model_id)}/"
+
+
+def compiled_model_prefix(model_id: str) -> str:
+    """The prefix holding every compiled variant of one model, ending in '/'."""
+    return f"{COMPILED_ROOT}/{model_slug(model_id)}/"
+
+
+def compiled_prefix(model_id: str, neuron_sdk_version: str, shape: CompileShape) -> str:
+    """The prefix of the artifacts compiled for one model, Neuron SDK version and shape, ending in '/'."""
+    if not _VERSION.fullmatch(neuron_sdk_version):
+        raise ValueError(f"Neuron SDK version {neuron_sdk_version!r} is not dotted digits such as 2.31.1")
+    return f"{compiled_model_prefix(model_id)}neuron-sdk-{neuron_sdk_version}/{shape.key}/"
+
+
+def s3_uri(bucket: str, prefix: str) -> str:
+    """`s3://<bucket>/<prefix>`: the MODEL_ID form the service accepts."""
+    return f"s3://{bucket}/{prefix}"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, prefix) from `s3://bucket/prefix`; the prefix is normalised to end in '/'."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"{uri!r} is not an s3:// URI")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"{uri!r} has no bucket")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return bucket, prefix

@@ -1,0 +1,225 @@
+"""Compile a Stable Diffusion model for Neuron once and publish it to the model store.
+
+    python -m app.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.31.1 \
+        --batch-size 1 --height 512 --width 512
+    python -m app.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
+
+`compile` reads the weights from `models/<slug>/` in the bucket (staged there beforehand, so no
+third-party hub is involved), compiles them with optimum-neuron for one static shape, uploads the
+artifacts to `compiled/<slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/` and writes a completion
+marker last. If the marker is already there it does nothing, so re-running the Job is cheap.
+`wait` blocks until that marker exists: the Neuron Deployment runs it as an init container so its
+pods do not crash-loop while the first compile is still running.
+
+optimum-neuron only installs from AWS's package index (it is in the Neuron image), so it is
+imported lazily inside `optimum_compile`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+
+log = logging.getLogger("neuron_compile")
+
+CompileFn = Callable[[Path, CompileShape, Path], None]
+
+
+class CompileError(RuntimeError):
+    """The compile cannot proceed; the message says what to do."""
+
+
+def optimum_compile(weights_dir: Path, shape: CompileShape, out_dir: Path) -> None:
+    """Export the diffusers pipeline in `weights_dir` to Neuron for `shape` and save it to `out_dir`."""
+    try:
+        from optimum.neuron import NeuronStableDiffusionPipeline
+    except ImportError as exc:  # only the Neuron image has it
+        raise CompileError(
+            "optimum-neuron is not installed: run this inside the Neuron image (it comes from AWS's package index)"
+        ) from exc
+    pipeline = NeuronStableDiffusionPipeline.from_pretrained(
+        str(weights_dir),
+        export=True,
+        batch_size=shape.batch_size,
+        height=shape.height,
+        width=shape.width,
+        num_images_per_prompt=1,
+        # bf16 matmuls: the usual speed/quality trade-off for SD on Inferentia2.
+        auto_cast="matmul",
+        auto_cast_type="bf16",
+    )
+    pipeline.save_pretrained(str(out_dir))
+
+
+def is_compiled(s3: Any, bucket: str, prefix: str) -> bool:
+    """True when the completion marker exists under `prefix`."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def download_prefix(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
+    """Download every object under `prefix` into `dest`, keeping relative paths; returns the count."""
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            relative = obj["Key"][len(prefix) :]
+            if not relative or relative.endswith("/"):
+                continue
+            target = (dest / relative).resolve()
+            if dest.resolve() not in target.parents:
+                raise CompileError(f"refusing to write {obj['Key']!r} outside {dest}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+            count += 1
+    return count
+
+
+def upload_dir(s3: Any, bucket: str, src: Path, prefix: str) -> list[str]:
+    """Upload every file under `src` below `prefix`; returns the relative paths uploaded."""
+    uploaded = []
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        relative = path.relative_to(src).as_posix()
+        s3.upload_file(str(path), bucket, prefix + relative)
+        uploaded.append(relative)
+    return uploaded
+
+
+def compile_and_publish(
+    s3: Any,
+    *,
+    bucket: str,
+    model_id: str,
+    sdk_version: str,
+    shape: CompileShape,
+    work_dir: Path,
+    compile_fn: CompileFn = optimum_compile,
+) -> str:
+    """Compile unless already published; return the compiled prefix."""
+    prefix = compiled_prefix(model_id, sdk_version, shape)
+    if is_compiled(s3, bucket, prefix):
+        log.info("already compiled: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
+        return prefix
+    source = weights_prefix(model_id)
+    weights_dir = work_dir / "weights"
+    out_dir = work_dir / "compiled"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if download_prefix(s3, bucket, source, weights_dir) == 0:
+        raise CompileError(
+            f"no weights under s3://{bucket}/{source}: stage them first (docs/serving.md, 'Stage the model')"
+        )
+    log.info("compiling %s for %s with Neuron SDK %s", model_id, shape.key, sdk_version)
+    compile_fn(weights_dir, shape, out_dir)
+    files = upload_dir(s3, bucket, out_dir, prefix)
+    if not files:
+        raise CompileError(f"the compile wrote nothing to {out_dir}")
+    marker = {
+        "model_id": model_id,
+        "neuron_sdk_version": sdk_version,
+        "batch_size": shape.batch_size,
+        "height": shape.height,
+        "width": shape.width,
+        "files": files,
+    }
+    # The marker goes last: readers treat the prefix as complete only once it exists.
+    s3.put_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER, Body=json.dumps(marker, indent=2).encode())
+    log.info("published %d files to s3://%s/%s", len(files), bucket, prefix)
+    return prefix
+
+
+def wait_for_compiled(
+    s3: Any,
+    *,
+    bucket: str,
+    prefix: str,
+    timeout_s: float,
+    poll_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Block until the completion marker exists under `prefix`, or raise CompileError on timeout."""
+    if not prefix.endswith("/"):
+        prefix += "/"
+    deadline = clock() + timeout_s
+    while not is_compiled(s3, bucket, prefix):
+        if clock() >= deadline:
+            raise CompileError(f"s3://{bucket}/{prefix}{COMPLETE_MARKER} did not appear within {timeout_s:g} s")
+        log.info("waiting for s3://%s/%s%s", bucket, prefix, COMPLETE_MARKER)
+        sleep(poll_s)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line: `compile` and `wait` sub-commands."""
+    parser = argparse.ArgumentParser(prog="python -m app.neuron_compile", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="compile for one static shape and upload (skipped if already there)")
+    c.add_argument("--bucket", required=True)
+    c.add_argument("--model-id", required=True, help="org/name; weights are read from models/<slug>/")
+    c.add_argument("--sdk-version", required=True, help="Neuron SDK version, part of the artifact key")
+    c.add_argument("--batch-size", type=int, required=True)
+    c.add_argument("--height", type=int, required=True)
+    c.add_argument("--width", type=int, required=True)
+    c.add_argument("--work-dir", type=Path, default=None, help="scratch space (default: a temp dir)")
+    w = sub.add_parser("wait", help="block until a compiled prefix is complete")
+    w.add_argument("--bucket", required=True)
+    w.add_argument("--prefix", required=True)
+    w.add_argument("--timeout-s", type=float, default=7200.0)
+    w.add_argument("--poll-s", type=float, default=15.0)
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
+    """Run a sub-command; returns the process exit status (errors are one readable line)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if s3 is None:
+        import boto3
+
+        s3 = boto3.client("s3")
+    try:
+        if args.command == "wait":
+            wait_for_compiled(s3, bucket=args.bucket, prefix=args.prefix, timeout_s=args.timeout_s, poll_s=args.poll_s)
+            return 0
+        shape = CompileShape(args.batch_size, args.height, args.width)
+        if args.work_dir is not None:
+            compile_and_publish(
+                s3,
+                bucket=args.bucket,
+                model_id=args.model_id,
+                sdk_version=args.sdk_version,
+                shape=shape,
+                work_dir=args.work_dir,
+            )
+        else:
+            with tempfile.TemporaryDirectory(prefix="neuron-compile-") as tmp:
+                compile_and_publish(
+                    s3,
+                    bucket=args.bucket,
+                    model_id=args.model_id,
+                    sdk_version=args.sdk_version,
+                    shape=shape,
+                    work_dir=Path(tmp),
+                )
+    except (CompileError, ValueError) as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

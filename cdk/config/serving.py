@@ -1,0 +1,242 @@
+"""Deploy-time settings of the serving side, read from CDK context through `Context`.
+
+Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
+ingress*, alarm*, modelStore*, neuronCompile*). Every key has a default, so an empty context
+synthesizes; `DEFAULT_CONTEXT` lists them (docs/serving.md shows the same table).
+Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from cdk.accelerators import ACCELERATORS
+from cdk.config.context import ConfigError, Context
+
+RoutingMode = Literal["cost", "capacity"]
+ROUTING_MODES: Final = ("cost", "capacity")
+# The AWS Load Balancer Controller accepts forward weights 0..999.
+MAX_ROUTING_WEIGHT: Final = 999
+
+DEFAULT_CONTEXT: Final[dict[str, Any]] = {
+    "routingMode": "cost",
+    "routingWeightNeuron": None,  # both unset: weights derived from cost*
+    "routingWeightNvidia": None,
+    "costPricePerHourNeuron": 0.7582,  # inf2.xlarge on-demand, us-east-1
+    "costPricePerHourNvidia": 1.006,  # g5.xlarge on-demand, us-east-1
+    "costSecondsPerImageNeuron": 1.6,  # measure with the service's benchmark and replace
+    "costSecondsPerImageNvidia": 2.2,
+    "servingNamespace": "sd",
+    "servingModelId": "stabilityai/stable-diffusion-2-1-base",
+    "servingMetricsMode": "cloudwatch",
+    "servingMaxBatchSize": 4,
+    "servingBatchWaitMs": 50,
+    "servingQueueSize": 32,
+    "servingRequestTimeoutSeconds": 120,
+    "servingShutdownGraceSeconds": 30,
+    "servingPreStopSeconds": 15,
+    "servingStartupTimeoutSecondsNeuron": 900,
+    "servingStartupTimeoutSecondsNvidia": 1200,
+    "servingNeuronDevices": 1,
+    "servingCpuNeuron": 3,
+    "servingMemoryGiNeuron": 12,
+    "servingCpuNvidia": 3,
+    "servingMemoryGiNvidia": 12,
+    "servingCacheSizeGi": 40,
+    "servingShmSizeGi": 2,
+    "servingRunAsUser": 1000,
+    "scalingMinReplicasNeuron": 1,
+    "scalingMaxReplicasNeuron": 4,
+    "scalingTargetNeuron": 20,
+    "scalingMinReplicasNvidia": 1,
+    "scalingMaxReplicasNvidia": 4,
+    "scalingTargetNvidia": 20,
+    "scalingPollingSeconds": 30,
+    "scalingCooldownSeconds": 300,
+    "ingressLoadBalancerName": "sd-on-eks",
+    "ingressInternetFacing": True,
+    "ingressCertificateArn": None,
+    "ingressAllowedCidrs": [],  # empty: open to 0.0.0.0/0
+    "ingressIdleTimeoutSeconds": 300,
+    "ingressDeregistrationDelaySeconds": 45,
+    "ingressAccessLogs": True,
+    "alarmLatencyP99Ms": 30000,
+    "alarm5xxRatePercent": 5,
+    "alarmEvaluationPeriods": 3,
+    "alarmTopicArn": None,
+    "modelStoreRemovalPolicy": "retain",
+    "neuronCompileBatchSize": 1,
+    "neuronCompileHeight": 512,
+    "neuronCompileWidth": 512,
+    "neuronCompileTimeoutSeconds": 7200,
+}
+
+_CERT_ARN = r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+"
+_TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_LB_NAME = r"[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
+
+
+def _suffix(accelerator: str) -> str:
+    return accelerator[0].upper() + accelerator[1:]
+
+
+@dataclass(frozen=True)
+class AcceleratorServing:
+    """Settings that differ per accelerator."""
+
+    price_per_hour: float  # USD per instance hour (one pod per instance)
+    seconds_per_image: float  # measured with the service's benchmark
+    routing_weight: int | None  # explicit weight, or None to derive it from cost
+    min_replicas: int
+    max_replicas: int
+    scaling_target: float  # requests per minute one pod sustains before latency breaks
+    startup_timeout_s: int  # model load budget for the startupProbe
+    cpu: float
+    memory_gi: int
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """Everything the serving and observability stacks read from context."""
+
+    routing_mode: RoutingMode
+    per_accelerator: Mapping[str, AcceleratorServing]
+    namespace: str
+    model_id: str
+    metrics_mode: str
+    max_batch_size: int
+    batch_wait_ms: float
+    queue_size: int
+    request_timeout_s: int
+    shutdown_grace_s: int
+    pre_stop_s: int
+    neuron_devices: int
+    cache_size_gi: int
+    shm_size_gi: int
+    run_as_user: int
+    scaling_polling_s: int
+    scaling_cooldown_s: int
+    load_balancer_name: str
+    internet_facing: bool
+    certificate_arn: str | None
+    allowed_cidrs: tuple[str, ...]
+    idle_timeout_s: int
+    deregistration_delay_s: int
+    access_logs: bool
+    alarm_latency_p99_ms: float
+    alarm_5xx_rate_percent: float
+    alarm_evaluation_periods: int
+    alarm_topic_arn: str | None
+    model_store_retain: bool
+    compile_batch_size: int
+    compile_height: int
+    compile_width: int
+    compile_timeout_s: int
+
+    @property
+    def termination_grace_s(self) -> int:
+        """preStop delay + the service's own drain + a margin for process exit."""
+        return self.pre_stop_s + self.shutdown_grace_s + 5
+
+    @classmethod
+    def from_context(cls, values: Mapping[str, Any]) -> ServingConfig:
+        """Read and check every serving setting; a bad value raises ConfigError naming its key."""
+        merged = {**DEFAULT_CONTEXT, **{k: v for k, v in values.items() if v is not None}}
+        ctx = Context(merged)
+        per_acc: dict[str, AcceleratorServing] = {}
+        for name in ACCELERATORS:
+            s = _suffix(name)
+            weight_key = f"routingWeight{s}"
+            weight = (
+                ctx.integer(weight_key, minimum=0, maximum=MAX_ROUTING_WEIGHT)
+                if merged.get(weight_key) is not None
+                else None
+            )
+            min_r = ctx.integer(f"scalingMinReplicas{s}", minimum=0, maximum=100)
+            max_r = ctx.integer(f"scalingMaxReplicas{s}", minimum=1, maximum=100)
+            if max_r < min_r:
+                raise ConfigError(
+                    f"setting 'scalingMaxReplicas{s}' = {max_r} is below 'scalingMinReplicas{s}' = {min_r}"
+                )
+            per_acc[name] = AcceleratorServing(
+                price_per_hour=ctx.number(f"costPricePerHour{s}", minimum=0.0001),
+                seconds_per_image=ctx.number(f"costSecondsPerImage{s}", minimum=0.001),
+                routing_weight=weight,
+                min_replicas=min_r,
+                max_replicas=max_r,
+                scaling_target=ctx.number(f"scalingTarget{s}", minimum=0.1),
+                startup_timeout_s=ctx.integer(f"servingStartupTimeoutSeconds{s}", minimum=30, maximum=7200),
+                cpu=ctx.number(f"servingCpu{s}", minimum=0.25),
+                memory_gi=ctx.integer(f"servingMemoryGi{s}", minimum=1),
+            )
+        explicit = [a for a, v in per_acc.items() if v.routing_weight is not None]
+        if explicit and len(explicit) != len(per_acc):
+            missing = sorted(set(per_acc) - set(explicit))
+            raise ConfigError(
+                "setting 'routingWeight" + _suffix(missing[0]) + "' is required when any routingWeight* is set"
+            )
+
+        cfg = cls(
+            routing_mode=ctx.string("routingMode", allowed=ROUTING_MODES),
+            per_accelerator=per_acc,
+            namespace=ctx.string("servingNamespace", pattern=_DNS_LABEL, description="a DNS label"),
+            model_id=ctx.string("servingModelId"),
+            metrics_mode=ctx.string("servingMetricsMode", allowed=("cloudwatch", "emf")),
+            max_batch_size=ctx.integer("servingMaxBatchSize", minimum=1, maximum=64),
+            batch_wait_ms=ctx.number("servingBatchWaitMs", minimum=0, maximum=10000),
+            queue_size=ctx.integer("servingQueueSize", minimum=1, maximum=10000),
+            request_timeout_s=ctx.integer("servingRequestTimeoutSeconds", minimum=1, maximum=3600),
+            shutdown_grace_s=ctx.integer("servingShutdownGraceSeconds", minimum=0, maximum=600),
+            pre_stop_s=ctx.integer("servingPreStopSeconds", minimum=0, maximum=120),
+            neuron_devices=ctx.integer("servingNeuronDevices", minimum=1, maximum=16),
+            cache_size_gi=ctx.integer("servingCacheSizeGi", minimum=1),
+            shm_size_gi=ctx.integer("servingShmSizeGi", minimum=1),
+            run_as_user=ctx.integer("servingRunAsUser", minimum=1),
+            scaling_polling_s=ctx.integer("scalingPollingSeconds", minimum=5, maximum=600),
+            scaling_cooldown_s=ctx.integer("scalingCooldownSeconds", minimum=30, maximum=3600),
+            load_balancer_name=ctx.string(
+                "ingressLoadBalancerName", pattern=_LB_NAME, description="1-32 letters, digits, hyphens"
+            ),
+            internet_facing=ctx.boolean("ingressInternetFacing"),
+            certificate_arn=ctx.string("ingressCertificateArn", None, pattern=_CERT_ARN, description="an ACM ARN"),
+            allowed_cidrs=tuple(ctx.cidr_list("ingressAllowedCidrs", allow_empty=True)),
+            idle_timeout_s=ctx.integer("ingressIdleTimeoutSeconds", minimum=1, maximum=4000),
+            deregistration_delay_s=ctx.integer("ingressDeregistrationDelaySeconds", minimum=0, maximum=3600),
+            access_logs=ctx.boolean("ingressAccessLogs"),
+            alarm_latency_p99_ms=ctx.number("alarmLatencyP99Ms", minimum=1),
+            alarm_5xx_rate_percent=ctx.number("alarm5xxRatePercent", minimum=0.01, maximum=100),
+            alarm_evaluation_periods=ctx.integer("alarmEvaluationPeriods", minimum=1, maximum=60),
+            alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
+            model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
+            compile_batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
+            compile_height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
+            compile_width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
+            compile_timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+        )
+        cfg._check_consistency()
+        return cfg
+
+    def _check_consistency(self) -> None:
+        for key, value in (("neuronCompileHeight", self.compile_height), ("neuronCompileWidth", self.compile_width)):
+            if value % 8:
+                raise ConfigError(f"setting '{key}' = {value} is invalid: expected a multiple of 8")
+        if self.idle_timeout_s < self.request_timeout_s:
+            raise ConfigError(
+                f"setting 'ingressIdleTimeoutSeconds' = {self.idle_timeout_s} is below "
+                f"'servingRequestTimeoutSeconds' = {self.request_timeout_s}: the ALB would cut generations off"
+            )
+        if self.deregistration_delay_s > self.termination_grace_s:
+            raise ConfigError(
+                f"setting 'ingressDeregistrationDelaySeconds' = {self.deregistration_delay_s} is above the pod's "
+                f"termination grace ({self.termination_grace_s} s = servingPreStopSeconds + "
+                "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
+            )
+        try:
+            from app.model_store_layout import model_slug
+
+            model_slug(self.model_id)
+        except ValueError as exc:
+            raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None

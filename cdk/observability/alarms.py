@@ -1,0 +1,82 @@
+"""Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, and no healthy targets."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from cdk.accelerators import Accelerator
+from cdk.config.serving import ServingConfig
+from cdk.observability import service_metrics as sm
+from cdk.observability.dashboard import DashboardInputs, alb_metric, healthy_hosts_query, service_metric
+
+
+class ServingAlarms(Construct):
+    """The alarms, optionally notifying an SNS topic from config (alarmTopicArn)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, inputs: DashboardInputs, config: ServingConfig) -> None:
+        super().__init__(scope, construct_id)
+        periods = config.alarm_evaluation_periods
+        self.alarms: list[cw.Alarm] = []
+        five_xx = cw.MathExpression(
+            expression="100 * (FILL(t5xx, 0) + FILL(e5xx, 0)) / IF(FILL(req, 0) > 0, req, 1)",
+            using_metrics={
+                "t5xx": alb_metric("HTTPCode_Target_5XX_Count", "Sum", inputs),
+                "e5xx": alb_metric("HTTPCode_ELB_5XX_Count", "Sum", inputs),
+                "req": alb_metric("RequestCount", "Sum", inputs),
+            },
+            period=Duration.minutes(1),
+            label="5xx %",
+        )
+        self.alarms.append(
+            five_xx.create_alarm(
+                self,
+                "Alb5xxRate",
+                alarm_description=f"More than {config.alarm_5xx_rate_percent:g}% of ALB responses are 5xx.",
+                threshold=config.alarm_5xx_rate_percent,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+        )
+        for acc in inputs.accelerators:
+            self.alarms.append(self._latency_alarm(acc, config, periods))
+        healthy = cw.MathExpression(
+            expression=healthy_hosts_query(inputs, False), using_metrics={}, period=Duration.minutes(1)
+        )
+        self.alarms.append(
+            healthy.create_alarm(
+                self,
+                "NoHealthyTargets",
+                alarm_description=(
+                    "A target group of the serving ALB has no healthy targets (minimum over its target groups); "
+                    "the dashboard's 'Healthy targets per target group' widget shows which."
+                ),
+                threshold=1,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                # No data at all means no target group reports: treat as unhealthy.
+                treat_missing_data=cw.TreatMissingData.BREACHING,
+            )
+        )
+        if config.alarm_topic_arn:
+            topic = sns.Topic.from_topic_arn(self, "Topic", config.alarm_topic_arn)
+            for alarm in self.alarms:
+                alarm.add_alarm_action(cw_actions.SnsAction(topic))
+                alarm.add_ok_action(cw_actions.SnsAction(topic))
+
+    def _latency_alarm(self, acc: Accelerator, config: ServingConfig, periods: int) -> cw.Alarm:
+        return service_metric(acc, sm.LATENCY, "p99").create_alarm(
+            self,
+            f"LatencyP99{acc.name.capitalize()}",
+            alarm_description=(
+                f"p99 latency of {acc.deployment_name} is above the SLO of {config.alarm_latency_p99_ms:g} ms."
+            ),
+            threshold=config.alarm_latency_p99_ms,
+            evaluation_periods=periods,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )

@@ -1,0 +1,94 @@
+"""The ALB Ingress (AWS Load Balancer Controller), as a plain dict.
+
+The LBC creates the ALB at run time from this object, named `cfg.load_balancer_name` so the
+dashboard and alarms can find its metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from cdk.config.serving import ServingConfig
+from cdk.serving.routing import (
+    CAPACITY_SERVICE_NAME,
+    SERVICE_PORT,
+    WEIGHTED_ACTION_NAME,
+    weighted_action_annotation,
+)
+
+INGRESS_NAME: Final = "sd"
+HEALTH_CHECK_PATH: Final = "/health"
+ACCESS_LOG_PREFIX: Final = "alb"
+_LBC: Final = "alb.ingress.kubernetes.io/"
+
+
+def annotations(
+    cfg: ServingConfig,
+    *,
+    weights: Mapping[str, int] | None,
+    access_log_bucket: str | None,
+) -> dict[str, str]:
+    """The LBC annotations: listeners, health check, timeouts, drain, logs, CIDRs and routing."""
+    lb_attributes = [
+        f"idle_timeout.timeout_seconds={cfg.idle_timeout_s}",
+        "routing.http.drop_invalid_header_fields.enabled=true",
+    ]
+    if access_log_bucket is not None:
+        lb_attributes += [
+            "access_logs.s3.enabled=true",
+            f"access_logs.s3.bucket={access_log_bucket}",
+            f"access_logs.s3.prefix={ACCESS_LOG_PREFIX}",
+        ]
+    result = {
+        f"{_LBC}load-balancer-name": cfg.load_balancer_name,
+        f"{_LBC}scheme": "internet-facing" if cfg.internet_facing else "internal",
+        f"{_LBC}target-type": "ip",
+        f"{_LBC}healthcheck-path": HEALTH_CHECK_PATH,
+        f"{_LBC}healthcheck-port": "traffic-port",
+        f"{_LBC}healthcheck-interval-seconds": "10",
+        f"{_LBC}healthy-threshold-count": "2",
+        f"{_LBC}unhealthy-threshold-count": "3",
+        f"{_LBC}success-codes": "200",
+        f"{_LBC}load-balancer-attributes": ",".join(lb_attributes),
+        f"{_LBC}target-group-attributes": f"deregistration_delay.timeout_seconds={cfg.deregistration_delay_s}",
+        f"{_LBC}inbound-cidrs": ",".join(cfg.allowed_cidrs or ("0.0.0.0/0",)),
+    }
+    if cfg.certificate_arn:
+        result[f"{_LBC}listen-ports"] = json.dumps([{"HTTP": 80}, {"HTTPS": 443}], separators=(",", ":"))
+        result[f"{_LBC}certificate-arn"] = cfg.certificate_arn
+        result[f"{_LBC}ssl-redirect"] = "443"
+        result[f"{_LBC}ssl-policy"] = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+    else:
+        result[f"{_LBC}listen-ports"] = json.dumps([{"HTTP": 80}], separators=(",", ":"))
+    if weights is not None:
+        key, value = weighted_action_annotation(weights)
+        result[key] = value
+    return result
+
+
+def ingress(
+    cfg: ServingConfig,
+    *,
+    weights: Mapping[str, int] | None,
+    access_log_bucket: str | None,
+) -> dict[str, Any]:
+    """The Ingress: `/` (UI and API) to the weighted action (cost) or the all-pods Service (capacity)."""
+    if weights is not None:
+        backend = {"service": {"name": WEIGHTED_ACTION_NAME, "port": {"name": "use-annotation"}}}
+    else:
+        backend = {"service": {"name": CAPACITY_SERVICE_NAME, "port": {"number": SERVICE_PORT}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": INGRESS_NAME,
+            "namespace": cfg.namespace,
+            "annotations": annotations(cfg, weights=weights, access_log_bucket=access_log_bucket),
+        },
+        "spec": {
+            "ingressClassName": "alb",
+            "rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}],
+        },
+    }

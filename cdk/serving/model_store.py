@@ -1,0 +1,94 @@
+"""The model store bucket (weights and Neuron artifacts) and the log bucket beside it."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Token, Validations, region_info
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk.serving.ingress import ACCESS_LOG_PREFIX
+
+SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
+
+
+class ModelStore(Construct):
+    """An encrypted, versioned, TLS-only, private bucket, plus a log bucket for S3 and ALB access logs."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        # ALB access logs only support SSE-S3, so the log bucket uses S3-managed keys.
+        self.log_bucket = s3.Bucket(
+            self,
+            "Logs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(90), noncurrent_version_expiration=Duration.days(30))
+            ],
+            removal_policy=removal,
+        )
+        Validations.of(self.log_bucket).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This is the access-log bucket itself; logging it into itself would loop.",
+            )
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
+            removal_policy=removal,
+        )
+        self._log_server_access()
+        self._allow_alb_access_logs()
+
+    def _log_server_access(self) -> None:
+        """S3 server access logs into the log bucket, granted by bucket policy (not the legacy ACL).
+
+        `server_access_logs_bucket` would add a LogDeliveryWrite ACL unless a feature flag is set;
+        the policy form works the same whatever the app's flags are.
+        """
+        stack = Stack.of(self)
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, s3.CfnBucket)
+        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=self.log_bucket.bucket_name, log_file_prefix=SERVER_ACCESS_LOG_PREFIX
+        )
+        self.log_bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                resources=[self.log_bucket.arn_for_objects(f"{SERVER_ACCESS_LOG_PREFIX}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
+
+    def _allow_alb_access_logs(self) -> None:
+        """Let the ALB write its access logs under `alb/AWSLogs/<account>/`."""
+        stack = Stack.of(self)
+        principals: list[iam.IPrincipal] = [iam.ServicePrincipal("logdelivery.elasticloadbalancing.amazonaws.com")]
+        # Regions opened before August 2022 deliver ALB logs as the regional ELB account instead.
+        if not Token.is_unresolved(stack.region):
+            elb_account = region_info.RegionInfo.get(stack.region).elbv2_account
+            if elb_account:
+                principals.append(iam.AccountPrincipal(elb_account))
+        self.log_bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=principals,
+                resources=[self.log_bucket.arn_for_objects(f"{ACCESS_LOG_PREFIX}/AWSLogs/{stack.account}/*")],
+            )
+        )

@@ -1,0 +1,104 @@
+"""How the ALB splits traffic between the per-accelerator Services. Pure functions, no CDK.
+
+`cost` mode: one weighted forward action across the per-accelerator Services. Weights come from
+config, or are derived from each accelerator's cost per image:
+
+    cost_per_image[a] = price_per_hour[a] / 3600 * seconds_per_image[a]
+    weight[a]         = round_to_total( (1 / cost_per_image[a]) / sum_b (1 / cost_per_image[b]), 100 )
+
+so the accelerator that makes an image for less money gets proportionally more of the traffic.
+
+`capacity` mode: one Service selects the pods of every accelerator, and the ALB round-robins across
+all ready pods, so whichever accelerator has capacity serves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cdk.accelerators import Accelerator
+
+SERVICE_PORT: Final = 80
+CONTAINER_PORT: Final = 8000
+PORT_NAME: Final = "http"
+CAPACITY_SERVICE_NAME: Final = "sd"  # the Service across all accelerators (capacity mode)
+WEIGHTED_ACTION_NAME: Final = "weighted"  # the LBC action name (cost mode)
+WEIGHT_TOTAL: Final = 100
+
+
+@dataclass(frozen=True)
+class CostInput:
+    """What one accelerator costs: instance price per hour and measured seconds per image."""
+
+    price_per_hour: float
+    seconds_per_image: float
+
+    @property
+    def cost_per_image(self) -> float:
+        """USD per image with the instance fully busy."""
+        return self.price_per_hour / 3600.0 * self.seconds_per_image
+
+    @property
+    def cost_per_1000_images(self) -> float:
+        """USD per 1,000 images with the instance fully busy."""
+        return self.cost_per_image * 1000.0
+
+
+def weights_from_cost(costs: Mapping[str, CostInput], total: int = WEIGHT_TOTAL) -> dict[str, int]:
+    """Integer weights summing to `total`, proportional to 1 / cost per image.
+
+    Rounding uses the largest-remainder method so the weights always sum to exactly `total`
+    (ties go to the cheaper accelerator, then by name, so the result is stable).
+    """
+    if not costs:
+        raise ValueError("no accelerator to route to")
+    inverse = {name: 1.0 / c.cost_per_image for name, c in costs.items()}
+    norm = sum(inverse.values())
+    exact = {name: total * v / norm for name, v in inverse.items()}
+    weights = {name: math.floor(v) for name, v in exact.items()}
+    leftover = total - sum(weights.values())
+    order = sorted(exact, key=lambda n: (-(exact[n] - weights[n]), costs[n].cost_per_image, n))
+    for name in order[:leftover]:
+        weights[name] += 1
+    return weights
+
+
+def resolve_weights(
+    accelerators: Sequence[Accelerator],
+    explicit: Mapping[str, int | None],
+    costs: Mapping[str, CostInput],
+) -> dict[str, int]:
+    """Weights per enabled accelerator: explicit ones when configured, else derived from cost."""
+    names = [a.name for a in accelerators]
+    given = {n: explicit.get(n) for n in names}
+    if all(v is not None for v in given.values()):
+        weights = {n: int(v) for n, v in given.items() if v is not None}
+        if sum(weights.values()) == 0:
+            raise ValueError("routing weights of the enabled accelerators are all 0: no traffic would be served")
+        return weights
+    return weights_from_cost({n: costs[n] for n in names})
+
+
+def weighted_forward_action(services_weights: Mapping[str, int]) -> dict[str, Any]:
+    """The LBC `actions.<name>` annotation body: forward to each Service's port 80 by weight."""
+    return {
+        "type": "forward",
+        "forwardConfig": {
+            "targetGroups": [
+                {"serviceName": svc, "servicePort": str(SERVICE_PORT), "weight": weight}
+                for svc, weight in services_weights.items()
+            ],
+            # No stickiness: each generation is independent, and stickiness would defeat the split.
+            "targetGroupStickinessConfig": {"enabled": False},
+        },
+    }
+
+
+def weighted_action_annotation(services_weights: Mapping[str, int]) -> tuple[str, str]:
+    """(annotation key, JSON value) for the weighted forward action."""
+    key = f"alb.ingress.kubernetes.io/actions.{WEIGHTED_ACTION_NAME}"
+    return key, json.dumps(weighted_forward_action(services_weights), separators=(",", ":"))

@@ -1,0 +1,87 @@
+"""KEDA objects as plain dicts: one ScaledObject per Deployment, one shared TriggerAuthentication.
+
+Each Deployment scales on the service's own `Requests` metric for its deployment unit (CloudWatch,
+summed per minute): KEDA feeds it to the HPA as an average per pod, so `scalingTarget<Acc>` is the
+number of requests per minute one pod sustains before its latency breaks (docs/serving.md, "Scale").
+KEDA reads CloudWatch with the operator's own workload identity (`identityOwner: keda`), so no
+credentials live in this namespace; the operator's role needs cloudwatch:GetMetricData.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from cdk.accelerators import Accelerator
+from cdk.config.serving import ServingConfig
+from cdk.observability import service_metrics as sm
+
+TRIGGER_AUTH_NAME: Final = "keda-aws-operator-identity"
+METRIC_PERIOD_S: Final = 60
+SCALED_METRIC: Final = sm.REQUESTS
+
+
+def trigger_authentication(cfg: ServingConfig) -> dict[str, Any]:
+    """Authenticate the aws-cloudwatch scaler as the KEDA operator (EKS Pod Identity / IRSA)."""
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "TriggerAuthentication",
+        "metadata": {"name": TRIGGER_AUTH_NAME, "namespace": cfg.namespace},
+        "spec": {"podIdentity": {"provider": "aws", "identityOwner": "keda"}},
+    }
+
+
+def cloudwatch_trigger(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str, Any]:
+    """The aws-cloudwatch trigger on this deployment unit's request rate."""
+    dims = sm.dimensions(acc)
+    per = cfg.per_accelerator[acc.name]
+    return {
+        "type": "aws-cloudwatch",
+        "authenticationRef": {"name": TRIGGER_AUTH_NAME},
+        "metadata": {
+            "namespace": sm.NAMESPACE,
+            "metricName": SCALED_METRIC,
+            # KEDA takes several dimensions separated by ';', names and values in the same order.
+            "dimensionName": ";".join(dims.keys()),
+            "dimensionValue": ";".join(dims.values()),
+            "metricStat": "Sum",
+            "metricStatPeriod": str(METRIC_PERIOD_S),
+            "metricCollectionTime": str(METRIC_PERIOD_S * 5),
+            "metricEndTimeOffset": str(METRIC_PERIOD_S),  # the newest minute is still being flushed
+            "targetMetricValue": f"{per.scaling_target:g}",
+            "minMetricValue": "0",
+            "awsRegion": region,
+        },
+    }
+
+
+def scaled_object(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str, Any]:
+    """Scale one Deployment between its configured min and max replicas."""
+    per = cfg.per_accelerator[acc.name]
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": acc.deployment_name},
+            "minReplicaCount": per.min_replicas,
+            "maxReplicaCount": per.max_replicas,
+            "pollingInterval": cfg.scaling_polling_s,
+            "cooldownPeriod": cfg.scaling_cooldown_s,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {
+                        # New accelerator nodes take minutes; do not drop pods on a short lull.
+                        "scaleDown": {
+                            "stabilizationWindowSeconds": cfg.scaling_cooldown_s,
+                            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+                        },
+                        "scaleUp": {
+                            "stabilizationWindowSeconds": 0,
+                            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+                        },
+                    }
+                }
+            },
+            "triggers": [cloudwatch_trigger(acc, cfg, region)],
+        },
+    }

@@ -1,0 +1,303 @@
+"""Kubernetes objects for the service, as plain dicts. Pure functions: no CDK, easy to test.
+
+One Deployment, Service, PodDisruptionBudget and ServiceAccount per accelerator, named after
+`Accelerator.deployment_name`, plus the namespace and (capacity mode) one Service across all pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cdk.accelerators import NODE_LABEL_KEY, Accelerator
+from cdk.config.serving import ServingConfig
+from cdk.serving import pins
+from cdk.serving.routing import CAPACITY_SERVICE_NAME, CONTAINER_PORT, PORT_NAME, SERVICE_PORT
+
+APP_LABEL: Final = {"app.kubernetes.io/name": "stable-diffusion"}  # shared by every accelerator's pods
+INSTANCE_LABEL_KEY: Final = "app.kubernetes.io/instance"
+CACHE_DIR: Final = "/cache"
+# Paths inside the container (emptyDir mounts), not on the machine that synthesizes.
+TMP_DIR: Final = "/tmp"  # noqa: S108
+SHM_DIR: Final = "/dev/shm"  # noqa: S108
+Manifest = dict[str, Any]
+
+
+def selector_labels(acc: Accelerator) -> dict[str, str]:
+    """Labels that select exactly one accelerator's pods."""
+    return {**APP_LABEL, INSTANCE_LABEL_KEY: acc.deployment_name}
+
+
+def service_account_name(acc: Accelerator) -> str:
+    """One ServiceAccount per accelerator, so each gets only its own model prefix."""
+    return acc.deployment_name
+
+
+def needs_neuron_scheduler(acc: Accelerator, devices: int) -> bool:
+    """The Neuron scheduler extension is needed when a pod asks for more than one NeuronCore.
+
+    The default scheduler only counts devices; for multi-core requests the extension picks cores
+    that are contiguous on the device ring, without which the runtime may fail to load the model.
+    """
+    return acc.name == "neuron" and devices * pins.NEURON_CORES_PER_DEVICE > 1
+
+
+def namespace(cfg: ServingConfig) -> Manifest:
+    """The namespace: restricted pod security enforced; LBC readiness gates injected."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": cfg.namespace,
+            "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/warn": "restricted",
+                # The LBC adds a readiness gate to each pod so a rollout waits for the ALB target to be healthy.
+                "elbv2.k8s.aws/pod-readiness-gate-inject": "enabled",
+            },
+        },
+    }
+
+
+def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:
+    """The pod's ServiceAccount; its IAM role comes from an EKS Pod Identity association."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account_name(acc), "namespace": cfg.namespace, "labels": selector_labels(acc)},
+    }
+
+
+def pod_security_context(cfg: ServingConfig) -> dict[str, Any]:
+    """Restricted pod-level security: non-root, RuntimeDefault seccomp."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": cfg.run_as_user,
+        "runAsGroup": cfg.run_as_user,
+        "fsGroup": cfg.run_as_user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    """Restricted container-level security: read-only root, no escalation, no capabilities."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def scratch_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts): /dev/shm in memory, a writable cache and /tmp on a read-only root."""
+    volumes = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{cfg.shm_size_gi}Gi"}},
+        {"name": "cache", "emptyDir": {"sizeLimit": f"{cfg.cache_size_gi}Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
+    ]
+    mounts = [
+        {"name": "dshm", "mountPath": SHM_DIR},
+        {"name": "cache", "mountPath": CACHE_DIR},
+        {"name": "tmp", "mountPath": TMP_DIR},
+    ]
+    return volumes, mounts
+
+
+def accelerator_resources(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
+    """Requests/limits: the accelerator's extended resource plus CPU and memory from config."""
+    per = cfg.per_accelerator[acc.name]
+    count = cfg.neuron_devices if acc.name == "neuron" else 1
+    cpu = f"{int(per.cpu * 1000)}m"
+    memory = f"{per.memory_gi}Gi"
+    return {
+        "requests": {"cpu": cpu, "memory": memory, acc.resource_name: count},
+        # Extended resources must have limit == request; memory limit = request avoids OOM surprises.
+        "limits": {"memory": memory, acc.resource_name: count},
+    }
+
+
+def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
+    """nodeSelector + toleration for the accelerator's node pool, and the Neuron scheduler if needed."""
+    spec: dict[str, Any] = {
+        "nodeSelector": {NODE_LABEL_KEY: acc.name},
+        "tolerations": [{"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if needs_neuron_scheduler(acc, cfg.neuron_devices):
+        spec["schedulerName"] = pins.NEURON_SCHEDULER_NAME
+    return spec
+
+
+def base_env(cfg: ServingConfig, region: str) -> list[dict[str, str]]:
+    """Environment shared by the service and the compile job: region and writable home/caches."""
+    return [
+        {"name": "AWS_REGION", "value": region},
+        {"name": "AWS_DEFAULT_REGION", "value": region},
+        {"name": "HOME", "value": TMP_DIR},
+        {"name": "XDG_CACHE_HOME", "value": f"{CACHE_DIR}/xdg"},
+        {"name": "HF_HOME", "value": f"{CACHE_DIR}/hf"},
+        {"name": "HF_HUB_OFFLINE", "value": "1"},  # never reach a third-party hub at start-up
+    ]
+
+
+def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: str) -> list[dict[str, str]]:
+    """The service's settings (app/settings.py) by their variable names."""
+    env = [
+        {"name": "MODEL_ID", "value": model_uri},
+        {"name": "BACKEND", "value": acc.service_backend},
+        {"name": "PORT", "value": str(CONTAINER_PORT)},
+        {"name": "MAX_BATCH_SIZE", "value": str(cfg.max_batch_size)},
+        {"name": "BATCH_WAIT_MS", "value": f"{cfg.batch_wait_ms:g}"},
+        {"name": "QUEUE_SIZE", "value": str(cfg.queue_size)},
+        {"name": "REQUEST_TIMEOUT_S", "value": str(cfg.request_timeout_s)},
+        {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
+        {"name": "METRICS", "value": cfg.metrics_mode},
+        {"name": "DEPLOYMENT_UNIT", "value": acc.deployment_name},
+        {"name": "MODEL_CACHE_DIR", "value": CACHE_DIR},
+        {"name": "GRADIO_ANALYTICS_ENABLED", "value": "False"},
+    ]
+    if acc.name == "neuron":
+        env += [
+            {"name": "NEURON_BATCH_SIZE", "value": str(cfg.compile_batch_size)},
+            {"name": "NEURON_HEIGHT", "value": str(cfg.compile_height)},
+            {"name": "NEURON_WIDTH", "value": str(cfg.compile_width)},
+        ]
+    return env + base_env(cfg, region)
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """Probe periods chosen so the startup budget covers a model load."""
+
+    startup_period_s: int = 10
+    readiness_period_s: int = 5
+    liveness_period_s: int = 10
+
+    def startup_failures(self, budget_s: int) -> int:
+        """Failures allowed so that period x failures >= the configured model-load budget."""
+        return -(-budget_s // self.startup_period_s)
+
+
+PROBES: Final = ProbeTiming()
+
+
+def probes(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
+    """startupProbe sized for model load; readiness on /readiness, liveness on /health."""
+    budget = cfg.per_accelerator[acc.name].startup_timeout_s
+
+    def http(path: str) -> dict[str, Any]:
+        return {"path": path, "port": PORT_NAME}
+
+    return {
+        # Until the model is loaded and warmed up /readiness is 503; liveness waits for this to pass.
+        "startupProbe": {
+            "httpGet": http("/readiness"),
+            "periodSeconds": PROBES.startup_period_s,
+            "timeoutSeconds": 5,
+            "failureThreshold": PROBES.startup_failures(budget),
+        },
+        "readinessProbe": {
+            "httpGet": http("/readiness"),
+            "periodSeconds": PROBES.readiness_period_s,
+            "timeoutSeconds": 3,
+            "failureThreshold": 2,
+        },
+        # /health answers from the event loop; a batch in flight does not block it.
+        "livenessProbe": {
+            "httpGet": http("/health"),
+            "periodSeconds": PROBES.liveness_period_s,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
+    }
+
+
+def deployment(
+    acc: Accelerator,
+    cfg: ServingConfig,
+    *,
+    image: str,
+    model_uri: str,
+    region: str,
+    init_containers: Sequence[dict[str, Any]] = (),
+) -> Manifest:
+    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation."""
+    per = cfg.per_accelerator[acc.name]
+    volumes, mounts = scratch_volumes(cfg)
+    labels = {**selector_labels(acc), NODE_LABEL_KEY: acc.name}
+    container = {
+        "name": "sd",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": PORT_NAME, "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "env": service_env(acc, cfg, model_uri, region),
+        "resources": accelerator_resources(acc, cfg),
+        **probes(acc, cfg),
+        # The pod keeps serving while the ALB deregisters it; SIGTERM only after that.
+        "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s}}},
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": service_account_name(acc),
+        "automountServiceAccountToken": True,  # Pod Identity needs the projected token
+        "securityContext": pod_security_context(cfg),
+        "terminationGracePeriodSeconds": cfg.termination_grace_s,
+        "containers": [container],
+        "volumes": volumes,
+        **scheduling(acc, cfg),
+    }
+    if init_containers:
+        pod_spec["initContainers"] = list(init_containers)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace, "labels": labels},
+        "spec": {
+            "replicas": max(per.min_replicas, 1),
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": selector_labels(acc)},
+            # Accelerator capacity is scarce: never surge above max, replace one pod at a time.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def service(name: str, selector: dict[str, str], cfg: ServingConfig) -> Manifest:
+    """A ClusterIP Service: port 80 -> the container's named port (8000)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": cfg.namespace, "labels": dict(APP_LABEL)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+        },
+    }
+
+
+def accelerator_service(acc: Accelerator, cfg: ServingConfig) -> Manifest:
+    """The Service in front of one accelerator's pods (cost mode targets)."""
+    return service(acc.deployment_name, selector_labels(acc), cfg)
+
+
+def capacity_service(cfg: ServingConfig) -> Manifest:
+    """The Service across every accelerator's pods (capacity mode target)."""
+    return service(CAPACITY_SERVICE_NAME, dict(APP_LABEL), cfg)
+
+
+def pod_disruption_budget(acc: Accelerator, cfg: ServingConfig) -> Manifest:
+    """At most one pod of an accelerator down at a time for voluntary disruptions.
+
+    maxUnavailable (not minAvailable) so a single-replica Deployment can still be drained by Karpenter.
+    """
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(acc)}},
+    }

@@ -1,0 +1,42 @@
+"""ServingConfig: defaults synthesize, bad values name their key."""
+
+import pytest
+
+from cdk.config.context import ConfigError
+from cdk.config.serving import DEFAULT_CONTEXT, ServingConfig
+
+
+def test_empty_context_gives_the_documented_defaults():
+    cfg = ServingConfig.from_context({})
+    assert cfg.routing_mode == DEFAULT_CONTEXT["routingMode"]
+    assert cfg.per_accelerator["neuron"].price_per_hour == DEFAULT_CONTEXT["costPricePerHourNeuron"]
+    assert cfg.termination_grace_s == cfg.pre_stop_s + cfg.shutdown_grace_s + 5
+
+
+def test_command_line_strings_are_accepted():
+    cfg = ServingConfig.from_context(
+        {"routingWeightNeuron": "10", "routingWeightNvidia": "90", "ingressAllowedCidrs": "10.0.0.0/8"}
+    )
+    assert cfg.per_accelerator["nvidia"].routing_weight == 90
+    assert cfg.allowed_cidrs == ("10.0.0.0/8",)
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"routingMode": "random"}, "routingMode"),
+        ({"routingWeightNeuron": 5}, "routingWeightNvidia"),
+        ({"routingWeightNeuron": 1000, "routingWeightNvidia": 1}, "routingWeightNeuron"),
+        ({"scalingMinReplicasNvidia": 5, "scalingMaxReplicasNvidia": 2}, "scalingMaxReplicasNvidia"),
+        ({"ingressIdleTimeoutSeconds": 60}, "ingressIdleTimeoutSeconds"),
+        ({"ingressDeregistrationDelaySeconds": 600}, "ingressDeregistrationDelaySeconds"),
+        ({"ingressCertificateArn": "not-an-arn"}, "ingressCertificateArn"),
+        ({"ingressAllowedCidrs": ["10.0.0.1/8"]}, "ingressAllowedCidrs"),
+        ({"neuronCompileHeight": 500}, "neuronCompileHeight"),
+        ({"servingModelId": "a/b/c"}, "servingModelId"),
+        ({"costSecondsPerImageNvidia": 0}, "costSecondsPerImageNvidia"),
+    ],
+)
+def test_bad_values_name_their_key(values, key):
+    with pytest.raises(ConfigError, match=key):
+        ServingConfig.from_context(values)

@@ -1,0 +1,92 @@
+"""IAM: each pod role reads only its model-store prefix and puts only the service's metric namespace."""
+
+from __future__ import annotations
+
+import json
+
+from app import metric_names
+from app.model_store_layout import weights_prefix
+from cdk.serving import neuron_compile_job as njob
+from cdk.serving.service_identity import POD_IDENTITY_PRINCIPAL
+
+
+def statements(template, role_prefix):
+    roles = {k: v for k, v in template.find_resources("AWS::IAM::Role").items() if k.startswith(role_prefix)}
+    (role,) = roles.values()
+    trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert all(s["Principal"] == {"Service": POD_IDENTITY_PRINCIPAL} for s in trust)
+    assert {a for s in trust for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+        "sts:AssumeRole",
+        "sts:TagSession",
+    }
+    (policy,) = role["Properties"]["Policies"]
+    return policy["PolicyDocument"]["Statement"]
+
+
+def actions(statement):
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+
+
+def object_suffixes(statement):
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return sorted(r["Fn::Join"][1][1] for r in resources)
+
+
+def check_service_role(template, role_prefix, prefix):
+    by_action = {}
+    for s in statements(template, role_prefix):
+        assert s["Effect"] == "Allow"
+        for a in actions(s):
+            assert "*" not in a
+            by_action[a] = s
+    assert set(by_action) == {"s3:GetObject", "s3:ListBucket", "cloudwatch:PutMetricData"}
+    assert object_suffixes(by_action["s3:GetObject"]) == [f"/{prefix}*"]
+    assert by_action["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
+    assert by_action["s3:ListBucket"]["Resource"] == {
+        "Fn::GetAtt": [by_action["s3:ListBucket"]["Resource"]["Fn::GetAtt"][0], "Arn"]
+    }
+    put = by_action["cloudwatch:PutMetricData"]
+    assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": metric_names.NAMESPACE}}
+
+
+def test_gpu_role_reads_weights_prefix_only(serving):
+    check_service_role(serving.template, "NvidiaIdentityRole", weights_prefix(serving.config.model_id))
+
+
+def test_neuron_role_reads_compiled_prefix_only(serving):
+    check_service_role(serving.template, "NeuronIdentityRole", njob.artifact_prefix(serving.config))
+
+
+def test_compile_role_reads_weights_writes_compiled_only(serving):
+    cfg = serving.config
+    by_action = {a: s for s in statements(serving.template, "NeuronCompileIdentityRole") for a in actions(s)}
+    assert set(by_action) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    assert object_suffixes(by_action["s3:PutObject"]) == [f"/{njob.artifact_prefix(cfg)}*"]
+    assert object_suffixes(by_action["s3:GetObject"]) == sorted(
+        [f"/{weights_prefix(cfg.model_id)}*", f"/{njob.artifact_prefix(cfg)}*"]
+    )
+
+
+def test_pod_identity_associations_bind_each_service_account(serving):
+    assocs = serving.template.find_resources("AWS::EKS::PodIdentityAssociation")
+    bound = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in assocs.values()}
+    ns = serving.config.namespace
+    assert bound == {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT)}
+    service_accounts = {m["metadata"]["name"] for m in serving.manifests if m["kind"] == "ServiceAccount"}
+    assert {sa for _, sa in bound} == service_accounts
+
+
+def test_model_store_bucket_is_locked_down(serving):
+    buckets = serving.template.find_resources("AWS::S3::Bucket")
+    for bucket in buckets.values():
+        props = bucket["Properties"]
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    policies = json.dumps(serving.template.find_resources("AWS::S3::BucketPolicy"))
+    assert policies.count('"aws:SecureTransport": "false"') == len(buckets)

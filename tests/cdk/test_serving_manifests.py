@@ -1,0 +1,154 @@
+"""The Kubernetes objects the serving stack applies: schema-valid and wired as intended."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
+from cdk.serving import pins
+from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
+from tests.support.k8s_schema import validate_all
+
+
+def by_kind(manifests, kind):
+    return {m["metadata"]["name"]: m for m in manifests if m["kind"] == kind}
+
+
+def test_every_object_is_valid_for_the_cluster_version(serving, capacity_serving):
+    objects = serving.manifests + capacity_serving.manifests
+    kinds = {m["kind"] for m in objects}
+    assert {"Deployment", "Service", "Ingress", "ScaledObject", "TriggerAuthentication", "Job"} <= kinds
+    assert validate_all(objects, serving.platform.kubernetes_version) == []
+
+
+def test_schema_check_is_not_blind():
+    broken = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [{"port": "eighty"}]}}
+    assert validate_all([broken], "1.36")
+
+
+@pytest.mark.parametrize("name", ["neuron", "nvidia"])
+def test_deployment_lands_on_its_node_pool(serving_manifests, name):
+    acc = ACCELERATORS[name]
+    pod = by_kind(serving_manifests, "Deployment")[acc.deployment_name]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: name} == acc.node_label
+    assert {"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"][acc.resource_name] == container["resources"]["requests"][acc.resource_name]
+    other = [a.resource_name for a in ACCELERATORS.values() if a is not acc]
+    assert not set(other) & set(container["resources"]["limits"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["BACKEND"] == acc.service_backend
+    assert env["DEPLOYMENT_UNIT"] == acc.deployment_name
+    assert env["PORT"] == str(CONTAINER_PORT)
+    assert env["MODEL_ID"].startswith("s3://")
+
+
+def test_neuron_uses_scheduler_extension_and_compiled_artifacts(serving_manifests, serving):
+    pod = by_kind(serving_manifests, "Deployment")["sd-neuron"]["spec"]["template"]["spec"]
+    assert pod["schedulerName"] == pins.NEURON_SCHEDULER_NAME
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    cfg = serving.config
+    shape = f"b{cfg.compile_batch_size}-h{cfg.compile_height}-w{cfg.compile_width}"
+    assert env["MODEL_ID"].endswith(
+        f"/compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-{pins.NEURON_SDK_VERSION}/{shape}/"
+    )
+    assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
+        str(v) for v in (cfg.compile_batch_size, cfg.compile_height, cfg.compile_width)
+    )
+    (init,) = pod["initContainers"]
+    assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
+    gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
+    assert "schedulerName" not in gpu
+    gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
+    assert gpu_env["MODEL_ID"].endswith("/models/stabilityai--stable-diffusion-2-1-base/")
+
+
+@pytest.mark.parametrize("name", ["sd-neuron", "sd-gpu"])
+def test_probes_drain_and_security(serving_manifests, serving, name):
+    cfg = serving.config
+    acc = next(a for a in ACCELERATORS.values() if a.deployment_name == name)
+    pod = by_kind(serving_manifests, "Deployment")[name]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readiness", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    startup = c["startupProbe"]
+    budget = cfg.per_accelerator[acc.name].startup_timeout_s
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= budget
+    assert startup["periodSeconds"] * (startup["failureThreshold"] - 1) < budget
+    assert c["lifecycle"]["preStop"]["sleep"]["seconds"] == cfg.pre_stop_s
+    assert pod["terminationGracePeriodSeconds"] >= cfg.pre_stop_s + cfg.shutdown_grace_s
+    assert pod["terminationGracePeriodSeconds"] >= cfg.deregistration_delay_s
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["SHUTDOWN_GRACE_S"] == str(cfg.shutdown_grace_s)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"] + pod.get("initContainers", []):
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    assert env["MODEL_CACHE_DIR"] in mounts and "/tmp" in mounts
+    assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
+
+
+def test_services_pdbs_and_selectors_match_pods(serving_manifests):
+    services = by_kind(serving_manifests, "Service")
+    for name, deployment in by_kind(serving_manifests, "Deployment").items():
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        svc = services[name]
+        assert svc["spec"]["selector"].items() <= pod_labels.items()
+        (port,) = svc["spec"]["ports"]
+        assert port["port"] == SERVICE_PORT
+        container_ports = {
+            p["name"]: p["containerPort"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+        }
+        assert container_ports[port["targetPort"]] == CONTAINER_PORT
+        pdb = by_kind(serving_manifests, "PodDisruptionBudget")[name]
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # Each accelerator's Service selects only its own pods.
+    neuron_pods = by_kind(serving_manifests, "Deployment")["sd-neuron"]["spec"]["template"]["metadata"]["labels"]
+    assert not services["sd-gpu"]["spec"]["selector"].items() <= neuron_pods.items()
+
+
+def test_namespace_injects_readiness_gates_and_enforces_restricted(serving_manifests, serving):
+    ns = by_kind(serving_manifests, "Namespace")[serving.config.namespace]
+    assert ns["metadata"]["labels"]["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_ingress_health_timeouts_tls_and_allow_list(serving_manifests, serving):
+    cfg = serving.config
+    ann = by_kind(serving_manifests, "Ingress")["sd"]["metadata"]["annotations"]
+    p = "alb.ingress.kubernetes.io/"
+    assert ann[p + "healthcheck-path"] == "/health"
+    assert f"idle_timeout.timeout_seconds={cfg.idle_timeout_s}" in ann[p + "load-balancer-attributes"]
+    assert cfg.idle_timeout_s >= cfg.request_timeout_s
+    assert "access_logs.s3.enabled=true" in ann[p + "load-balancer-attributes"]
+    assert ann[p + "target-group-attributes"] == f"deregistration_delay.timeout_seconds={cfg.deregistration_delay_s}"
+    assert ann[p + "certificate-arn"] == cfg.certificate_arn
+    assert ann[p + "ssl-redirect"] == "443"
+    assert ann[p + "inbound-cidrs"] == "203.0.113.0/24,198.51.100.0/24"
+
+
+def test_capacity_variant_is_plain_http_and_open(capacity_serving):
+    ann = by_kind(capacity_serving.manifests, "Ingress")["sd"]["metadata"]["annotations"]
+    p = "alb.ingress.kubernetes.io/"
+    assert ann[p + "listen-ports"] == '[{"HTTP":80}]'
+    assert p + "certificate-arn" not in ann and p + "ssl-redirect" not in ann
+    assert ann[p + "inbound-cidrs"] == "0.0.0.0/0"
+
+
+def test_compile_job_shape_and_identity(serving_manifests, serving):
+    cfg = serving.config
+    (job,) = by_kind(serving_manifests, "Job").values()
+    pod = job["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert f"--batch-size={cfg.compile_batch_size}" in args and f"--height={cfg.compile_height}" in args
+    assert f"--sdk-version={pins.NEURON_SDK_VERSION}" in args
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
+    assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

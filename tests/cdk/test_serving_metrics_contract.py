@@ -1,0 +1,107 @@
+"""Dashboard, alarms and KEDA use exactly the metric names and dimensions the service publishes."""
+
+from __future__ import annotations
+
+import json
+
+from app import metric_names
+from cdk.accelerators import ACCELERATORS
+
+PUBLISHED = {m.name for m in metric_names.ALL_METRICS}
+
+
+def service_metrics_in_dashboard(body):
+    """(metric name, dimension names) for every metric of the service's namespace in the dashboard."""
+    found = []
+    for widget in body["widgets"]:
+        for line in widget.get("properties", {}).get("metrics", []):
+            parts = [p for p in line if not isinstance(p, dict)]
+            if parts and parts[0] == metric_names.NAMESPACE:
+                found.append((parts[1], frozenset(parts[2::2])))
+    return found
+
+
+def dashboard_body(template):
+    (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    # Tokens (cluster name, ALB dimension) are joined in; replace them with placeholders to parse.
+    return json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))
+
+
+def test_dashboard_uses_the_published_metrics(serving):
+    used = service_metrics_in_dashboard(dashboard_body(serving.template))
+    names = {n for n, _ in used}
+    assert names == PUBLISHED
+    # CloudWatch matches a dimension set regardless of order.
+    assert {dims for _, dims in used} == {frozenset(metric_names.DIMENSIONS)}
+
+
+def alarm_metrics(props):
+    """(namespace, name, dimensions) of every plain metric an alarm reads, in either CFN form."""
+    if "MetricName" in props:
+        yield props.get("Namespace"), props["MetricName"], props.get("Dimensions", [])
+    for query in props.get("Metrics", []):
+        metric = query.get("MetricStat", {}).get("Metric")
+        if metric:
+            yield metric.get("Namespace"), metric["MetricName"], metric.get("Dimensions", [])
+
+
+def test_alarms_use_the_published_metrics(serving):
+    alarms = serving.template.find_resources("AWS::CloudWatch::Alarm")
+    used = [m for a in alarms.values() for m in alarm_metrics(a["Properties"]) if m[0] == metric_names.NAMESPACE]
+    assert {name for _, name, _ in used} == {metric_names.LATENCY.name}
+    units = set()
+    for _, _, dimensions in used:
+        dims = {d["Name"]: d["Value"] for d in dimensions}
+        assert set(dims) == set(metric_names.DIMENSIONS)
+        units.add(dims[metric_names.DIMENSION_DEPLOYMENT_UNIT])
+    assert units == {a.deployment_name for a in ACCELERATORS.values()}
+
+
+def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_manifests):
+    deployments = {m["metadata"]["name"]: m for m in serving_manifests if m["kind"] == "Deployment"}
+    scaled = [m for m in serving_manifests if m["kind"] == "ScaledObject"]
+    assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled} == set(deployments)
+    for so in scaled:
+        (trigger,) = so["spec"]["triggers"]
+        md = trigger["metadata"]
+        assert md["namespace"] == metric_names.NAMESPACE
+        assert md["metricName"] in PUBLISHED
+        dims = dict(zip(md["dimensionName"].split(";"), md["dimensionValue"].split(";"), strict=True))
+        assert set(dims) == set(metric_names.DIMENSIONS)
+        env = {
+            e["name"]: e["value"]
+            for e in deployments[so["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]["containers"][0][
+                "env"
+            ]
+        }
+        # The dimension values are what the pod is told to publish under.
+        assert dims[metric_names.DIMENSION_DEPLOYMENT_UNIT] == env["DEPLOYMENT_UNIT"]
+        assert dims[metric_names.DIMENSION_ACCELERATOR] == env["BACKEND"]
+        assert trigger["authenticationRef"]["name"] in {
+            m["metadata"]["name"] for m in serving_manifests if m["kind"] == "TriggerAuthentication"
+        }
+
+
+def test_scaling_bounds_come_from_config(serving, serving_manifests):
+    for so in (m for m in serving_manifests if m["kind"] == "ScaledObject"):
+        acc = next(a for a in ACCELERATORS.values() if a.deployment_name == so["metadata"]["name"])
+        per = serving.config.per_accelerator[acc.name]
+        assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (per.min_replicas, per.max_replicas)
+        assert float(so["spec"]["triggers"][0]["metadata"]["targetMetricValue"]) == per.scaling_target
+
+
+def test_dashboard_picture_is_current(serving):
+    from pathlib import Path
+
+    from cdk.observability.dashboard_svg import dashboard_body_from_template, render_svg
+
+    body = dashboard_body_from_template(serving.template.to_json())
+    svg = render_svg(body)
+    for widget in body["widgets"]:
+        title = widget["properties"].get("title")
+        if title:
+            assert title.replace("&", "&amp;") in svg
+    committed = Path(__file__).resolve().parents[2] / "docs" / "dashboard-layout.svg"
+    rerender = "python -m cdk.observability.dashboard_svg > docs/dashboard-layout.svg"
+    assert committed.read_text() == svg, f"the picture is stale; re-render with: {rerender}"
