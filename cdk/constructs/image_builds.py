@@ -168,15 +168,16 @@ class ImageBuilds(Construct):
         )
         self.repository.grant_pull_push(project)
         self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
-        # Pull the DLC base: the DLC registry is another AWS account; scope to its repositories.
+        # Pull the DLC base: the DLC registry is another AWS account; scope to the base's repository.
         # (A base image from a public registry needs no permission.)
         dlc_account = dlc_registry.split(".", 1)[0]
+        dlc_repository = base_image.split("/", 1)[1].rsplit(":", 1)[0]
         if ECR_REGISTRY.fullmatch(dlc_registry.replace(region, "region")):
             project.add_to_role_policy(
                 iam.PolicyStatement(
                     sid="PullDeepLearningContainerBase",
                     actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                    resources=[f"arn:{Aws.PARTITION}:ecr:{region}:{dlc_account}:repository/*"],
+                    resources=[f"arn:{Aws.PARTITION}:ecr:{region}:{dlc_account}:repository/{dlc_repository}"],
                 )
             )
         return project

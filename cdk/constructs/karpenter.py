@@ -84,6 +84,7 @@ class Karpenter(Construct):
             cluster_arn=cluster.cluster_arn,
             queue_arn=self.queue.queue_arn,
             node_role_arn=self.node_role.role_arn,
+            instance_profile_arn=self.instance_profile.instance_profile_arn,
             region=stack.region,
         ):
             self.controller_role.add_to_principal_policy(statement)
@@ -113,7 +114,7 @@ class Karpenter(Construct):
 
 
 def controller_statements(
-    *, cluster_name: str, cluster_arn: str, queue_arn: str, node_role_arn: str, region: str
+    *, cluster_name: str, cluster_arn: str, queue_arn: str, node_role_arn: str, instance_profile_arn: str, region: str
 ) -> list[iam.PolicyStatement]:
     """Karpenter v1's controller policy, scoped to this cluster's tags, minus instance-profile management."""
     partition, account = Aws.PARTITION, Aws.ACCOUNT_ID
@@ -233,7 +234,7 @@ def controller_statements(
         iam.PolicyStatement(
             sid="AllowInstanceProfileReadActions",
             actions=["iam:GetInstanceProfile"],
-            resources=[f"arn:{partition}:iam::{account}:instance-profile/*"],
+            resources=[instance_profile_arn],
         ),
         iam.PolicyStatement(
             sid="AllowAPIServerEndpointDiscovery", actions=["eks:DescribeCluster"], resources=[cluster_arn]
