@@ -27,7 +27,7 @@ class PlatformStacks:
     """The platform's stacks and what they hand on to the stacks that deploy onto them."""
 
     env: cdk.Environment
-    network: NetworkStack
+    network: NetworkStack | None  # None when an existing VPC is looked up (inside the cluster stack)
     cluster: ClusterStack
     images: ImagesStack
     handle: PlatformHandle
@@ -60,12 +60,14 @@ def environment(config: AppConfig) -> cdk.Environment:
 def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
     """Create the network, cluster and image stacks for the config."""
     env = environment(config)
-    network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
-    cluster = ClusterStack(app, f"{STACK_PREFIX}Cluster", config=config, vpc=network.vpc, env=env)
+    network = None
+    if config.vpc_id is None:
+        network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
+    cluster = ClusterStack(app, f"{STACK_PREFIX}Cluster", config=config, vpc=network.vpc if network else None, env=env)
     images = ImagesStack(app, f"{STACK_PREFIX}Images", config=config, env=env)
     handle = PlatformHandle(
         cluster=cluster.cluster,
-        vpc=network.vpc,
+        vpc=cluster.vpc,
         kubernetes_version=config.kubernetes_version,
         accelerators=config.accelerators,
         image_uris=dict(images.image_uris),

@@ -91,7 +91,11 @@ def acknowledge_platform(platform: PlatformStacks) -> None:
 def _acknowledge_cluster(platform: PlatformStacks) -> None:
     stack = platform.cluster
     cluster = stack.cluster
-    _ack(cluster.role, f"IAM4[{_MANAGED}AmazonEKSClusterPolicy]", "EKS requires this AWS-managed policy on the cluster role")
+    _ack(
+        cluster.role,
+        f"IAM4[{_MANAGED}AmazonEKSClusterPolicy]",
+        "EKS requires this AWS-managed policy on the cluster role",
+    )
 
     # aws_eks_v2's kubectl provider: CDK-owned Lambda and provider framework.
     provider = cluster.node.find_child("KubectlProvider")
@@ -111,8 +115,8 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
     )
     _ack(
         handler,
-        "IAM4[Policy::{\"Fn::If\":[\"" + _ecr_public_condition(handler) + "\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":"
-        "\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]",
+        'IAM4[Policy::{"Fn::If":["' + _ecr_public_condition(handler) + '",{"Fn::Join":["",["arn:",{"Ref":'
+        '"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
         "the kubectl handler pulls the Karpenter and Neuron charts from public ECR; read-only",
     )
     _ack(handler, "L1", "CDK pins the kubectl handler's runtime to the one its kubectl layer is built for")
@@ -137,7 +141,8 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
             "keep stale notices nobody acts on",
         )
         controller = stack.karpenter.controller_role
-        ec2 = "arn:<AWS::Partition>:ec2:<AWS::Region>:"
+        region, _ = _env(controller)
+        ec2 = f"arn:<AWS::Partition>:ec2:{region}:"
         for resource in ("image/*", "snapshot/*"):
             _ack(
                 controller,
@@ -174,7 +179,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
         )
         _ack(
             controller,
-            "IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*]",
+            f"IAM5[Resource::arn:<AWS::Partition>:ssm:{region}::parameter/aws/service/*]",
             "reads the public AWS-owned AMI parameters that resolve the pinned al2023 alias",
         )
     if stack.node_groups is not None:
@@ -228,6 +233,14 @@ def _ecr_public_condition(handler: IConstruct) -> str:
     raise LookupError("kubectl handler has no HasEcrPublic condition")
 
 
+def _env(construct: IConstruct) -> tuple[str, str]:
+    """Region and account as cdk-nag prints them: literal in an env-specific stack, else pseudo refs."""
+    stack = cdk.Stack.of(construct)
+    region = "<AWS::Region>" if cdk.Token.is_unresolved(stack.region) else stack.region
+    account = "<AWS::AccountId>" if cdk.Token.is_unresolved(stack.account) else stack.account
+    return region, account
+
+
 def _acknowledge_images(platform: PlatformStacks) -> None:
     builds = platform.images.builds
     for function in (builds.on_event, builds.is_complete):
@@ -270,15 +283,14 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
             _ack(project, f"IAM5[Action::{action}]", "CDK's grant on the build's own artifacts key only")
         logical = _logical(project)
+        region, account = _env(project)
         _ack(
             project,
-            "IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/codebuild/"
-            f"<{logical}>:*]",
+            f"IAM5[Resource::arn:<AWS::Partition>:logs:{region}:{account}:log-group:/aws/codebuild/<{logical}>:*]",
             "CodeBuild's default log group of this project only (log streams are named per build)",
         )
         _ack(
             project,
-            "IAM5[Resource::arn:<AWS::Partition>:codebuild:<AWS::Region>:<AWS::AccountId>:report-group/"
-            f"<{logical}>-*]",
+            f"IAM5[Resource::arn:<AWS::Partition>:codebuild:{region}:{account}:report-group/<{logical}>-*]",
             "CodeBuild's report groups of this project only (named after it)",
         )

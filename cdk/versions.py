@@ -48,8 +48,7 @@ CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: Final = "v6.0.1-eksbuild.1"
 # `pytorch-inference` line ended support in mid-2026; its successor is the unified PyTorch DLC.
 DLC_REGISTRY_ACCOUNT: Final = "763104351884"
 NEURON_BASE_IMAGE: Final = (
-    "763104351884.dkr.ecr.{region}.amazonaws.com/"
-    "pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+    "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
 )
 NVIDIA_BASE_IMAGE: Final = "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.9.0-gpu-py312-cu130-ubuntu22.04-ec2"
 BASE_IMAGES: Final = {"neuron": NEURON_BASE_IMAGE, "nvidia": NVIDIA_BASE_IMAGE}

@@ -44,14 +44,15 @@ def on_event(event: dict[str, Any], context: object = None) -> dict[str, Any]:
     LOG.info("image build %s: %s", request, json.dumps(props))
     if request == "Delete":
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    builds = _builds(props)
     client = _codebuild()
     build_ids = []
-    for build in _builds(props):
+    for build in builds:
         started = client.start_build(projectName=build["Project"])
         build_ids.append(started["build"]["id"])
     # A new physical id per image set: the source hash is in the tags, so a code change is a
     # replacement that CloudFormation records, and a rollback keeps the old images.
-    physical_id = "images-" + "-".join(b["ImageUri"].rsplit(":", 1)[-1] for b in _builds(props))
+    physical_id = "images-" + "-".join(b["ImageUri"].rsplit(":", 1)[-1] for b in builds)
     return {"PhysicalResourceId": physical_id[:1000], "Data": {"BuildIds": ",".join(build_ids)}}
 
 

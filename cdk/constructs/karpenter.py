@@ -21,7 +21,9 @@ INTERRUPTION_EVENTS: dict[str, events.EventPattern] = {
     "ScheduledChange": events.EventPattern(source=["aws.health"], detail_type=["AWS Health Event"]),
     "SpotInterruption": events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
     "Rebalance": events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Instance Rebalance Recommendation"]),
-    "InstanceStateChange": events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Instance State-change Notification"]),
+    "InstanceStateChange": events.EventPattern(
+        source=["aws.ec2"], detail_type=["EC2 Instance State-change Notification"]
+    ),
 }
 
 

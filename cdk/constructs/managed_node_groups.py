@@ -56,9 +56,7 @@ class AcceleratedNodeGroups(Construct):
                 max_size=item.max_nodes,
                 disk_size=200,
                 labels=dict(accelerator.node_label),
-                taints=[
-                    eks.TaintSpec(key=accelerator.taint_key, value="true", effect=eks.TaintEffect.NO_SCHEDULE)
-                ],
+                taints=[eks.TaintSpec(key=accelerator.taint_key, value="true", effect=eks.TaintEffect.NO_SCHEDULE)],
                 node_role=self.node_role,
                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             )

@@ -156,4 +156,3 @@ class AcceleratorNodePools(Construct):
             # The CRDs come with the Karpenter chart.
             manifest.node.add_dependency(karpenter_chart)
             self.manifests[item.name] = manifest
-

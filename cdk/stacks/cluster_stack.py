@@ -19,6 +19,7 @@ from cdk.constructs.addons.pod_identity_agent import pod_identity_agent
 from cdk.constructs.cluster import Cluster
 from cdk.constructs.karpenter import Karpenter
 from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
+from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
 from cdk.constructs.pod_identity import PodIdentityRole
 
@@ -26,9 +27,13 @@ from cdk.constructs.pod_identity import PodIdentityRole
 class ClusterStack(Stack):
     """One cluster with controllers on a system node group and accelerated nodes on demand."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: AppConfig, vpc: ec2.IVpc, **kwargs: Any) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: AppConfig, vpc: ec2.IVpc | None, **kwargs: Any
+    ) -> None:
         super().__init__(scope, construct_id, description="Stable Diffusion on EKS: cluster and add-ons", **kwargs)
-        built = Cluster(self, "Eks", config=config, vpc=vpc)
+        # An existing VPC is looked up here: a network stack of its own would have no resources.
+        self.vpc: ec2.IVpc = vpc if vpc is not None else Network(self, "Network", config=config).vpc
+        built = Cluster(self, "Eks", config=config, vpc=self.vpc)
         cluster = self.cluster = built.cluster
         self.system_nodes = built.system_nodes
         enabled = {a.name for a in config.accelerators}
@@ -52,7 +57,9 @@ class ClusterStack(Stack):
                     karpenter_chart=self.karpenter.chart,
                 )
         elif config.capacity:
-            self.node_groups = AcceleratedNodeGroups(self, "AcceleratedNodes", cluster=cluster, capacity=config.capacity)
+            self.node_groups = AcceleratedNodeGroups(
+                self, "AcceleratedNodes", cluster=cluster, capacity=config.capacity
+            )
 
         self.load_balancer_controller = load_balancer_controller(self, "LoadBalancerController", cluster=cluster)
         self.keda = Keda(self, "Keda", cluster=cluster)
