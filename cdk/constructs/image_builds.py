@@ -25,6 +25,7 @@ BUILDSPEC = "buildspecs/image.yml"
 # The Dockerfile builds with the repository root as context but needs only these paths.
 SOURCE_EXCLUDES = [
     "*",
+    ".*",  # "*" does not match dot-files (.git, caches)
     "!app",
     "!app/**",
     "!requirements*.txt",

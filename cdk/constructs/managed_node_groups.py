@@ -50,9 +50,10 @@ class AcceleratedNodeGroups(Construct):
                 ami_type=AMI_TYPES[item.name],
                 capacity_type=CAPACITY_TYPES[item.capacity_type],
                 instance_types=[ec2.InstanceType(t) for t in instance_types(item)],
-                # Scale from zero: an idle accelerated node is the most expensive thing here.
+                # One node to serve on; without Karpenter nothing scales the group, so users raise
+                # desiredSize themselves (or add an autoscaler) up to the configured maximum.
                 min_size=0,
-                desired_size=0,
+                desired_size=1,
                 max_size=item.max_nodes,
                 disk_size=200,
                 labels=dict(accelerator.node_label),

@@ -83,3 +83,25 @@ def test_handle_exposes_image_uris_tagged_with_the_source_hash(platform_synth):
         tags[variables["ACCELERATOR"]] = variables["IMAGE_TAG"]
     for name, uri in handle.image_uris.items():
         assert uri.endswith(f"/sd-on-eks/stable-diffusion:{tags[name]}")
+
+
+def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
+    from aws_cdk import CopyOptions, FileSystem, IgnoreMode
+
+    from cdk.constructs.image_builds import REPO_ROOT, SOURCE_EXCLUDES
+
+    copied = tmp_path / "source"
+    FileSystem.copy_directory(
+        str(REPO_ROOT), str(copied), CopyOptions(exclude=SOURCE_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
+    )
+    top = {p.name for p in copied.iterdir()}
+    assert top <= {
+        "app",
+        "buildspecs",
+        "requirements.txt",
+        "requirements-local.txt",
+        "requirements-cdk.txt",
+        "requirements-dev.txt",
+    }
+    assert {"app", "buildspecs", "requirements.txt"} <= top
+    assert not list(copied.rglob("__pycache__"))
