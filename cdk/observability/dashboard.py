@@ -145,10 +145,12 @@ def dashboard_rows(inputs: DashboardInputs) -> list[list[cw.IWidget]]:
         )
         for a in accs
     ]
+    # Name only the enabled accelerators: a disabled one leaves no trace on the dashboard.
+    utilization_units = " / ".join({"neuron": "NeuronCore", "nvidia": "GPU"}[a.name] for a in accs)
     rows.append(
         [
             _graph("Running pods", [running_pods(a, inputs) for a in accs], width=12, unit="pods"),
-            _graph("Accelerator utilization (NeuronCore / GPU, %)", utilization, width=12, unit="%"),
+            _graph(f"Accelerator utilization ({utilization_units}, %)", utilization, width=12, unit="%"),
         ]
     )
     rows.append(

@@ -1,6 +1,7 @@
 """Render a CloudWatch dashboard body's layout as an SVG picture, offline (no plotting library).
 
-    python -m cdk.observability.dashboard_svg > docs/dashboard-layout.svg
+    make synth && python -m cdk.observability.dashboard_svg cdk.out/SdOnEksServing.template.json \
+        > docs/dashboard-layout.svg
 
 Each widget becomes a box at its grid position (24 columns) with its title and the series it plots.
 """
@@ -8,7 +9,9 @@ Each widget becomes a box at its grid position (24 columns) with its title and t
 from __future__ import annotations
 
 import json
+import sys
 from html import escape
+from pathlib import Path
 from typing import Any
 
 CELL_W = 40
@@ -60,10 +63,11 @@ def dashboard_body_from_template(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Synthesize the serving stack on the test stand-in platform and print the layout SVG."""
-    from tests.cdk.serving_fixture import serving_synth
-
-    print(render_svg(dashboard_body_from_template(serving_synth().template.to_json())), end="")
+    """Print the layout SVG of the dashboard in the synthesized serving template named on the command line."""
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m cdk.observability.dashboard_svg cdk.out/SdOnEksServing.template.json")
+    template = json.loads(Path(sys.argv[1]).read_text())
+    print(render_svg(dashboard_body_from_template(template)), end="")
 
 
 if __name__ == "__main__":

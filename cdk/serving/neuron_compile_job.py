@@ -11,9 +11,9 @@ import hashlib
 from typing import Any, Final
 
 from app.model_store_layout import CompileShape, compiled_prefix
+from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.config.serving import ServingConfig
-from cdk.serving import pins
 from cdk.serving.workloads import (
     CACHE_DIR,
     TMP_DIR,
@@ -35,12 +35,12 @@ def compile_shape(cfg: ServingConfig) -> CompileShape:
 
 def artifact_prefix(cfg: ServingConfig) -> str:
     """Where the compiled artifacts for this config live in the model store."""
-    return compiled_prefix(cfg.model_id, pins.NEURON_SDK_VERSION, compile_shape(cfg))
+    return compiled_prefix(cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg))
 
 
 def job_name(cfg: ServingConfig, image: str) -> str:
     """`sd-neuron-compile-<hash>` of the inputs that change the output."""
-    key = "|".join((cfg.model_id, pins.NEURON_SDK_VERSION, compile_shape(cfg).key, image))
+    key = "|".join((cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg).key, image))
     return f"{SERVICE_ACCOUNT}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
@@ -55,7 +55,7 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
         "args": [
             f"--bucket={bucket}",
             f"--model-id={cfg.model_id}",
-            f"--sdk-version={pins.NEURON_SDK_VERSION}",
+            f"--sdk-version={versions.NEURON_SDK_VERSION}",
             f"--batch-size={shape.batch_size}",
             f"--height={shape.height}",
             f"--width={shape.width}",

@@ -1,15 +1,11 @@
-"""IAM roles for pods through EKS Pod Identity, scoped to one model-store prefix each."""
+"""The IAM statements serving pods get through Pod Identity: one model-store prefix each, one metric namespace."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
-
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
 def read_statements(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[iam.PolicyStatement]:
@@ -44,35 +40,3 @@ def put_metrics_statement(namespace: str) -> iam.PolicyStatement:
         resources=["*"],
         conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
     )
-
-
-class PodIdentityRole(Construct):
-    """A role that EKS Pod Identity hands to one ServiceAccount, with exactly the given statements."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        service_account: str,
-        statements: Sequence[iam.PolicyStatement],
-        description: str,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL)),
-            description=description,
-            inline_policies={"access": iam.PolicyDocument(statements=list(statements))},
-        )
-        self.association = eks.CfnPodIdentityAssociation(
-            self,
-            "Association",
-            cluster_name=cluster.cluster_name,
-            namespace=namespace,
-            service_account=service_account,
-            role_arn=self.role.role_arn,
-        )

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from cdk import versions
 from cdk.accelerators import NODE_LABEL_KEY, Accelerator
 from cdk.config.serving import ServingConfig
-from cdk.serving import pins
 from cdk.serving.routing import CAPACITY_SERVICE_NAME, CONTAINER_PORT, PORT_NAME, SERVICE_PORT
 
 APP_LABEL: Final = {"app.kubernetes.io/name": "stable-diffusion"}  # shared by every accelerator's pods
@@ -40,7 +40,7 @@ def needs_neuron_scheduler(acc: Accelerator, devices: int) -> bool:
     The default scheduler only counts devices; for multi-core requests the extension picks cores
     that are contiguous on the device ring, without which the runtime may fail to load the model.
     """
-    return acc.name == "neuron" and devices * pins.NEURON_CORES_PER_DEVICE > 1
+    return acc.name == "neuron" and devices * versions.NEURON_CORES_PER_DEVICE > 1
 
 
 def namespace(cfg: ServingConfig) -> Manifest:
@@ -126,7 +126,7 @@ def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
         "tolerations": [{"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
     }
     if needs_neuron_scheduler(acc, cfg.neuron_devices):
-        spec["schedulerName"] = pins.NEURON_SCHEDULER_NAME
+        spec["schedulerName"] = versions.NEURON_SCHEDULER_NAME
     return spec
 
 

@@ -22,6 +22,7 @@ from app import metric_names
 from app.model_store_layout import s3_uri, weights_prefix
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
+from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, ServingDashboard
 from cdk.platform_handle import PlatformHandle
@@ -30,7 +31,7 @@ from cdk.serving import neuron_compile_job as njob
 from cdk.serving import scaling, workloads
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import CostInput, resolve_weights
-from cdk.serving.service_identity import PodIdentityRole, put_metrics_statement, read_statements, write_statement
+from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
 
 
 def model_prefix_for(acc: Accelerator, cfg: ServingConfig) -> str:

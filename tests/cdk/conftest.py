@@ -1,29 +1,188 @@
-"""Session fixtures for the serving stack tests (see serving_fixture.py for the interface)."""
+"""One synth of the whole app per test session (plus one combined-variant synth), shared by all
+infra tests. Platform tests take `platform_synth` / `variant_synth`; serving tests take the
+`serving` / `capacity_serving` views of the same two synths."""
 
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
 import pytest
+from aws_cdk import cx_api
+from aws_cdk.assertions import Template
 
-from tests.cdk.serving_fixture import ServingSynth, serving_synth
+from cdk.build import STACK_PREFIX, build_app, read_config
+from cdk.config import AppConfig, ServingConfig
+from cdk.platform_handle import PlatformHandle
+from tests.cdk.manifests import manifests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+
+# The default synth also turns on the serving stack's optional features, so they are checked too.
+DEFAULT_OVERRIDES: dict[str, Any] = {
+    "ingressCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666",
+    "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
+    "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",
+}
+
+# The variant: capacity routing, one accelerator off, managed node groups, an existing VPC (its lookup answered
+# from context so no AWS call is made), a public endpoint restricted by CIDR.
+VARIANT_ACCOUNT, VARIANT_REGION, VARIANT_VPC = "123456789012", "us-east-1", "vpc-0123456789abcdef0"
+VARIANT_OVERRIDES: dict[str, Any] = {
+    "accelerators": "nvidia",  # a string, as `-c accelerators=nvidia` gives it
+    "nodeProvisioner": "managed",
+    "vpcId": VARIANT_VPC,
+    "account": VARIANT_ACCOUNT,
+    "region": VARIANT_REGION,
+    "endpointAccess": "public-and-private",
+    "endpointPublicCidrs": "203.0.113.0/24,198.51.100.0/24",
+    "routingMode": "capacity",
+}
+
+
+def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:
+    """What `cdk synth` would have cached in cdk.context.json after looking the VPC up."""
+    key = f"vpc-provider:account={account}:filter.vpc-id={vpc_id}:region={region}:returnAsymmetricSubnets=true"
+
+    def subnet(index: int, az: str, cidr: str) -> dict[str, str]:
+        return {
+            "subnetId": f"subnet-0{index:016x}",
+            "cidr": cidr,
+            "availabilityZone": az,
+            "routeTableId": f"rtb-0{index:016x}",
+        }
+
+    return {
+        key: {
+            "vpcId": vpc_id,
+            "vpcCidrBlock": "10.20.0.0/16",
+            "ownerAccountId": account,
+            "availabilityZones": [],
+            "subnetGroups": [
+                {
+                    "name": "Public",
+                    "type": "Public",
+                    "subnets": [subnet(1, "us-east-1a", "10.20.0.0/24"), subnet(2, "us-east-1b", "10.20.1.0/24")],
+                },
+                {
+                    "name": "Private",
+                    "type": "Private",
+                    "subnets": [subnet(3, "us-east-1a", "10.20.32.0/19"), subnet(4, "us-east-1b", "10.20.64.0/19")],
+                },
+            ],
+        },
+        f"availability-zones:account={account}:region={region}": ["us-east-1a", "us-east-1b"],
+    }
+
+
+@dataclass(frozen=True)
+class Synth:
+    """One synthesized app: its config, the handle, the cloud assembly and a Template per stack."""
+
+    config: AppConfig
+    handle: PlatformHandle
+    assembly: cx_api.CloudAssembly
+    templates: Mapping[str, Template]
+    raw_templates: Mapping[str, dict[str, Any]]
+    outdir: Path
+
+    def template(self, stack_name: str) -> Template:
+        """The assertions Template of a stack by name (e.g. SdOnEksCluster)."""
+        return self.templates[stack_name]
+
+
+def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
+    """Synthesize the whole app as `cdk synth` would, minus asset staging and the built-in
+    CloudFormation validator (cfn-lint covers the templates, faster); cdk-nag still runs, and an
+    unacknowledged finding fails this call."""
+    # account/region come only from the overrides, never from a developer's shell.
+    os.environ.pop("CDK_DEFAULT_ACCOUNT", None)
+    os.environ.pop("CDK_DEFAULT_REGION", None)
+    context = {**DEFAULT_CONTEXT, **(overrides or {}), "aws:cdk:disable-asset-staging": True}
+    if overrides and "vpcId" in overrides:
+        context.update(vpc_lookup_context(overrides["account"], overrides["region"], overrides["vpcId"]))
+    app = cdk.App(context=context, outdir=str(outdir), builtin_cloud_formation_validation=False)
+    config = read_config(app)
+    handle = build_app(app, config)
+    assembly = app.synth()
+    # Read the files: the assembly's Python wrappers do not marshal every property.
+    missing = json.loads((outdir / "manifest.json").read_text()).get("missing", [])
+    assert not missing, f"synth would call AWS for {[m['key'] for m in missing]}"
+    raw = {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")}
+    return Synth(
+        config=config,
+        handle=handle,
+        assembly=assembly,
+        templates={name: Template.from_json(t) for name, t in raw.items()},
+        raw_templates=raw,
+        outdir=outdir,
+    )
 
 
 @pytest.fixture(scope="session")
-def serving() -> ServingSynth:
-    """The default synth: both accelerators, cost routing."""
-    return serving_synth("default")
+def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app as cdk.json ships it, plus HTTPS, an inbound allow-list and an alarm topic."""
+    yield synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
 
 
 @pytest.fixture(scope="session")
-def serving_template(serving):
+def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Neuron off, managed node groups, existing VPC, public endpoint restricted to two CIDRs,
+    capacity routing."""
+    return synth(tmp_path_factory.mktemp("cdk-variant"), VARIANT_OVERRIDES)
+
+
+def resources_of(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """Logical id -> resource for one CloudFormation type."""
+    return {k: v for k, v in template.get("Resources", {}).items() if v["Type"] == resource_type}
+
+
+@dataclass(frozen=True)
+class ServingSynth:
+    """The serving stack of one synth: its settings, the platform it got, its template and manifests."""
+
+    config: ServingConfig
+    platform: PlatformHandle
+    template: Template
+    manifests: list[dict[str, Any]]  # the Kubernetes objects it applies, intrinsics as placeholders
+
+
+def serving_view(app_synth: Synth) -> ServingSynth:
+    """The serving stack's part of a full-app synth."""
+    name = f"{STACK_PREFIX}Serving"
+    return ServingSynth(
+        config=app_synth.config.serving,
+        platform=app_synth.handle,
+        template=app_synth.templates[name],
+        manifests=manifests(app_synth.raw_templates[name]),
+    )
+
+
+@pytest.fixture(scope="session")
+def serving(platform_synth: Synth) -> ServingSynth:
+    """Both accelerators, cost routing, HTTPS with an allow-list and an alarm topic."""
+    return serving_view(platform_synth)
+
+
+@pytest.fixture(scope="session")
+def serving_template(serving: ServingSynth) -> Template:
     """assertions.Template of the serving stack."""
     return serving.template
 
 
 @pytest.fixture(scope="session")
-def serving_manifests(serving):
-    """Kubernetes objects (dicts) the serving stack applies, intrinsics substituted."""
+def serving_manifests(serving: ServingSynth) -> list[dict[str, Any]]:
+    """The Kubernetes objects the serving stack applies."""
     return serving.manifests
 
 
 @pytest.fixture(scope="session")
-def capacity_serving() -> ServingSynth:
-    """The variant synth: capacity routing, NVIDIA only (Neuron disabled)."""
-    return serving_synth("capacity")
+def capacity_serving(variant_synth: Synth) -> ServingSynth:
+    """Capacity routing with only the NVIDIA accelerator enabled."""
+    return serving_view(variant_synth)

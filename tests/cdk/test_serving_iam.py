@@ -6,8 +6,8 @@ import json
 
 from app import metric_names
 from app.model_store_layout import weights_prefix
+from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 from cdk.serving import neuron_compile_job as njob
-from cdk.serving.service_identity import POD_IDENTITY_PRINCIPAL
 
 
 def statements(template, role_prefix):

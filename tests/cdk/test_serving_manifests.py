@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
-from cdk.serving import pins
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
 
@@ -45,12 +45,12 @@ def test_deployment_lands_on_its_node_pool(serving_manifests, name):
 
 def test_neuron_uses_scheduler_extension_and_compiled_artifacts(serving_manifests, serving):
     pod = by_kind(serving_manifests, "Deployment")["sd-neuron"]["spec"]["template"]["spec"]
-    assert pod["schedulerName"] == pins.NEURON_SCHEDULER_NAME
+    assert pod["schedulerName"] == versions.NEURON_SCHEDULER_NAME
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
     shape = f"b{cfg.compile_batch_size}-h{cfg.compile_height}-w{cfg.compile_width}"
     assert env["MODEL_ID"].endswith(
-        f"/compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-{pins.NEURON_SDK_VERSION}/{shape}/"
+        f"/compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
     )
     assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
         str(v) for v in (cfg.compile_batch_size, cfg.compile_height, cfg.compile_width)
@@ -148,7 +148,7 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     assert f"--batch-size={cfg.compile_batch_size}" in args and f"--height={cfg.compile_height}" in args
-    assert f"--sdk-version={pins.NEURON_SDK_VERSION}" in args
+    assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

@@ -103,5 +103,8 @@ def test_dashboard_picture_is_current(serving):
         if title:
             assert title.replace("&", "&amp;") in svg
     committed = Path(__file__).resolve().parents[2] / "docs" / "dashboard-layout.svg"
-    rerender = "python -m cdk.observability.dashboard_svg > docs/dashboard-layout.svg"
+    rerender = (
+        "make synth && python -m cdk.observability.dashboard_svg cdk.out/SdOnEksServing.template.json"
+        " > docs/dashboard-layout.svg"
+    )
     assert committed.read_text() == svg, f"the picture is stale; re-render with: {rerender}"

@@ -1,0 +1,87 @@
+"""Assembles the app: reads the config, creates the platform and serving stacks, wires the checks.
+
+`build_app` is the one entry point (app.py and the tests both call it), so what the tests
+synthesize is exactly what `cdk deploy` deploys.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import aws_cdk as cdk
+
+from cdk.config import AppConfig
+from cdk.nag import add_nag_checks
+from cdk.platform_handle import PlatformHandle
+from cdk.stacks.cluster_stack import ClusterStack
+from cdk.stacks.images_stack import ImagesStack
+from cdk.stacks.network_stack import NetworkStack
+from cdk.stacks.serving_stack import ServingStack
+
+STACK_PREFIX = "SdOnEks"
+
+
+@dataclass(frozen=True)
+class PlatformStacks:
+    """The platform's stacks and what they hand on to the stacks that deploy onto them."""
+
+    env: cdk.Environment
+    network: NetworkStack | None  # None when an existing VPC is looked up (inside the cluster stack)
+    cluster: ClusterStack
+    images: ImagesStack
+    handle: PlatformHandle
+
+    def add_workload(self, stack: cdk.Stack) -> None:
+        """Make a stack that runs the service images deploy after the images are built.
+
+        The image URIs carry no cross-stack reference (see image_builds.image_uri), so this
+        ordering is explicit.
+        """
+        stack.add_stack_dependency(self.images)
+        stack.add_stack_dependency(self.cluster)
+
+
+def read_config(app: cdk.App) -> AppConfig:
+    """The AppConfig from the app's context, with account/region from the CLI's environment."""
+    values: dict[str, Any] = dict(app.node.get_all_context())
+    values.setdefault("account", os.environ.get("CDK_DEFAULT_ACCOUNT"))
+    values.setdefault("region", os.environ.get("CDK_DEFAULT_REGION"))
+    return AppConfig.from_context(values)
+
+
+def environment(config: AppConfig) -> cdk.Environment:
+    """Env-agnostic unless an existing VPC is used (a lookup needs the account and region)."""
+    if config.vpc_id is None:
+        return cdk.Environment()
+    return cdk.Environment(account=config.account, region=config.region)
+
+
+def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
+    """Create the network, cluster and image stacks for the config."""
+    env = environment(config)
+    network = None
+    if config.vpc_id is None:
+        network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
+    cluster = ClusterStack(app, f"{STACK_PREFIX}Cluster", config=config, vpc=network.vpc if network else None, env=env)
+    images = ImagesStack(app, f"{STACK_PREFIX}Images", config=config, env=env)
+    handle = PlatformHandle(
+        cluster=cluster.cluster,
+        vpc=cluster.vpc,
+        kubernetes_version=config.kubernetes_version,
+        accelerators=config.accelerators,
+        image_uris=dict(images.image_uris),
+    )
+    return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)
+
+
+def build_app(app: cdk.App, config: AppConfig) -> PlatformHandle:
+    """Build every stack of the app onto `app` and return what the serving stack receives."""
+    platform = build_platform(app, config)
+    serving = ServingStack(
+        app, f"{STACK_PREFIX}Serving", config=config.serving, platform=platform.handle, env=platform.env
+    )
+    platform.add_workload(serving)
+    add_nag_checks(app, platform)
+    return platform.handle

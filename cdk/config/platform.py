@@ -1,0 +1,208 @@
+"""The platform's deploy-time settings: one frozen object read from CDK context and validated.
+
+Every key is a flat camelCase context key in `cdk.json`, so `cdk synth -c neuronMaxVcpu=256` works.
+A bad value stops the synth with a `ConfigError` that names the setting and what it accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cdk import versions
+from cdk.accelerators import ACCELERATORS, Accelerator
+from cdk.config.context import ConfigError, Context
+from cdk.config.serving import ServingConfig
+
+NodeProvisioner = Literal["karpenter", "managed"]
+EndpointAccessMode = Literal["public-and-private", "private"]
+CapacityType = Literal["spot", "on-demand"]
+
+# Instance families each accelerator may use: a typo or a family without that accelerator would
+# otherwise only show up as pods that never schedule.
+ALLOWED_FAMILIES: dict[str, frozenset[str]] = {
+    "neuron": frozenset({"inf2", "trn1", "trn1n", "trn2"}),
+    "nvidia": frozenset({"g4dn", "g5", "g6", "g6e", "gr6", "p4d", "p5", "p5e", "p6"}),
+}
+# For managed node groups (no Karpenter) one concrete size per family is used.
+MANAGED_INSTANCE_SIZE: dict[str, str] = {
+    "inf2": "xlarge",
+    "trn1": "2xlarge",
+    "trn1n": "32xlarge",
+    "trn2": "48xlarge",
+    "g4dn": "xlarge",
+    "g5": "xlarge",
+    "g6": "xlarge",
+    "g6e": "xlarge",
+    "gr6": "4xlarge",
+    "p4d": "24xlarge",
+    "p5": "48xlarge",
+    "p5e": "48xlarge",
+    "p6": "48xlarge",
+}
+_CLUSTER_NAME = r"[A-Za-z][A-Za-z0-9-]{0,99}"
+_VPC_ID = r"vpc-[0-9a-f]{8}([0-9a-f]{9})?"
+_IMAGE_URI = r"[a-z0-9.-]+(\{region\}[a-z0-9.-]*)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+"
+_ROLE_ARN = r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+"
+
+
+@dataclass(frozen=True)
+class AcceleratorCapacity:
+    """How much accelerated capacity of one kind the cluster may add, and of what."""
+
+    accelerator: Accelerator
+    instance_families: tuple[str, ...]
+    capacity_type: CapacityType
+    max_vcpu: int  # Karpenter NodePool limit on cpu
+    max_nodes: int  # managed node group max size
+    base_image: str  # DLC image URI; "{region}" is replaced with the stack's region
+
+    @property
+    def name(self) -> str:
+        """The accelerator's short name: neuron or nvidia."""
+        return self.accelerator.name
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """All deploy-time settings; frozen so no construct changes what another one reads."""
+
+    account: str | None
+    region: str | None
+    cluster_name: str
+    kubernetes_version: str
+    node_provisioner: NodeProvisioner
+    capacity: tuple[AcceleratorCapacity, ...]  # enabled accelerators, in ACCELERATORS order
+    endpoint_access: EndpointAccessMode
+    endpoint_public_cidrs: tuple[str, ...]
+    vpc_id: str | None
+    vpc_cidr: str
+    max_azs: int
+    system_instance_type: str
+    system_node_count: int
+    admin_role_arns: tuple[str, ...]  # extra principals given cluster-admin access entries
+    flow_log_retention_days: int
+    serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
+
+    @property
+    def accelerators(self) -> tuple[Accelerator, ...]:
+        """The enabled accelerators in a stable order."""
+        return tuple(c.accelerator for c in self.capacity)
+
+    def capacity_for(self, name: str) -> AcceleratorCapacity:
+        """The capacity settings of one enabled accelerator."""
+        for item in self.capacity:
+            if item.name == name:
+                return item
+        raise KeyError(name)
+
+    @classmethod
+    def from_context(cls, values: Mapping[str, Any]) -> AppConfig:
+        """Read and validate every platform setting; raise ConfigError naming the first bad one."""
+        ctx = Context(values)
+        account = ctx.string("account", None, pattern=r"\d{12}", description="a 12-digit AWS account id")
+        region = ctx.string(
+            "region", None, pattern=r"[a-z]{2}(-[a-z]+)+-\d", description="an AWS region such as us-east-1"
+        )
+        cluster_name = ctx.string(
+            "clusterName", pattern=_CLUSTER_NAME, description="1-100 letters, digits and hyphens, starting a letter"
+        )
+        kubernetes_version = ctx.string(
+            "kubernetesVersion", versions.KUBERNETES_VERSION, allowed=versions.SUPPORTED_KUBERNETES_VERSIONS
+        )
+        provisioner = ctx.string("nodeProvisioner", "karpenter", allowed=("karpenter", "managed"))
+        enabled = ctx.string_list("accelerators", ["neuron", "nvidia"], allowed=tuple(ACCELERATORS))
+        capacity = tuple(_read_capacity(ctx, ACCELERATORS[name]) for name in ACCELERATORS if name in enabled)
+
+        endpoint_access = ctx.string("endpointAccess", "public-and-private", allowed=("public-and-private", "private"))
+        public_cidrs = tuple(ctx.cidr_list("endpointPublicCidrs", [], allow_empty=True))
+        if endpoint_access == "public-and-private" and not public_cidrs:
+            raise ConfigError(
+                "setting 'endpointPublicCidrs' is empty: with endpointAccess=public-and-private list the CIDR "
+                "blocks allowed to reach the API (such as 203.0.113.0/24), or set endpointAccess=private"
+            )
+        if endpoint_access == "private" and public_cidrs:
+            raise ConfigError("setting 'endpointPublicCidrs' must be empty when endpointAccess=private")
+        if "0.0.0.0/0" in public_cidrs:
+            raise ConfigError("setting 'endpointPublicCidrs' must not contain 0.0.0.0/0: restrict the public API")
+
+        vpc_id = ctx.string("vpcId", None, pattern=_VPC_ID, description="a VPC id such as vpc-0123456789abcdef0")
+        if vpc_id is not None and (account is None or region is None):
+            raise ConfigError(
+                "setting 'vpcId' needs an explicit environment: set 'account' and 'region' (or CDK_DEFAULT_ACCOUNT "
+                "and CDK_DEFAULT_REGION) so that the VPC can be looked up"
+            )
+        vpc_cidr = ctx.cidr_list("vpcCidr", ["10.0.0.0/16"])
+        if len(vpc_cidr) != 1 or not 16 <= int(vpc_cidr[0].split("/")[1]) <= 20:
+            raise ConfigError(f"setting 'vpcCidr' = {vpc_cidr!r} is invalid: expected one IPv4 CIDR from /16 to /20")
+        max_azs = ctx.integer("maxAzs", 2, minimum=2, maximum=4)
+
+        system_instance_type = ctx.string(
+            "systemInstanceType",
+            "m7i.large",
+            pattern=r"[a-z][a-z0-9-]*\.[a-z0-9]+",
+            description="an EC2 instance type such as m7i.large",
+        )
+        system_node_count = ctx.integer("systemNodeCount", 2, minimum=1, maximum=10)
+        admin_role_arns = tuple(ctx.string_list("adminRoleArns", [], allow_empty=True))
+        for arn in admin_role_arns:
+            if not re.fullmatch(_ROLE_ARN, arn):
+                raise ConfigError(
+                    f"setting 'adminRoleArns' has {arn!r}: expected IAM role ARNs such as "
+                    "arn:aws:iam::123456789012:role/Admin"
+                )
+        retention = ctx.integer("flowLogRetentionDays", 30, minimum=1, maximum=3653)
+        if retention not in _LOG_RETENTION_DAYS:
+            raise ConfigError(
+                f"setting 'flowLogRetentionDays' = {retention} is invalid: expected one of "
+                + ", ".join(str(d) for d in sorted(_LOG_RETENTION_DAYS))
+            )
+        return cls(
+            account=account,
+            region=region,
+            cluster_name=cluster_name,
+            kubernetes_version=kubernetes_version,
+            node_provisioner=provisioner,
+            capacity=capacity,
+            endpoint_access=endpoint_access,
+            endpoint_public_cidrs=public_cidrs,
+            vpc_id=vpc_id,
+            vpc_cidr=vpc_cidr[0],
+            max_azs=max_azs,
+            system_instance_type=system_instance_type,
+            system_node_count=system_node_count,
+            admin_role_arns=admin_role_arns,
+            flow_log_retention_days=retention,
+            serving=ServingConfig.from_context(values),
+        )
+
+
+# CloudWatch Logs accepts only these retention periods.
+_LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+
+
+def _read_capacity(ctx: Context, accelerator: Accelerator) -> AcceleratorCapacity:
+    """Read `<name>InstanceFamilies`, `<name>CapacityType`, `<name>MaxVcpu`, `<name>MaxNodes`, `<name>BaseImage`."""
+    name = accelerator.name
+    families = tuple(ctx.string_list(f"{name}InstanceFamilies", allowed=sorted(ALLOWED_FAMILIES[name])))
+    capacity_type = ctx.string(f"{name}CapacityType", "on-demand", allowed=("spot", "on-demand"))
+    max_vcpu = ctx.integer(f"{name}MaxVcpu", minimum=4, maximum=10000)
+    max_nodes = ctx.integer(f"{name}MaxNodes", 2, minimum=1, maximum=100)
+    base_image = ctx.string(
+        f"{name}BaseImage",
+        versions.BASE_IMAGES[name],
+        pattern=_IMAGE_URI,
+        description="an image URI registry/repository:tag ({region} is replaced with the stack's region)",
+    )
+    return AcceleratorCapacity(
+        accelerator=accelerator,
+        instance_families=families,
+        capacity_type=capacity_type,
+        max_vcpu=max_vcpu,
+        max_nodes=max_nodes,
+        base_image=base_image,
+    )

@@ -1,0 +1,1 @@
+"""Platform constructs, one concept per module."""

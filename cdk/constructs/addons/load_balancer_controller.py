@@ -1,0 +1,28 @@
+"""AWS Load Balancer Controller: turns the serving Ingress into an ALB."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from cdk import versions
+from cdk.constructs.cluster import SYSTEM_NODE_LABEL
+
+# Built-in versions come with the IAM policy AWS publishes for that controller release (IRSA).
+_VERSIONS = {"v3.2.2": eks.AlbControllerVersion.V3_2_2}
+
+
+def load_balancer_controller(scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> eks.AlbController:
+    """Install the controller on the system nodes with its published, per-release IAM policy."""
+    return eks.AlbController(
+        scope,
+        construct_id,
+        cluster=cluster,
+        version=_VERSIONS[versions.ALB_CONTROLLER_VERSION],
+        additional_helm_chart_values={
+            "nodeSelector": dict(SYSTEM_NODE_LABEL),
+            "replicaCount": 2,
+            # Pods get readiness gates in labelled namespaces, so rollouts wait for ALB health.
+            "enableServiceMutatorWebhook": False,
+        },
+    )

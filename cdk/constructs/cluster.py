@@ -1,0 +1,99 @@
+"""The EKS control plane (aws_eks_v2), its access entries and the small system node group."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
+from constructs import Construct
+
+from cdk.config import AppConfig
+
+# Every control-plane log type: API, audit and authenticator logs are what an incident review needs.
+CONTROL_PLANE_LOGS = (
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+)
+# Controllers (Karpenter, LBC, KEDA, CoreDNS) run on these nodes and never on accelerated ones.
+SYSTEM_NODE_LABEL = {"role": "system"}
+
+
+def endpoint_access(config: AppConfig) -> eks.EndpointAccess:
+    """The API endpoint access the config asks for: private, or public restricted to CIDRs plus private."""
+    if config.endpoint_access == "private":
+        return eks.EndpointAccess.PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*config.endpoint_public_cidrs)
+
+
+class Cluster(Construct):
+    """An EKS cluster with logging, envelope-encrypted secrets and a system managed node group."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: AppConfig, vpc: ec2.IVpc) -> None:
+        super().__init__(scope, construct_id)
+        secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"Envelope encryption of Kubernetes secrets in {config.cluster_name}",
+            enable_key_rotation=True,
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            version=eks.KubernetesVersion.of(config.kubernetes_version),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            endpoint_access=endpoint_access(config),
+            cluster_logging=list(CONTROL_PLANE_LOGS),
+            secrets_encryption_key=secrets_key,
+            # The system node group below is explicit, so it can carry labels and sizes from config.
+            default_capacity=0,
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            # The CloudFormation execution role that deploys the stack gets cluster-admin through an
+            # access entry, so that the kubectl handler can apply charts and manifests.
+            bootstrap_cluster_creator_admin_permissions=True,
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
+        )
+        for index, arn in enumerate(config.admin_role_arns):
+            eks.AccessEntry(
+                self,
+                f"Admin{index}",
+                cluster=self.cluster,
+                principal=arn,
+                access_policies=[
+                    eks.AccessPolicy.from_access_policy_name(
+                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                    )
+                ],
+            )
+
+        self.system_node_role = iam.Role(
+            self,
+            "SystemNodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(name)
+                for name in (
+                    "AmazonEKSWorkerNodePolicy",
+                    "AmazonEKS_CNI_Policy",
+                    "AmazonEC2ContainerRegistryPullOnly",
+                )
+            ],
+        )
+        self.system_nodes = self.cluster.add_nodegroup_capacity(
+            "SystemNodes",
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            instance_types=[ec2.InstanceType(config.system_instance_type)],
+            min_size=config.system_node_count,
+            desired_size=config.system_node_count,
+            max_size=config.system_node_count + 2,
+            labels=SYSTEM_NODE_LABEL,
+            node_role=self.system_node_role,
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        )

@@ -1,0 +1,184 @@
+"""Service images: ECR repository, app source asset, one CodeBuild project per accelerator, and a
+custom resource that runs the builds during `cdk deploy` and waits for them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdk import versions
+from cdk.config import AcceleratorCapacity
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILDSPEC = "buildspecs/image.yml"
+# The Dockerfile builds with the repository root as context but needs only these paths.
+SOURCE_EXCLUDES = [
+    "*",
+    ".*",  # "*" does not match dot-files (.git, caches)
+    "!app",
+    "!app/**",
+    "!requirements*.txt",
+    "!buildspecs",
+    "!buildspecs/**",
+    "**/__pycache__",
+    "**/*.pyc",
+]
+LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
+ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+
+
+def repository_name(cluster_name: str) -> str:
+    """The ECR repository's name; fixed, so image URIs are known at synth time without exports."""
+    return f"{cluster_name.lower()}/stable-diffusion"
+
+
+def image_uri(cluster_name: str, tag: str) -> str:
+    """An image URI built from pseudo parameters, so another stack can use it without an export
+    (an export whose value changes on every code change could not be updated while imported)."""
+    return f"{Aws.ACCOUNT_ID}.dkr.ecr.{Aws.REGION}.{Aws.URL_SUFFIX}/{repository_name(cluster_name)}:{tag}"
+
+
+class ImageBuilds(Construct):
+    """Builds `app/Dockerfile` for every enabled accelerator and exposes the pushed image URIs."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster_name: str, capacity: tuple[AcceleratorCapacity, ...]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        region = Stack.of(self).region
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            repository_name=repository_name(cluster_name),
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.KMS,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    description="Keep the 20 newest images; older source versions are not served",
+                    max_image_count=20,
+                )
+            ],
+            # Images outlive `cdk destroy` unless removed by hand (docs/platform.md).
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.source = s3_assets.Asset(self, "Source", path=str(REPO_ROOT), exclude=SOURCE_EXCLUDES)
+        source_hash = self.source.asset_hash
+
+        self.artifacts_key = kms.Key(
+            self, "BuildKey", description="Encrypts the image builds' artifacts and logs", enable_key_rotation=True
+        )
+        self.projects: dict[str, codebuild.Project] = {}
+        self.image_uris: dict[str, str] = {}
+        builds = []
+        for item in capacity:
+            tag = f"{item.name}-{source_hash}"
+            project = self._project(item, tag=tag, region=region)
+            self.projects[item.name] = project
+            self.image_uris[item.name] = image_uri(cluster_name, tag)
+            builds.append(
+                {
+                    "Project": project.project_name,
+                    "Accelerator": item.name,
+                    "ImageUri": self.repository.repository_uri_for_tag(tag),
+                }
+            )
+
+        handler_props = {
+            "runtime": lambda_.Runtime.PYTHON_3_13,
+            "code": lambda_.Code.from_asset(str(REPO_ROOT / "lambdas"), exclude=LAMBDA_EXCLUDES),
+            "timeout": Duration.minutes(1),
+            "memory_size": 256,
+        }
+        self.on_event = lambda_.Function(
+            self, "OnEvent", handler="image_build_trigger.on_event", description="Starts image builds", **handler_props
+        )
+        self.is_complete = lambda_.Function(
+            self,
+            "IsComplete",
+            handler="image_build_trigger.is_complete",
+            description="Polls image builds",
+            **handler_props,
+        )
+        project_arns = [p.project_arn for p in self.projects.values()]
+        self.on_event.add_to_role_policy(iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=project_arns))
+        self.is_complete.add_to_role_policy(
+            iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=project_arns)
+        )
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.on_event,
+            is_complete_handler=self.is_complete,
+            query_interval=Duration.seconds(30),
+            # The provider framework's ceiling; a Neuron image build takes 15-30 minutes.
+            total_timeout=Duration.hours(2),
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+            waiter_state_machine_log_options=cr.LogOptions(
+                destination=logs.LogGroup(self, "WaiterLogs", retention=logs.RetentionDays.ONE_MONTH),
+            ),
+        )
+        self.resource = CustomResource(
+            self,
+            "Images",
+            service_token=provider.service_token,
+            resource_type="Custom::ImageBuilds",
+            properties={"Builds": builds, "SourceHash": source_hash},
+        )
+
+    def _project(self, item: AcceleratorCapacity, *, tag: str, region: str) -> codebuild.Project:
+        """A privileged project that builds and pushes one accelerator's image."""
+        base_image = item.base_image.replace("{region}", region)
+        dlc_registry = base_image.split("/", 1)[0]
+        logs_group = logs.LogGroup(self, f"{item.name.capitalize()}BuildLogs", retention=logs.RetentionDays.ONE_MONTH)
+        project = codebuild.Project(
+            self,
+            f"{item.name.capitalize()}Build",
+            description=f"Builds the {item.name} service image on {base_image}",
+            source=codebuild.Source.s3(bucket=self.source.bucket, path=self.source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
+                compute_type=codebuild.ComputeType.X_LARGE,
+                privileged=True,  # docker build needs the Docker daemon
+            ),
+            environment_variables={
+                name: codebuild.BuildEnvironmentVariable(value=value)
+                for name, value in {
+                    "REPOSITORY_URI": self.repository.repository_uri,
+                    "IMAGE_TAG": tag,
+                    "BASE_IMAGE": base_image,
+                    "ACCELERATOR": item.name,
+                    "DLC_REGISTRY": dlc_registry,
+                }.items()
+            },
+            encryption_key=self.artifacts_key,
+            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=logs_group)),
+            timeout=Duration.minutes(90),
+        )
+        self.repository.grant_pull_push(project)
+        self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
+        # Pull the DLC base: the DLC registry is another AWS account; scope to the base's repository.
+        # (A base image from a public registry needs no permission.)
+        dlc_account = dlc_registry.split(".", 1)[0]
+        dlc_repository = base_image.split("/", 1)[1].rsplit(":", 1)[0]
+        if ECR_REGISTRY.fullmatch(dlc_registry.replace(region, "region")):
+            project.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="PullDeepLearningContainerBase",
+                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    resources=[f"arn:{Aws.PARTITION}:ecr:{region}:{dlc_account}:repository/{dlc_repository}"],
+                )
+            )
+        return project

@@ -1,0 +1,63 @@
+"""Accelerated EKS managed node groups, for users who do not want Karpenter (nodeProvisioner=managed)."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cdk.config import AcceleratorCapacity
+from cdk.config.platform import MANAGED_INSTANCE_SIZE
+
+AMI_TYPES = {
+    "neuron": eks.NodegroupAmiType.AL2023_X86_64_NEURON,
+    "nvidia": eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
+}
+CAPACITY_TYPES = {"spot": eks.CapacityType.SPOT, "on-demand": eks.CapacityType.ON_DEMAND}
+
+
+def instance_types(capacity: AcceleratorCapacity) -> list[str]:
+    """One concrete instance type per configured family (managed node groups cannot take families)."""
+    return [f"{family}.{MANAGED_INSTANCE_SIZE[family]}" for family in capacity.instance_families]
+
+
+class AcceleratedNodeGroups(Construct):
+    """One managed node group per enabled accelerator, tainted and labelled like the Karpenter pools."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, capacity: tuple[AcceleratorCapacity, ...]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.node_role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(name)
+                for name in (
+                    "AmazonEKSWorkerNodePolicy",
+                    "AmazonEKS_CNI_Policy",
+                    "AmazonEC2ContainerRegistryPullOnly",
+                )
+            ],
+        )
+        self.node_groups: dict[str, eks.Nodegroup] = {}
+        for item in capacity:
+            accelerator = item.accelerator
+            self.node_groups[item.name] = cluster.add_nodegroup_capacity(
+                f"{item.name.capitalize()}Nodes",
+                ami_type=AMI_TYPES[item.name],
+                capacity_type=CAPACITY_TYPES[item.capacity_type],
+                instance_types=[ec2.InstanceType(t) for t in instance_types(item)],
+                # One node to serve on; without Karpenter nothing scales the group, so users raise
+                # desiredSize themselves (or add an autoscaler) up to the configured maximum.
+                min_size=0,
+                desired_size=1,
+                max_size=item.max_nodes,
+                disk_size=200,
+                labels=dict(accelerator.node_label),
+                taints=[eks.TaintSpec(key=accelerator.taint_key, value="true", effect=eks.TaintEffect.NO_SCHEDULE)],
+                node_role=self.node_role,
+                subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            )

@@ -1,0 +1,85 @@
+"""ClusterStack: the EKS cluster, its add-ons and its accelerated capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from cdk.accelerators import NEURON, NVIDIA
+from cdk.config import AppConfig
+from cdk.constructs.addons.cloudwatch_observability import CloudWatchObservability
+from cdk.constructs.addons.keda import Keda
+from cdk.constructs.addons.load_balancer_controller import load_balancer_controller
+from cdk.constructs.addons.neuron import neuron_chart
+from cdk.constructs.addons.nvidia_device_plugin import nvidia_device_plugin
+from cdk.constructs.addons.pod_identity_agent import pod_identity_agent
+from cdk.constructs.cluster import Cluster
+from cdk.constructs.karpenter import Karpenter
+from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
+from cdk.constructs.network import Network
+from cdk.constructs.node_pools import AcceleratorNodePools
+from cdk.constructs.pod_identity import PodIdentityRole
+
+
+class ClusterStack(Stack):
+    """One cluster with controllers on a system node group and accelerated nodes on demand."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: AppConfig, vpc: ec2.IVpc | None, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, description="Stable Diffusion on EKS: cluster and add-ons", **kwargs)
+        # An existing VPC is looked up here: a network stack of its own would have no resources.
+        self.vpc: ec2.IVpc = vpc if vpc is not None else Network(self, "Network", config=config).vpc
+        built = Cluster(self, "Eks", config=config, vpc=self.vpc)
+        cluster = self.cluster = built.cluster
+        self.system_nodes = built.system_nodes
+        enabled = {a.name for a in config.accelerators}
+
+        agent = pod_identity_agent(cluster)
+        self.karpenter: Karpenter | None = None
+        self.node_pools: AcceleratorNodePools | None = None
+        self.node_groups: AcceleratedNodeGroups | None = None
+        if config.node_provisioner == "karpenter":
+            self.karpenter = Karpenter(self, "Karpenter", cluster=cluster, cluster_name=config.cluster_name)
+            self.karpenter.chart.node.add_dependency(built.system_nodes)
+            if config.capacity:
+                self.node_pools = AcceleratorNodePools(
+                    self,
+                    "NodePools",
+                    cluster=cluster,
+                    capacity=config.capacity,
+                    cluster_name=config.cluster_name,
+                    instance_profile=self.karpenter.instance_profile.instance_profile_name,
+                    security_group_id=cluster.cluster_security_group_id,
+                    karpenter_chart=self.karpenter.chart,
+                )
+        elif config.capacity:
+            self.node_groups = AcceleratedNodeGroups(
+                self, "AcceleratedNodes", cluster=cluster, capacity=config.capacity
+            )
+
+        self.load_balancer_controller = load_balancer_controller(self, "LoadBalancerController", cluster=cluster)
+        self.keda = Keda(self, "Keda", cluster=cluster)
+        self.cloudwatch = CloudWatchObservability(self, "CloudWatchObservability", cluster=cluster)
+        self.nvidia_device_plugin = (
+            nvidia_device_plugin(self, "NvidiaDevicePlugin", cluster=cluster) if NVIDIA.name in enabled else None
+        )
+        self.neuron = neuron_chart(self, "NeuronChart", cluster=cluster) if NEURON.name in enabled else None
+
+        # Controllers need nodes to run on, and credentials before their first API call.
+        for chart in (self.keda.chart, self.load_balancer_controller, self.nvidia_device_plugin, self.neuron):
+            if chart is not None:
+                chart.node.add_dependency(built.system_nodes)
+        for association in self.node.find_all():
+            if isinstance(association, PodIdentityRole):
+                association.association.node.add_dependency(agent)
+
+        CfnOutput(self, "ClusterName", value=cluster.cluster_name)
+        CfnOutput(
+            self,
+            "UpdateKubeconfig",
+            value=f"aws eks update-kubeconfig --name {cluster.cluster_name} --region {self.region}",
+        )

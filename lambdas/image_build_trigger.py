@@ -1,0 +1,84 @@
+"""Custom resource that builds the service images during `cdk deploy` (CDK provider framework).
+
+`on_event` starts one CodeBuild build per project on Create/Update and returns their ids;
+`is_complete` polls them until all succeed, and fails the deployment with the failed build's log
+link otherwise. Delete does nothing: the images stay in ECR and its lifecycle rule expires them.
+Plain boto3 only, so the handler runs on the stock Lambda runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import boto3
+
+LOG = logging.getLogger()
+LOG.setLevel(logging.INFO)
+
+SUCCEEDED = "SUCCEEDED"
+FAILED_STATES = frozenset({"FAILED", "FAULT", "STOPPED", "TIMED_OUT"})
+
+
+class BuildFailedError(RuntimeError):
+    """A build ended in a state other than SUCCEEDED."""
+
+
+def _codebuild() -> Any:
+    return boto3.client("codebuild")
+
+
+def _builds(props: dict[str, Any]) -> list[dict[str, str]]:
+    """The `Builds` property: [{"Project": name, "ImageUri": uri, "Accelerator": name}, ...]."""
+    builds = props.get("Builds")
+    if not isinstance(builds, list) or not builds:
+        raise ValueError("property Builds must be a non-empty list of {Project, ImageUri, Accelerator}")
+    return builds
+
+
+def on_event(event: dict[str, Any], context: object = None) -> dict[str, Any]:
+    """Start the builds on Create/Update; nothing to do on Delete."""
+    request = event["RequestType"]
+    props = event.get("ResourceProperties", {})
+    LOG.info("image build %s: %s", request, json.dumps(props))
+    if request == "Delete":
+        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    builds = _builds(props)
+    client = _codebuild()
+    build_ids = []
+    for build in builds:
+        started = client.start_build(projectName=build["Project"])
+        build_ids.append(started["build"]["id"])
+    # A new physical id per image set: the source hash is in the tags, so a code change is a
+    # replacement that CloudFormation records, and a rollback keeps the old images.
+    physical_id = "images-" + "-".join(b["ImageUri"].rsplit(":", 1)[-1] for b in builds)
+    return {"PhysicalResourceId": physical_id[:1000], "Data": {"BuildIds": ",".join(build_ids)}}
+
+
+def is_complete(event: dict[str, Any], context: object = None) -> dict[str, Any]:
+    """Poll the builds: done when all succeeded, an error naming the log link when any failed."""
+    if event["RequestType"] == "Delete":
+        return {"IsComplete": True}
+    build_ids = [b for b in event.get("Data", {}).get("BuildIds", "").split(",") if b]
+    if not build_ids:
+        raise ValueError("no BuildIds from on_event")
+    found = _codebuild().batch_get_builds(ids=build_ids)["builds"]
+    by_id = {b["id"]: b for b in found}
+    missing = [b for b in build_ids if b not in by_id]
+    if missing:
+        raise BuildFailedError(f"CodeBuild does not know builds {missing}")
+    failures = []
+    for build_id in build_ids:
+        build = by_id[build_id]
+        status = build.get("buildStatus", "IN_PROGRESS")
+        if status in FAILED_STATES:
+            link = build.get("logs", {}).get("deepLink", "(no log link)")
+            failures.append(f"{build.get('projectName', build_id)} {status}: {link}")
+    if failures:
+        raise BuildFailedError("image build failed: " + "; ".join(failures))
+    if all(by_id[b].get("buildStatus") == SUCCEEDED for b in build_ids):
+        props = event.get("ResourceProperties", {})
+        data = {f"{b['Accelerator']}ImageUri": b["ImageUri"] for b in _builds(props)}
+        return {"IsComplete": True, "Data": data}
+    return {"IsComplete": False}
