@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 from constructs import Construct
 
 from cdk.config import AppConfig
+from cdk.constructs.node_role import worker_node_role
 
 # Every control-plane log type: API, audit and authenticator logs are what an incident review needs.
 CONTROL_PLANE_LOGS = (
@@ -72,19 +72,7 @@ class Cluster(Construct):
                 ],
             )
 
-        self.system_node_role = iam.Role(
-            self,
-            "SystemNodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(name)
-                for name in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryPullOnly",
-                )
-            ],
-        )
+        self.system_node_role = worker_node_role(self, "SystemNodeRole")
         self.system_nodes = self.cluster.add_nodegroup_capacity(
             "SystemNodes",
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from cdk import versions
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
+from cdk.constructs.node_role import worker_node_role
 from cdk.constructs.pod_identity import PodIdentityRole
 
 NAMESPACE = "kube-system"
@@ -34,20 +35,11 @@ class Karpenter(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
 
-        self.node_role = iam.Role(
+        self.node_role = worker_node_role(
             self,
             "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"Role of the accelerated nodes Karpenter launches in {cluster_name}",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(name)
-                for name in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryPullOnly",
-                    "AmazonSSMManagedInstanceCore",
-                )
-            ],
+            extra_policies=("AmazonSSMManagedInstanceCore",),
         )
         # We own the instance profile (EC2NodeClass.spec.instanceProfile), so the controller needs
         # no iam:*InstanceProfile permissions at all.

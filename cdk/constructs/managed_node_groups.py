@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk.config import AcceleratorCapacity
 from cdk.config.platform import MANAGED_INSTANCE_SIZE
+from cdk.constructs.node_role import worker_node_role
 
 AMI_TYPES = {
     "neuron": eks.NodegroupAmiType.AL2023_X86_64_NEURON,
@@ -29,19 +29,7 @@ class AcceleratedNodeGroups(Construct):
         self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, capacity: tuple[AcceleratorCapacity, ...]
     ) -> None:
         super().__init__(scope, construct_id)
-        self.node_role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(name)
-                for name in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryPullOnly",
-                )
-            ],
-        )
+        self.node_role = worker_node_role(self, "NodeRole")
         self.node_groups: dict[str, eks.Nodegroup] = {}
         for item in capacity:
             accelerator = item.accelerator
