@@ -80,7 +80,7 @@ class Batcher:
         self._on_batch = on_batch
         self._queue: deque[_Job] = deque()
         self._arrived = asyncio.Event()
-        self._running = 0  # requests inside the pipeline call now
+        self._in_hand = 0  # requests the worker has taken: gathering a batch or inside the pipeline call
         self._idle = asyncio.Event()
         self._idle.set()
         self._worker: asyncio.Task[None] | None = None
@@ -107,7 +107,7 @@ class Batcher:
 
     async def wait_idle(self) -> None:
         """Return once no request is queued or running."""
-        while self._queue or self._running:
+        while self._queue or self._in_hand:
             self._idle.clear()
             await self._idle.wait()
 
@@ -158,11 +158,13 @@ class Batcher:
             self._arrived.clear()
             await self._arrived.wait()
         batch = [self._queue.popleft()]
+        self._in_hand = 1
         loop = asyncio.get_running_loop()
         gather_until = loop.time() + self.batch_wait_s
         while True:
             self._arrived.clear()
             self._take_compatible(batch)
+            self._in_hand = len(batch)
             left = gather_until - loop.time()
             if len(batch) >= self.max_batch_size or left <= 0:
                 return batch
@@ -170,7 +172,7 @@ class Batcher:
                 await asyncio.wait_for(self._arrived.wait(), left)
 
     def _set_idle_if_empty(self) -> None:
-        if not self._queue and not self._running:
+        if not self._queue and not self._in_hand:
             self._idle.set()
 
     async def _work(self) -> None:
@@ -179,8 +181,9 @@ class Batcher:
             batch = await self._next_batch()
             batch = [job for job in batch if job.live]  # some may have left while we gathered
             if not batch:
+                self._in_hand = 0
+                self._set_idle_if_empty()
                 continue
-            self._running = len(batch)
             self.stats.batch_sizes[len(batch)] += 1
             if self._on_batch is not None:
                 self._on_batch(len(batch))
@@ -203,5 +206,5 @@ class Batcher:
                     if job.live:
                         job.future.set_result(BatchResult(image, len(batch)))
             finally:
-                self._running = 0
+                self._in_hand = 0
                 self._set_idle_if_empty()
