@@ -6,7 +6,9 @@ It calls the same GenerationService as the API, so UI users queue in the same bo
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import uuid
 from typing import Any
 
 import gradio as gr
@@ -16,6 +18,8 @@ from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
+
+log = logging.getLogger(__name__)
 
 DEMO_NOTICE = (
     "**Demo model loaded**: `builtin:tiny` is a tiny Stable Diffusion with *random weights*, built on this "
@@ -56,6 +60,10 @@ async def _generate_with_progress(
     except DeadlineExceeded:
         status = 504
         raise gr.Error("the image took too long; try fewer steps or a smaller size") from None
+    except Exception:
+        error_id = uuid.uuid4().hex[:12]
+        log.exception("generation failed", extra={"error_id": error_id})
+        raise gr.Error(f"internal error while generating (error id {error_id})") from None
     finally:
         task.cancel()  # a no-op when done; stops waiting if the browser left
         service.record(status, (time.perf_counter() - started) * 1000.0, images)
@@ -89,7 +97,9 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     seed = gr.Number(label="Seed (empty: random)", precision=0, minimum=0)
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
-                image = gr.Image(label="Image", type="pil", format="png", elem_id="result", interactive=False)
+                image = gr.Image(
+                    label="Image", type="pil", format="png", elem_id="result", interactive=False, height=420
+                )
                 caption = gr.Markdown(elem_id="caption")
 
         async def generate(
