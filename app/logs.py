@@ -42,3 +42,14 @@ def configure_logging(level: str = "INFO") -> None:
     logging.getLogger("uvicorn.access").disabled = True
     for noisy in ("httpx", "httpcore", "botocore", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def quiet_model_libraries() -> None:
+    """Silence diffusers/transformers progress bars and info chatter: they would break the JSON log stream."""
+    import diffusers
+    import transformers
+
+    diffusers.utils.logging.set_verbosity_error()
+    diffusers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.backends.base import Backend
+from app.logs import quiet_model_libraries
 from app.settings import Settings
 
 
@@ -60,6 +61,7 @@ def choose_backend(requested: str, probes: Probes | None = None) -> str:
 def load_backend(settings: Settings) -> Backend:
     """Choose the backend, then load the model on it (heavy imports happen only in the chosen module)."""
     name = choose_backend(settings.backend)
+    quiet_model_libraries()
     if name == "neuron":
         from app.backends.neuron import load_neuron_backend
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import uvicorn
 
 from app.backends.base import Backend
 from app.backends.selection import load_backend
+from app.bench.inprocess import serve_in_thread
 from app.server import create_app
 from app.settings import Settings, load_settings
 
@@ -45,19 +44,11 @@ class LiveServer:
     app: object
     readiness_before_load: int | None = None
     health_before_load: int | None = None
-    _threads: list[threading.Thread] = field(default_factory=list)
 
     @property
     def service(self):  # app.service.GenerationService
         """The GenerationService behind the routes."""
         return self.app.state.service
-
-
-def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
 @contextmanager
@@ -73,17 +64,9 @@ def serve(
         return loader(s)
 
     app = create_app(settings, gated_loader)
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    live = LiveServer(url=f"http://127.0.0.1:{port}", settings=settings, app=app)
-    try:
+    with serve_in_thread(app) as url:
+        live = LiveServer(url=url, settings=settings, app=app)
         with httpx.Client(base_url=live.url, timeout=10) as client:
-            deadline = time.monotonic() + 30
-            while not server.started and time.monotonic() < deadline:
-                time.sleep(0.05)
             live.health_before_load = client.get("/health").status_code
             live.readiness_before_load = client.get("/readiness").status_code
             gate.set()
@@ -92,9 +75,7 @@ def serve(
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"server not ready: {client.get('/readiness').text}")
                 time.sleep(0.1)
-        yield live
-    finally:
-        gate.set()
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+        try:
+            yield live
+        finally:
+            gate.set()
