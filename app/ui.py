@@ -94,7 +94,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     size = {"minimum": settings.min_size, "maximum": settings.max_size, "step": 8}
                     width = gr.Slider(**size, value=settings.default_width or settings.min_size, label="Width")
                     height = gr.Slider(**size, value=settings.default_height or settings.min_size, label="Height")
-                    seed = gr.Number(label="Seed (empty: random)", precision=0, minimum=0)
+                    seed = gr.Number(label="Seed (empty: random)", value=None, precision=0, minimum=0)
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
                 image = gr.Image(
