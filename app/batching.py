@@ -90,6 +90,11 @@ class Batcher:
         """Requests waiting (not yet in a pipeline call)."""
         return len(self._queue)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests accepted and not yet answered: waiting, being gathered, or inside the pipeline."""
+        return len(self._queue) + self._in_hand
+
     def start(self) -> None:
         """Start the worker on the running event loop."""
         self._worker = asyncio.create_task(self._work(), name="batch-worker")

@@ -8,7 +8,8 @@ import sys
 import time
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName", "color_message"}
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+_STANDARD.add("color_message")  # uvicorn's ANSI-coloured copy of the message
 
 
 class JsonFormatter(logging.Formatter):

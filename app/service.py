@@ -91,7 +91,7 @@ class GenerationService:
         """Refuse new work (readiness 503) and give in-flight requests up to `grace_s` to finish."""
         self.draining = True
         self.ready = False
-        log.info("draining", extra={"queued": self.batcher.depth if self.batcher else 0})
+        log.info("draining", extra={"in_flight": self.batcher.in_flight if self.batcher else 0})
         if self.batcher is not None:
             try:
                 await asyncio.wait_for(self.batcher.wait_idle(), grace_s)
