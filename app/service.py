@@ -61,12 +61,13 @@ class GenerationService:
         try:
             backend = await asyncio.to_thread(self._load_backend, settings)
             log.info("model loaded", extra={"backend": backend.name, "model": settings.model_id})
-            await asyncio.to_thread(backend.warm_up, min(settings.default_steps, 4))
+            self.backend = backend
+            await asyncio.to_thread(backend.warm_up, min(settings.default_steps, 4), self.default_size)
         except Exception as exc:
+            self.backend = None
             self.load_error = f"{type(exc).__name__}: {exc}"
             log.exception("loading the model failed; readiness stays 503")
             return
-        self.backend = backend
         self.metrics = MetricsAggregator(settings.deployment_unit, backend.name)
         self.batcher = Batcher(
             backend,

@@ -49,8 +49,8 @@ class Backend(Protocol):
         """Generate one image per request, in order; all requests share a batch_key."""
         ...
 
-    def warm_up(self, steps: int) -> None:
-        """Run every shape the backend will serve once, so the first user does not pay for it."""
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+        """Run every shape the backend will serve at the default (width, height) once, before readiness."""
         ...
 
     def describe(self) -> dict[str, Any]:

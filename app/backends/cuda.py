@@ -1,14 +1,16 @@
 """The CUDA backend: diffusers in bf16/fp16 with PyTorch SDPA attention on an NVIDIA GPU.
 
 Two hooks matter for the speed work: `prepare_pipeline_for_cuda` is the one place that turns a
-loaded pipeline into a CUDA one, and `warm_up_shapes` lists every shape the warm-up runs, so a
-compiled graph exists for each batch size before readiness turns green.
+loaded pipeline into a CUDA one, and `CudaBackend.warm_up` is the one warm-up: it runs every shape
+the batcher can send (each batch size at the default size), so compiled kernels exist before
+readiness turns green.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from app.backends.base import GenerationParams
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
 from app.model_source import resolve_model_source
 from app.settings import CudaDtype, Settings
@@ -37,7 +39,30 @@ def warm_up_batch_sizes(settings: Settings) -> list[int]:
     return list(range(1, settings.max_batch_size + 1))
 
 
-def load_cuda_backend(settings: Settings) -> DiffusersBackend:
+class CudaBackend(DiffusersBackend):
+    """The diffusers backend on a GPU, with a warm-up over every served shape."""
+
+    def __init__(self, pipeline: Any, settings: Settings):
+        super().__init__(pipeline, name="cuda", max_batch_size=settings.max_batch_size)
+        self.batch_sizes = warm_up_batch_sizes(settings)
+
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+        """Run each batch size 1..MAX_BATCH_SIZE once at `size` and wait for the GPU to finish."""
+        import torch
+
+        width, height = size
+        for batch_size in self.batch_sizes:
+            self.generate([GenerationParams("warm-up", "", steps, 7.5, width, height, 0)] * batch_size)
+        torch.cuda.synchronize()
+
+    def describe(self) -> dict[str, Any]:
+        """The diffusers facts plus the GPU's name."""
+        import torch
+
+        return {**super().describe(), "gpu": torch.cuda.get_device_name()}
+
+
+def load_cuda_backend(settings: Settings) -> CudaBackend:
     """Load the model, prepare it for the GPU and wrap it as the "cuda" backend."""
     import torch
 
@@ -45,10 +70,4 @@ def load_cuda_backend(settings: Settings) -> DiffusersBackend:
         raise RuntimeError("BACKEND=cuda but torch sees no CUDA device")
     source = resolve_model_source(settings.model_id, settings.model_cache_dir)
     pipeline = load_diffusers_pipeline(str(source), dtype=torch_dtype(settings.cuda_dtype))
-    pipeline = prepare_pipeline_for_cuda(pipeline, settings)
-    return DiffusersBackend(
-        pipeline,
-        name="cuda",
-        max_batch_size=settings.max_batch_size,
-        warm_up_batch_sizes=warm_up_batch_sizes(settings),
-    )
+    return CudaBackend(prepare_pipeline_for_cuda(pipeline, settings), settings)

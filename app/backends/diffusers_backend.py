@@ -31,12 +31,11 @@ def native_size(pipeline: Any) -> tuple[int, int]:
 class DiffusersBackend:
     """Runs batches on a loaded diffusers pipeline; requests of any size (multiple of 8) are served."""
 
-    def __init__(self, pipeline: Any, name: str, max_batch_size: int, warm_up_batch_sizes: Sequence[int] = (1,)):
+    def __init__(self, pipeline: Any, name: str, max_batch_size: int):
         self.pipeline = pipeline
         self.name = name
         self.max_batch_size = max_batch_size
         self.native_size = native_size(pipeline)
-        self._warm_up_batch_sizes = tuple(warm_up_batch_sizes)
 
     @property
     def device(self) -> str:
@@ -75,12 +74,9 @@ class DiffusersBackend:
             )
         return list(output.images)
 
-    def warm_up(self, steps: int) -> None:
-        """Run each warm-up batch size once at the native size."""
-        width, height = self.native_size
-        for size in self._warm_up_batch_sizes:
-            params = GenerationParams("warm-up", "", steps, 7.5, width, height, 0)
-            self.generate([params] * size)
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+        """One generation at the default (width, height): loads lazy weights and allocator pools."""
+        self.generate([GenerationParams("warm-up", "", steps, 7.5, size[0], size[1], 0)])
 
     def describe(self) -> dict[str, Any]:
         """Device, dtype and library versions for /v1/info."""

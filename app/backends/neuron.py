@@ -128,8 +128,8 @@ class NeuronBackend:
         )
         return list(output.images[: len(batch)])
 
-    def warm_up(self, steps: int) -> None:
-        """One full batch: the compiled graph has one shape, so one run warms everything."""
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+        """One full batch: the compiled graph has one shape (`size` is always it), so one run warms everything."""
         params = GenerationParams("warm-up", "", steps, 7.5, self.shape.width, self.shape.height, 0)
         self.generate([params])
 

@@ -38,7 +38,7 @@ class FakeBackend:
                 on_step(step + 1, batch[0].steps)
         return [Image.new("RGB", (p.width, p.height), (p.seed % 256, 0, 0)) for p in batch]
 
-    def warm_up(self, steps: int) -> None:
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         pass
 
     def describe(self) -> dict[str, Any]:

@@ -191,10 +191,51 @@ def test_cuda_backend_generates_with_the_builtin_model(tmp_path):
     settings = load_settings(backend="cuda", model_cache_dir=tmp_path, max_batch_size=2, cuda_dtype="fp16")
     backend = load_cuda_backend(settings)
     assert backend.device.startswith("cuda")
-    assert backend.describe()["dtype"] == "float16"
+    assert backend.describe()["dtype"] == "float16" and backend.describe()["gpu"]
     assert warm_up_batch_sizes(settings) == [1, 2]
-    backend.warm_up(steps=2)
+    backend.warm_up(steps=2, size=(64, 64))
     params = GenerationParams("a fox", "", 2, 7.5, 64, 64, 7)
     first, second = backend.generate([params, params])
     assert first.size == (64, 64)
     assert first.tobytes() == second.tobytes()  # same seed, same image, even inside one batch
+
+
+def test_neuron_warm_up_runs_the_one_compiled_shape_once():
+    pipeline = RecordingNeuronPipeline()
+    NeuronBackend(pipeline, CompiledShape(batch_size=2, height=512, width=512)).warm_up(steps=2, size=(512, 512))
+    assert len(pipeline.calls) == 1 and len(pipeline.calls[0]["prompt"]) == 2
+
+
+class RecordingModule:
+    def __init__(self):
+        self.processors: list[object] = []
+
+    def set_attn_processor(self, processor: object) -> None:
+        self.processors.append(processor)
+
+
+class RecordingPipeline:
+    """Records how prepare_pipeline_for_cuda treats a pipeline (no GPU involved)."""
+
+    def __init__(self):
+        self.unet, self.vae = RecordingModule(), RecordingModule()
+        self.moves: list[tuple[object, ...]] = []
+
+    def to(self, *args: object) -> RecordingPipeline:
+        self.moves.append(args)
+        return self
+
+
+@pytest.mark.parametrize(("setting", "dtype_name"), [("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32")])
+def test_prepare_pipeline_for_cuda_sets_device_dtype_and_sdpa(setting, dtype_name):
+    import torch
+    from diffusers.models.attention_processor import AttnProcessor2_0
+
+    from app.backends.cuda import prepare_pipeline_for_cuda
+
+    pipeline = RecordingPipeline()
+    prepared = prepare_pipeline_for_cuda(pipeline, load_settings(cuda_dtype=setting))
+    assert prepared is pipeline
+    assert pipeline.moves == [("cuda", getattr(torch, dtype_name))]
+    assert all(isinstance(p, AttnProcessor2_0) for p in pipeline.unet.processors + pipeline.vae.processors)
+    assert pipeline.unet.processors and pipeline.vae.processors
