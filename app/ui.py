@@ -66,8 +66,20 @@ async def _generate_with_progress(
         raise gr.Error(f"internal error while generating (error id {error_id})") from None
     finally:
         task.cancel()  # a no-op when done; stops waiting if the browser left
-        service.record(status, (time.perf_counter() - started) * 1000.0, images)
-    latency = time.perf_counter() - started
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        service.record(status, latency_ms, images)
+        log.info(
+            "request",
+            extra={
+                "event": "request",
+                "path": "ui:generate",
+                "status": status,
+                "latency_ms": round(latency_ms, 1),
+                "backend": service.backend.name if service.backend else None,
+                "batch_size": task.result().batch_size if status == 200 else None,
+            },
+        )
+    latency = latency_ms / 1000.0
     caption = (
         f"seed {params.seed} · {params.width}x{params.height} · {params.steps} steps · "
         f"{latency:.2f} s on {service.backend.name if service.backend else '?'} (batch of {result.batch_size})"

@@ -11,7 +11,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("app.requests")
 
-_QUIET_PATHS = ("/health", "/readiness")  # probes every few seconds: logged at DEBUG only
+
+def _log_level(path: str) -> int:
+    """API calls and page loads at INFO; probes (every few seconds) and the UI's own assets/polling at DEBUG."""
+    if path in ("/health", "/readiness"):
+        return logging.DEBUG
+    return logging.INFO if path == "/" or path.startswith("/v1/") else logging.DEBUG
 
 
 class BodyLimitMiddleware:
@@ -97,5 +102,4 @@ class RequestLogMiddleware:
                 "backend": state.get("backend"),
                 "batch_size": state.get("batch_size"),
             }
-            level = logging.DEBUG if scope["path"] in _QUIET_PATHS else logging.INFO
-            log.log(level, "request", extra=fields)
+            log.log(_log_level(scope["path"]), "request", extra=fields)

@@ -92,3 +92,16 @@ def test_ui_is_served_at_the_root(client):
     response = client.get("/")
     assert response.status_code == 200
     assert "<html" in response.text.lower()
+
+
+def test_each_api_request_is_one_json_log_line(client, caplog):
+    import json
+
+    from app.logs import JsonFormatter
+
+    caplog.set_level("INFO", logger="app.requests")
+    assert generate(client, seed=1).status_code == 200
+    (record,) = [r for r in caplog.records if r.name == "app.requests" and getattr(r, "path", "") == "/v1/generate"]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["status"] == 200 and line["backend"] == "cpu" and line["batch_size"] == 1
+    assert line["latency_ms"] > 0 and line["method"] == "POST"

@@ -47,3 +47,11 @@ def test_out_of_bounds_input_is_a_gradio_error_with_the_reason():
 def test_a_pipeline_failure_reaches_the_user_as_an_error_with_an_id():
     with pytest.raises(gr.Error, match=r"internal error while generating \(error id [0-9a-f]{12}\)"):
         asyncio.run(_run({"prompt": "explode", "steps": 2}, RecordingProgress(), FakeBackend()))
+
+
+def test_each_ui_generation_is_one_json_log_line(caplog):
+    caplog.set_level("INFO", logger="app.ui")
+    asyncio.run(_run({"prompt": "a fox", "steps": 2, "seed": 1}, RecordingProgress(), FakeBackend()))
+    (record,) = [r for r in caplog.records if r.name == "app.ui" and r.getMessage() == "request"]
+    assert (record.path, record.status, record.backend, record.batch_size) == ("ui:generate", 200, "cpu", 1)
+    assert record.latency_ms > 0
