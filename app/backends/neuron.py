@@ -7,6 +7,7 @@ a smaller batch up to the compiled batch size. optimum-neuron is imported only w
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,14 +136,18 @@ class NeuronBackend:
 
     def describe(self) -> dict[str, Any]:
         """Compiled shape and versions for /v1/info."""
-        import optimum.neuron
-
+        versions = {}
+        for package in ("optimum-neuron", "torch-neuronx", "diffusers"):
+            try:
+                versions[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                versions[package] = "not installed"
         return {
             "device": "neuron",
             "dtype": "compiled",
             "native_size": {"width": self.shape.width, "height": self.shape.height},
             "compiled_shape": self.shape.as_dict(),
-            "versions": {"optimum-neuron": getattr(optimum.neuron, "__version__", "unknown")},
+            "versions": versions,
         }
 
 

@@ -47,3 +47,15 @@ class FakeBackend:
 
 def params(seed: int = 0, width: int = 64, steps: int = 2, prompt: str = "p") -> GenerationParams:
     return GenerationParams(prompt, "", steps, 7.5, width, 64, seed)
+
+
+class RecordingNeuronPipeline:
+    """Stands in for NeuronStableDiffusionPipeline's call signature; records what it was given."""
+
+    def __init__(self):
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        images = [Image.new("RGB", (64, 64), (i, 0, 0)) for i in range(len(kwargs["prompt"]))]
+        return type("Output", (), {"images": images})()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from app.backends import selection
 from app.backends.base import GenerationParams, UnsupportedRequest
@@ -21,6 +20,7 @@ from app.backends.neuron import (
 )
 from app.backends.selection import Probes, choose_backend
 from app.settings import load_settings
+from tests.app.fakes import RecordingNeuronPipeline
 
 
 def probes(neuron: bool = False, optimum: bool = False, cuda: bool = False) -> Probes:
@@ -131,18 +131,6 @@ def test_pad_batch_repeats_the_last_item_up_to_the_compiled_size():
         pad_batch(["a", "b", "c"], 2)
     with pytest.raises(ValueError, match="empty"):
         pad_batch([], 2)
-
-
-class RecordingNeuronPipeline:
-    """Stands in for NeuronStableDiffusionPipeline's call signature; records what it was given."""
-
-    def __init__(self):
-        self.calls: list[dict[str, Any]] = []
-
-    def __call__(self, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        images = [Image.new("RGB", (8, 8), (i, 0, 0)) for i in range(len(kwargs["prompt"]))]
-        return type("Output", (), {"images": images})()
 
 
 def request(prompt: str, width: int = 512, height: int = 512) -> GenerationParams:
