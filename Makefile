@@ -43,9 +43,9 @@ lint: $(VENV)/.dev-installed
 synth: $(VENV)/.dev-installed node_modules/.installed
 	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet
 
-## Benchmark the service through its HTTP server (see `python -m app.bench --help` for modes).
+## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed
-	$(BIN)/python -m app.bench
+	$(BIN)/python -m app.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .ruff_cache

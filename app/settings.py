@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 Backend = Literal["auto", "neuron", "cuda", "cpu"]
 MetricsMode = Literal["off", "emf", "cloudwatch"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
@@ -78,8 +79,9 @@ class Settings(BaseSettings):
     metrics_flush_s: float = Field(10.0, gt=0.0, le=300.0)
     deployment_unit: str = Field("local", min_length=1, max_length=255)
 
-    # The UI.
+    # The UI and logs.
     ui: bool = Field(True, description="serve the Gradio UI at /")
+    log_level: LogLevel = Field("INFO", description="JSON logs on stderr at this level")
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:

@@ -1,0 +1,1 @@
+"""The HTTP API: routers, request/response models, error handlers and middleware."""

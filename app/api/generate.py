@@ -1,0 +1,122 @@
+"""POST /v1/generate: validate, queue through the batcher, return a PNG (or base64 JSON)."""
+
+# No `from __future__ import annotations`: FastAPI must see the request model built at run time.
+import asyncio
+import base64
+import io
+import logging
+import time
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.responses import JSONResponse
+from PIL.Image import Image
+
+from app.api.dependencies import get_service
+from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
+from app.backends.base import UnsupportedRequest
+from app.batching import DeadlineExceeded, QueueFull
+from app.params import resolve_params
+from app.service import GenerationService, NotReady
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in (
+        (413, "body too large"),
+        (422, "invalid input, or a shape this deployment cannot serve"),
+        (429, "queue full; retry after the Retry-After seconds"),
+        (500, "internal failure; the body has an error id"),
+        (503, "model loading or service shutting down"),
+        (504, "the request waited past its deadline"),
+    )
+}
+
+
+def png_bytes(image: Image) -> bytes:
+    """Encode an image as PNG (deterministic: same pixels, same bytes)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+
+
+def generate_router(settings: Settings) -> APIRouter:
+    """The router for POST /v1/generate, with a request model carrying this deployment's bounds."""
+    router = APIRouter(prefix="/v1", tags=["generate"])
+    request_model = make_generate_request(settings)
+
+    @router.post(
+        "/generate",
+        response_class=Response,
+        responses={
+            200: {
+                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size",
+                "content": {"image/png": {}, "application/json": {"schema": GenerateJSONResponse.model_json_schema()}},
+            },
+            **_ERRORS,
+        },
+    )
+    async def generate(
+        body: Annotated[request_model, Body()],  # type: ignore[valid-type]
+        request: Request,
+        service: Annotated[GenerationService, Depends(get_service)],
+    ) -> Response:
+        """Generate one image. Send `Accept: application/json` for base64 JSON instead of PNG bytes."""
+        started = time.perf_counter()
+        status, images = 500, 0
+        try:
+            try:
+                params = resolve_params(service, **body.model_dump())
+            except UnsupportedRequest as exc:
+                status = 422
+                return _error(422, str(exc))
+            try:
+                result = await service.generate(params)
+            except NotReady as exc:
+                status = 503
+                return _error(503, str(exc), {"Retry-After": "5"})
+            except QueueFull:
+                status = 429
+                return _error(429, "the queue is full; retry later", {"Retry-After": "1"})
+            except DeadlineExceeded:
+                status = 504
+                return _error(504, f"no image within {settings.request_timeout_s:g} s")
+            except Exception:
+                error_id = uuid.uuid4().hex[:12]
+                log.exception("generation failed", extra={"error_id": error_id})
+                return _error(500, "internal error while generating", error_id=error_id)
+            png = await asyncio.to_thread(png_bytes, result.image)
+            latency_ms = (time.perf_counter() - started) * 1000.0
+            backend = service.backend.name if service.backend else "unknown"
+            request.state.backend = backend
+            request.state.batch_size = result.batch_size
+            headers = {
+                "X-Seed": str(params.seed),
+                "X-Backend": backend,
+                "X-Latency-Ms": f"{latency_ms:.1f}",
+                "X-Batch-Size": str(result.batch_size),
+            }
+            status, images = 200, 1
+            if "application/json" in request.headers.get("accept", ""):
+                payload = GenerateJSONResponse(
+                    image_base64=base64.b64encode(png).decode("ascii"),
+                    seed=params.seed,
+                    width=params.width,
+                    height=params.height,
+                    backend=backend,
+                    latency_ms=round(latency_ms, 1),
+                    batch_size=result.batch_size,
+                )
+                return JSONResponse(payload.model_dump(), headers=headers)
+            return Response(png, media_type="image/png", headers=headers)
+        finally:
+            service.record(status, (time.perf_counter() - started) * 1000.0, images)
+
+    return router

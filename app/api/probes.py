@@ -1,0 +1,33 @@
+"""Kubernetes probes: liveness (the event loop answers) and readiness (model loaded and warm)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from app.api.dependencies import get_service
+from app.service import GenerationService
+
+router = APIRouter(tags=["probes"])
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    """200 while the process and its event loop are alive."""
+    return {"status": "ok"}
+
+
+@router.get("/readiness", responses={503: {"description": "loading, warming up, failed to load, or draining"}})
+async def readiness(service: Annotated[GenerationService, Depends(get_service)]) -> JSONResponse:
+    """200 once the model is loaded and warmed up; 503 before that and while shutting down."""
+    if service.ready:
+        return JSONResponse({"status": "ready"})
+    if service.draining:
+        status = "draining"
+    elif service.load_error:
+        status = "load failed: " + service.load_error
+    else:
+        status = "loading"
+    return JSONResponse({"status": status}, status_code=503, headers={"Retry-After": "5"})

@@ -1,0 +1,1 @@
+"""Accelerator backends: one module per backend, chosen at run time by `selection`."""

@@ -1,0 +1,58 @@
+"""What every backend offers the service: the request type, the protocol and its errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from PIL.Image import Image
+
+StepCallback = Callable[[int, int], None]
+"""Called after each denoising step with (steps done, total steps)."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """One fully resolved image request (defaults filled in, bounds checked)."""
+
+    prompt: str
+    negative_prompt: str
+    steps: int
+    guidance_scale: float
+    width: int
+    height: int
+    seed: int
+
+    @property
+    def batch_key(self) -> tuple[int, int, int, float]:
+        """Requests with equal keys can share one pipeline call."""
+        return (self.width, self.height, self.steps, self.guidance_scale)
+
+
+class UnsupportedRequest(ValueError):
+    """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422."""
+
+
+class Backend(Protocol):
+    """A loaded pipeline on one accelerator, called from a worker thread one batch at a time."""
+
+    name: str  # "cpu" | "cuda" | "neuron"
+    max_batch_size: int  # the most requests one generate() call accepts
+    native_size: tuple[int, int]  # (width, height) used when a request names none
+
+    def check(self, params: GenerationParams) -> None:
+        """Raise UnsupportedRequest when this backend cannot serve `params`."""
+        ...
+
+    def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
+        """Generate one image per request, in order; all requests share a batch_key."""
+        ...
+
+    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+        """Run every shape the backend will serve at the default (width, height) once, before readiness."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for GET /v1/info: device, dtype, compiled shape, versions."""
+        ...

@@ -1,0 +1,215 @@
+"""The batching queue: one bounded queue, one worker, compatible requests share a pipeline call.
+
+Requests wait in a bounded deque. The worker takes the oldest live request, then for up to
+BATCH_WAIT_MS gathers others with the same batch key (size, steps, guidance) up to the batch limit,
+and runs the batch in a thread so the event loop stays free. Requests whose client left or whose
+deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PIL.Image import Image
+
+from app.backends.base import Backend, GenerationParams
+
+log = logging.getLogger(__name__)
+
+StepListener = Callable[[int, int], None]
+"""Called on the event loop after each denoising step with (steps done, total)."""
+
+
+class QueueFull(Exception):
+    """The queue holds QUEUE_SIZE requests already: answer 429."""
+
+
+class DeadlineExceeded(Exception):
+    """The request waited past REQUEST_TIMEOUT_S: answer 504."""
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One request's image and the size of the batch it ran in."""
+
+    image: Image
+    batch_size: int
+
+
+@dataclass
+class _Job:
+    params: GenerationParams
+    future: asyncio.Future[BatchResult]
+    on_step: StepListener | None = None
+
+    @property
+    def live(self) -> bool:
+        return not self.future.done()
+
+
+@dataclass
+class BatcherStats:
+    """What the batcher has seen, for /v1/info and the load test."""
+
+    max_queue_depth: int = 0
+    batch_sizes: Counter[int] = field(default_factory=Counter)
+    dropped: int = 0  # requests that left (timeout or disconnect) before running
+
+
+class Batcher:
+    """Owns the queue and the worker task; `submit` is the only way in."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        max_batch_size: int,
+        batch_wait_s: float,
+        queue_size: int,
+        on_batch: Callable[[int], None] | None = None,
+    ):
+        self.backend = backend
+        self.max_batch_size = max(1, min(max_batch_size, backend.max_batch_size))
+        self.batch_wait_s = batch_wait_s
+        self.capacity = queue_size
+        self.stats = BatcherStats()
+        self._on_batch = on_batch
+        self._queue: deque[_Job] = deque()
+        self._arrived = asyncio.Event()
+        self._in_hand = 0  # requests the worker has taken: gathering a batch or inside the pipeline call
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._worker: asyncio.Task[None] | None = None
+
+    @property
+    def depth(self) -> int:
+        """Requests waiting (not yet in a pipeline call)."""
+        return len(self._queue)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests accepted and not yet answered: waiting, being gathered, or inside the pipeline."""
+        return len(self._queue) + self._in_hand
+
+    def start(self) -> None:
+        """Start the worker on the running event loop."""
+        self._worker = asyncio.create_task(self._work(), name="batch-worker")
+
+    async def stop(self) -> None:
+        """Stop the worker; requests still queued fail."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+        for job in self._queue:
+            if job.live:
+                job.future.set_exception(RuntimeError("the service stopped before this request ran"))
+        self._queue.clear()
+
+    async def wait_idle(self) -> None:
+        """Return once no request is queued or running."""
+        while self._queue or self._in_hand:
+            self._idle.clear()
+            await self._idle.wait()
+
+    async def submit(
+        self, params: GenerationParams, timeout_s: float, on_step: StepListener | None = None
+    ) -> BatchResult:
+        """Queue one request and wait for its image; QueueFull or DeadlineExceeded otherwise."""
+        self._drop_departed()
+        if len(self._queue) >= self.capacity:
+            raise QueueFull
+        job = _Job(params, asyncio.get_running_loop().create_future(), on_step)
+        self._queue.append(job)
+        self._idle.clear()
+        self.stats.max_queue_depth = max(self.stats.max_queue_depth, len(self._queue))
+        self._arrived.set()
+        try:
+            # wait_for cancels the future on timeout or when our caller is cancelled (client gone);
+            # the worker then skips it.
+            return await asyncio.wait_for(job.future, timeout_s)
+        except TimeoutError:
+            raise DeadlineExceeded from None
+
+    def _drop_departed(self) -> None:
+        kept = [job for job in self._queue if job.live]
+        self.stats.dropped += len(self._queue) - len(kept)
+        if len(kept) != len(self._queue):
+            self._queue = deque(kept)
+
+    def _take_compatible(self, batch: list[_Job]) -> None:
+        """Move queued jobs with the batch's key into `batch`, oldest first, up to the limit."""
+        key = batch[0].params.batch_key
+        remaining: deque[_Job] = deque()
+        for job in self._queue:
+            if not job.live:
+                self.stats.dropped += 1
+            elif len(batch) < self.max_batch_size and job.params.batch_key == key:
+                batch.append(job)
+            else:
+                remaining.append(job)
+        self._queue = remaining
+
+    async def _next_batch(self) -> list[_Job]:
+        while True:
+            self._drop_departed()
+            if self._queue:
+                break
+            self._set_idle_if_empty()
+            self._arrived.clear()
+            await self._arrived.wait()
+        batch = [self._queue.popleft()]
+        self._in_hand = 1
+        loop = asyncio.get_running_loop()
+        gather_until = loop.time() + self.batch_wait_s
+        while True:
+            self._arrived.clear()
+            self._take_compatible(batch)
+            self._in_hand = len(batch)
+            left = gather_until - loop.time()
+            if len(batch) >= self.max_batch_size or left <= 0:
+                return batch
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), left)
+
+    def _set_idle_if_empty(self) -> None:
+        if not self._queue and not self._in_hand:
+            self._idle.set()
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._next_batch()
+            batch = [job for job in batch if job.live]  # some may have left while we gathered
+            if not batch:
+                self._in_hand = 0
+                self._set_idle_if_empty()
+                continue
+            self.stats.batch_sizes[len(batch)] += 1
+            if self._on_batch is not None:
+                self._on_batch(len(batch))
+
+            def relay_step(done: int, total: int, jobs: list[_Job] = batch) -> None:
+                # Runs in the pipeline thread: hand each step to the event loop.
+                for job in jobs:
+                    if job.on_step is not None and job.live:
+                        loop.call_soon_threadsafe(job.on_step, done, total)
+
+            try:
+                images = await asyncio.to_thread(self.backend.generate, [j.params for j in batch], relay_step)
+            except Exception as exc:  # one bad batch must not stop the worker
+                log.exception("pipeline call failed for a batch of %d", len(batch))
+                for job in batch:
+                    if job.live:
+                        job.future.set_exception(exc)
+            else:
+                for job, image in zip(batch, images, strict=True):
+                    if job.live:
+                        job.future.set_result(BatchResult(image, len(batch)))
+            finally:
+                self._in_hand = 0
+                self._set_idle_if_empty()

@@ -1,0 +1,166 @@
+"""Serving overhead and batching gain: HTTP latency and throughput at several concurrencies, next to
+the bare pipeline call measured in the same run.
+
+By default it starts the service in this process (built-in model, CPU unless BACKEND says otherwise)
+on a free loopback port; `--url` measures a server that is already running instead (then the bare
+pipeline rows are left out, since the pipeline lives in that other process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.bench.report import format_table, percentile
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the serving benchmark."""
+    parser.add_argument("--url", help="benchmark this running server instead of starting one")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16], help="client counts")
+    parser.add_argument("--requests-per-client", type=int, default=6, help="requests each client sends")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--size", type=int, default=128, help="image width and height")
+    parser.add_argument("--model-id", default=os.environ.get("MODEL_ID", "builtin:tiny"))
+    parser.add_argument("--max-batch-size", type=int, default=4)
+    parser.add_argument("--batch-wait-ms", type=float, default=20.0)
+    parser.add_argument("--bare-repeats", type=int, default=6, help="bare pipeline calls per row")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured configuration."""
+
+    label: str
+    concurrency: int
+    latencies_s: list[float]
+    images: int
+    wall_s: float
+    failures: int = 0
+
+    @property
+    def images_per_s(self) -> float:
+        return self.images / self.wall_s if self.wall_s else float("nan")
+
+
+def measure_bare(backend: object, steps: int, size: int, batch: int, repeats: int) -> Row:
+    """Call the backend directly, no HTTP and no queue: the floor the service is compared with."""
+    from app.backends.base import GenerationParams
+
+    params = [GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, seed) for seed in range(batch)]
+    backend.generate(params)  # type: ignore[attr-defined]  # this shape's first call may be slower
+    latencies = []
+    started = time.perf_counter()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        backend.generate(params)  # type: ignore[attr-defined]
+        latencies.append(time.perf_counter() - t0)
+    return Row(f"bare pipeline, batch {batch}", 1, latencies, repeats * batch, time.perf_counter() - started)
+
+
+async def measure_http(url: str, concurrency: int, per_client: int, steps: int, size: int) -> Row:
+    """`concurrency` clients, each sending `per_client` requests back to back."""
+    import httpx
+
+    latencies: list[float] = []
+    failures = 0
+
+    async def client_loop(client: httpx.AsyncClient, client_id: int) -> None:
+        nonlocal failures
+        for i in range(per_client):
+            body = {"prompt": "a lighthouse at dusk", "steps": steps, "width": size, "height": size}
+            t0 = time.perf_counter()
+            response = await client.post("/v1/generate", json={**body, "seed": client_id * 1000 + i})
+            if response.status_code == 200:
+                latencies.append(time.perf_counter() - t0)
+            else:
+                failures += 1
+
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(client_loop(client, c) for c in range(concurrency)))
+        wall = time.perf_counter() - started
+    return Row(f"HTTP, {concurrency} client(s)", concurrency, latencies, len(latencies), wall, failures)
+
+
+def render(rows: list[Row], baseline: Row | None) -> str:
+    """The markdown table; ratios are against the bare batch-1 call when it was measured."""
+    headers = ["mode", "p50 ms", "p90 ms", "p99 ms", "images/s", "p50 / bare", "images/s / bare", "failed"]
+    table = []
+    for row in rows:
+        p50 = percentile(row.latencies_s, 50) * 1000
+        table.append(
+            [
+                row.label,
+                p50,
+                percentile(row.latencies_s, 90) * 1000,
+                percentile(row.latencies_s, 99) * 1000,
+                row.images_per_s,
+                p50 / (percentile(baseline.latencies_s, 50) * 1000) if baseline else float("nan"),
+                row.images_per_s / baseline.images_per_s if baseline else float("nan"),
+                row.failures,
+            ]
+        )
+    return format_table(headers, table)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and print the table; exit 1 if any HTTP request failed."""
+    if args.url:
+        rows = [
+            asyncio.run(measure_http(args.url, c, args.requests_per_client, args.steps, args.size))
+            for c in args.concurrency
+        ]
+        print(render(rows, None))
+        return 1 if any(r.failures for r in rows) else 0
+
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    import httpx
+
+    from app.bench.inprocess import serve_in_thread
+    from app.server import create_app
+    from app.settings import load_settings
+
+    cache_dir = Path(os.environ.get("MODEL_CACHE_DIR", Path(tempfile.gettempdir()) / "sd-bench-cache"))
+    settings = load_settings(
+        model_id=args.model_id,
+        model_cache_dir=cache_dir,
+        max_batch_size=args.max_batch_size,
+        batch_wait_ms=args.batch_wait_ms,
+        queue_size=max(args.concurrency) * 2,  # the benchmark measures batching, not refusals
+        max_steps=max(args.steps, 1),
+        default_steps=min(args.steps, 25),
+        max_size=max(args.size, 1024),
+        ui=False,
+    )
+    app = create_app(settings)
+    service = app.state.service
+    with serve_in_thread(app) as url:
+        deadline = time.monotonic() + 600
+        while httpx.get(f"{url}/readiness").status_code != 200:
+            if service.load_error or time.monotonic() > deadline:
+                print(f"the service did not become ready: {service.load_error}")
+                return 1
+            time.sleep(0.2)
+        backend = service.backend
+        bare = measure_bare(backend, args.steps, args.size, 1, args.bare_repeats)
+        batch = service.batcher.max_batch_size
+        rows = [bare]
+        if batch > 1:
+            rows.append(measure_bare(backend, args.steps, args.size, batch, max(2, args.bare_repeats // batch)))
+        for concurrency in args.concurrency:
+            rows.append(asyncio.run(measure_http(url, concurrency, args.requests_per_client, args.steps, args.size)))
+        info = httpx.get(f"{url}/v1/info").json()
+    print(
+        f"backend {info['backend']} ({info.get('device')}), model {info['model']}, {args.size}x{args.size}, "
+        f"{args.steps} steps, MAX_BATCH_SIZE {batch}, BATCH_WAIT_MS {args.batch_wait_ms:g}; "
+        f"batches formed by size: {info['batching']['batches_by_size']}"
+    )
+    print(render(rows, bare))
+    return 1 if any(r.failures for r in rows) else 0

@@ -1,0 +1,1 @@
+"""Service metrics: aggregated in memory on the request path, published in the background."""

@@ -1,0 +1,57 @@
+"""Collects metric values between flushes; cheap enough to call on the request path."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from app import metric_names as m
+
+ACCELERATOR_BY_BACKEND = {"neuron": "neuron", "cuda": "nvidia", "cpu": "cpu"}
+"""The `Accelerator` dimension value per backend; neuron/nvidia match cdk.accelerators names."""
+
+
+@dataclass(frozen=True)
+class MetricBatch:
+    """Everything recorded since the last flush: metric name -> values, plus the dimensions."""
+
+    dimensions: dict[str, str]
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was recorded."""
+        return not any(self.values.values())
+
+
+class MetricsAggregator:
+    """Counts and samples, swapped out atomically by `drain()` (single event loop, no locks needed)."""
+
+    def __init__(self, deployment_unit: str, backend: str):
+        self.dimensions = {
+            m.DIMENSION_DEPLOYMENT_UNIT: deployment_unit,
+            m.DIMENSION_ACCELERATOR: ACCELERATOR_BY_BACKEND.get(backend, backend),
+        }
+        self._values: defaultdict[str, list[float]] = defaultdict(list)
+
+    def request_finished(self, status: int, latency_ms: float, images: int) -> None:
+        """One generation request ended with HTTP `status` (5xx counts as an error)."""
+        self._values[m.REQUESTS.name].append(1)
+        self._values[m.ERRORS.name].append(1 if status >= 500 else 0)
+        self._values[m.LATENCY.name].append(latency_ms)
+        if images:
+            self._values[m.IMAGES_GENERATED.name].append(images)
+
+    def batch_started(self, size: int, queue_depth: int) -> None:
+        """The worker started a pipeline call of `size` requests with `queue_depth` still waiting."""
+        self._values[m.BATCH_SIZE.name].append(size)
+        self._values[m.QUEUE_DEPTH.name].append(queue_depth)
+
+    def queue_sampled(self, depth: int) -> None:
+        """A periodic queue depth sample, so an idle service reports 0 rather than nothing."""
+        self._values[m.QUEUE_DEPTH.name].append(depth)
+
+    def drain(self) -> MetricBatch:
+        """Return what was recorded and start afresh."""
+        values, self._values = dict(self._values), defaultdict(list)
+        return MetricBatch(dict(self.dimensions), values)

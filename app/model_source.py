@@ -1,0 +1,33 @@
+"""Where the model comes from: MODEL_ID turned into something diffusers' loader can open."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from app.model_store import download_s3_prefix, parse_s3_uri
+from app.models.builtin import BUILTIN_PREFIX, builtin_spec
+from app.models.random_pipeline import materialize
+
+_HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def resolve_model_source(model_id: str, cache_dir: Path) -> Path | str:
+    """A local folder for builtin:, s3:// and local ids; the id itself for a Hugging Face repo.
+
+    builtin models are built once into `cache_dir`; s3:// prefixes are downloaded into it.
+    """
+    if model_id.startswith(BUILTIN_PREFIX):
+        return materialize(builtin_spec(model_id), cache_dir)
+    if model_id.startswith("s3://"):
+        bucket, prefix = parse_s3_uri(model_id)
+        return download_s3_prefix(bucket, prefix, cache_dir / "s3" / bucket / prefix.strip("/"))
+    local = Path(model_id).expanduser()
+    if local.is_dir():
+        return local
+    if _HUB_REPO_ID.match(model_id) and not model_id.startswith((".", "/", "~")):
+        return model_id
+    raise ValueError(
+        f"MODEL_ID={model_id!r} is not builtin:<name>, an existing directory, s3://bucket/prefix, "
+        "or a Hugging Face repo id (owner/name)"
+    )

@@ -1,0 +1,61 @@
+"""The FastAPI application: API routers, error handling, middleware, the Gradio UI, and the lifespan.
+
+`create_app(settings, load_backend)` takes the backend loader as an argument, so tests can serve a
+stand-in backend through the very same stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from app.api import generate, info, probes
+from app.api.errors import install_error_handlers
+from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
+from app.backends.selection import load_backend as default_backend_loader
+from app.service import BackendLoader, GenerationService
+from app.settings import Settings
+
+API_DESCRIPTION = """Stable Diffusion on Inferentia2, NVIDIA GPUs or the CPU.
+
+`POST /v1/generate` returns a PNG (or base64 JSON with `Accept: application/json`).
+Readiness turns 200 once the model is loaded and warmed up."""
+
+
+def create_app(settings: Settings, load_backend: BackendLoader = default_backend_loader) -> FastAPI:
+    """Build the app; the model loads in the background once the server starts."""
+    service = GenerationService(settings, load_backend)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Load in the background: /health answers and /readiness says 503 while the model loads.
+        loading = asyncio.create_task(service.start(), name="load-model")
+        try:
+            yield
+        finally:
+            loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loading
+            await service.stop()
+
+    app = FastAPI(title="Stable Diffusion service", description=API_DESCRIPTION, version="1.0", lifespan=lifespan)
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(probes.router)
+    app.include_router(info.router)
+    app.include_router(generate.generate_router(settings))
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestLogMiddleware)
+    if settings.ui:
+        os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+        import gradio as gr
+
+        from app.ui import build_ui
+
+        # Mounted last: the API routes above are matched first, the UI gets everything else.
+        app = gr.mount_gradio_app(app, build_ui(service), path="/", footer_links=[])
+    return app

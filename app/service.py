@@ -1,0 +1,153 @@
+"""The generation service: loads the backend, owns the batcher and metrics, and serves requests.
+
+The HTTP API and the Gradio UI both call `GenerationService.generate`, so they share one queue,
+one capacity bound and one set of metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.backends.base import Backend, GenerationParams
+from app.batching import Batcher, BatchResult, StepListener
+from app.metrics.aggregator import MetricsAggregator
+from app.metrics.flusher import make_publisher, run_flusher
+from app.models.builtin import BUILTIN_PREFIX
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+BackendLoader = Callable[[Settings], Backend]
+
+
+class NotReady(Exception):
+    """The model is still loading or warming up, or the service is shutting down: answer 503."""
+
+
+class GenerationService:
+    """Everything behind the routes: readiness, the loaded backend, the batcher and the metrics."""
+
+    def __init__(self, settings: Settings, load_backend: BackendLoader):
+        self.settings = settings
+        self._load_backend = load_backend
+        self.backend: Backend | None = None
+        self.batcher: Batcher | None = None
+        self.metrics: MetricsAggregator | None = None
+        self.ready = False
+        self.draining = False
+        self.load_error: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def demo_model(self) -> bool:
+        """True for the built-in random-weight model (its images are abstract)."""
+        return self.settings.model_id.startswith(BUILTIN_PREFIX)
+
+    @property
+    def default_size(self) -> tuple[int, int]:
+        """(width, height) for a request that names none: the settings, else the model's native size."""
+        native = self.backend.native_size if self.backend else (512, 512)
+        return (self.settings.default_width or native[0], self.settings.default_height or native[1])
+
+    async def start(self) -> None:
+        """Load the model and warm it up in a thread, then start the batcher and mark ready."""
+        settings = self.settings
+        started = time.perf_counter()
+        try:
+            backend = await asyncio.to_thread(self._load_backend, settings)
+            log.info("model loaded", extra={"backend": backend.name, "model": settings.model_id})
+            self.backend = backend
+            await asyncio.to_thread(backend.warm_up, min(settings.default_steps, 4), self.default_size)
+        except Exception as exc:
+            self.backend = None
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            log.exception("loading the model failed; readiness stays 503")
+            return
+        self.metrics = MetricsAggregator(settings.deployment_unit, backend.name)
+        self.batcher = Batcher(
+            backend,
+            max_batch_size=settings.max_batch_size,
+            batch_wait_s=settings.batch_wait_ms / 1000.0,
+            queue_size=settings.queue_size,
+            on_batch=self._batch_started,
+        )
+        self.batcher.start()
+        publisher = make_publisher(settings.metrics)
+        if publisher is not None:
+            flusher = run_flusher(self.metrics, publisher, settings.metrics_flush_s, lambda: self.batcher.depth)
+            self._tasks.append(asyncio.create_task(flusher, name="metrics-flusher"))
+        self.ready = True
+        log.info("ready", extra={"backend": backend.name, "load_s": round(time.perf_counter() - started, 2)})
+
+    def _batch_started(self, size: int) -> None:
+        if self.metrics is not None and self.batcher is not None:
+            self.metrics.batch_started(size, self.batcher.depth)
+
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new work (readiness 503) and give in-flight requests up to `grace_s` to finish."""
+        self.draining = True
+        self.ready = False
+        log.info("draining", extra={"in_flight": self.batcher.in_flight if self.batcher else 0})
+        if self.batcher is not None:
+            try:
+                await asyncio.wait_for(self.batcher.wait_idle(), grace_s)
+            except TimeoutError:
+                log.warning("grace period over with requests still in flight")
+
+    async def stop(self) -> None:
+        """Stop the worker and the metrics flusher (which flushes one last time)."""
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.batcher is not None:
+            await self.batcher.stop()
+
+    async def generate(self, params: GenerationParams, on_step: StepListener | None = None) -> BatchResult:
+        """Queue `params` and wait for the image; raises NotReady, QueueFull or DeadlineExceeded."""
+        if self.draining:
+            raise NotReady("the service is shutting down")
+        if not self.ready or self.batcher is None:
+            raise NotReady("the model is still loading")
+        return await self.batcher.submit(params, self.settings.request_timeout_s, on_step)
+
+    def record(self, status: int, latency_ms: float, images: int) -> None:
+        """Count one finished generation request (API or UI) in the metrics."""
+        if self.metrics is not None:
+            self.metrics.request_finished(status, latency_ms, images)
+
+    def info(self) -> dict[str, Any]:
+        """The body of GET /v1/info."""
+        settings = self.settings
+        backend = self.backend
+        batcher = self.batcher
+        return {
+            "ready": self.ready,
+            "backend": backend.name if backend else None,
+            "model": settings.model_id,
+            "demo_model": self.demo_model,
+            **(backend.describe() if backend else {}),
+            "load_error": self.load_error,
+            "limits": {
+                "max_prompt_chars": settings.max_prompt_chars,
+                "max_steps": settings.max_steps,
+                "max_guidance_scale": settings.max_guidance_scale,
+                "min_size": settings.min_size,
+                "max_size": settings.max_size,
+            },
+            "batching": {
+                "max_batch_size": batcher.max_batch_size if batcher else settings.max_batch_size,
+                "batch_wait_ms": settings.batch_wait_ms,
+                "queue_size": settings.queue_size,
+                "queue_depth": batcher.depth if batcher else 0,
+                "max_queue_depth_seen": batcher.stats.max_queue_depth if batcher else 0,
+                "batches_by_size": {str(k): v for k, v in sorted(batcher.stats.batch_sizes.items())} if batcher else {},
+                "dropped_before_running": batcher.stats.dropped if batcher else 0,
+            },
+            "deployment_unit": settings.deployment_unit,
+        }

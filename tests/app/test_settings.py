@@ -1,0 +1,57 @@
+"""Settings: safe defaults, and a bad value is one readable error naming the variable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from app.settings import SettingsError, load_settings
+
+
+def test_defaults_are_safe_for_a_laptop(monkeypatch):
+    for name in ("MODEL_ID", "BACKEND", "METRICS", "PORT"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings()
+    assert settings.model_id == "builtin:tiny"
+    assert settings.backend == "auto"
+    assert settings.metrics == "off"
+    assert settings.port == 8000
+
+
+def test_environment_variables_are_read(monkeypatch):
+    monkeypatch.setenv("MAX_BATCH_SIZE", "8")
+    monkeypatch.setenv("BACKEND", "cpu")
+    settings = load_settings()
+    assert settings.max_batch_size == 8 and settings.backend == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"PORT": "http"}, "PORT"),
+        ({"BACKEND": "tpu"}, "BACKEND"),
+        ({"QUEUE_SIZE": "0"}, "QUEUE_SIZE"),
+        ({"METRICS": "prometheus"}, "METRICS"),
+        ({"DEFAULT_STEPS": "200", "MAX_STEPS": "100"}, "DEFAULT_STEPS=200 is above MAX_STEPS=100"),
+        ({"NEURON_HEIGHT": "500"}, "NEURON_HEIGHT=500 is not a multiple of 8"),
+    ],
+)
+def test_bad_values_give_one_readable_error(monkeypatch, env, message):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=message):
+        load_settings()
+
+
+def test_python_m_app_exits_2_with_the_message_on_a_bad_setting():
+    result = subprocess.run(
+        [sys.executable, "-m", "app"],
+        env={"PORT": "not-a-port", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "PORT" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,81 @@
+"""SIGTERM through `python -m app`: readiness 503, new work refused, in-flight work finishes, exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_sigterm_drains_then_exits(tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "BACKEND": "cpu",
+        "MODEL_CACHE_DIR": str(tmp_path),
+        "DEFAULT_STEPS": "2",
+        "UI": "false",
+        "METRICS": "emf",
+        "METRICS_FLUSH_S": "60",
+        "SHUTDOWN_GRACE_S": "60",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readiness").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("never ready")
+
+        # A slow request (many steps at full size) is in flight when SIGTERM arrives.
+        in_flight: list[httpx.Response] = []
+        slow = threading.Thread(
+            target=lambda: in_flight.append(
+                httpx.post(f"{url}/v1/generate", json={"prompt": "slow", "steps": 60, "seed": 1}, timeout=120)
+            )
+        )
+        slow.start()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        readiness = httpx.get(f"{url}/readiness")
+        refused = httpx.post(f"{url}/v1/generate", json={"prompt": "late", "steps": 2})
+        slow.join(timeout=120)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stdout, stderr = process.communicate()
+
+    assert readiness.status_code == 503 and readiness.json()["status"] == "draining"
+    assert refused.status_code == 503 and "shutting down" in refused.json()["error"]
+    assert in_flight and in_flight[0].status_code == 200  # the in-flight request finished
+    assert process.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean stop
+    assert '"message": "draining", "in_flight": 1' in stderr  # SIGTERM came while it was running
+    # METRICS=emf: the final flush on shutdown wrote the requests as an EMF line on stdout.
+    assert '"CloudWatchMetrics"' in stdout and '"Requests"' in stdout
