@@ -16,6 +16,15 @@ DIMENSION_DEPLOYMENT_UNIT: Final = "DeploymentUnit"
 DIMENSION_ACCELERATOR: Final = "Accelerator"
 DIMENSIONS: Final = (DIMENSION_DEPLOYMENT_UNIT, DIMENSION_ACCELERATOR)
 
+# The `Accelerator` dimension's value for each service BACKEND: the hardware, not the software
+# stack, so that it matches the accelerator names the stacks use (cdk/accelerators.py).
+ACCELERATOR_BY_BACKEND: Final = {"neuron": "neuron", "cuda": "nvidia", "cpu": "cpu"}
+
+
+def accelerator_dimension(backend: str) -> str:
+    """The `Accelerator` dimension value a service running `backend` publishes."""
+    return ACCELERATOR_BY_BACKEND[backend]
+
 
 @dataclass(frozen=True)
 class MetricSpec:

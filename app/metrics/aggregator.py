@@ -7,9 +7,6 @@ from dataclasses import dataclass, field
 
 from app import metric_names as m
 
-ACCELERATOR_BY_BACKEND = {"neuron": "neuron", "cuda": "nvidia", "cpu": "cpu"}
-"""The `Accelerator` dimension value per backend; neuron/nvidia match cdk.accelerators names."""
-
 
 @dataclass(frozen=True)
 class MetricBatch:
@@ -30,7 +27,7 @@ class MetricsAggregator:
     def __init__(self, deployment_unit: str, backend: str):
         self.dimensions = {
             m.DIMENSION_DEPLOYMENT_UNIT: deployment_unit,
-            m.DIMENSION_ACCELERATOR: ACCELERATOR_BY_BACKEND.get(backend, backend),
+            m.DIMENSION_ACCELERATOR: m.accelerator_dimension(backend),
         }
         self._values: defaultdict[str, list[float]] = defaultdict(list)
 

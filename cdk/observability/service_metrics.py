@@ -16,7 +16,10 @@ def dimensions(acc: Accelerator) -> dict[str, str]:
     DeploymentUnit is the DEPLOYMENT_UNIT env var the Deployment sets (its own name); Accelerator is
     the backend the service runs there (the BACKEND env var the Deployment sets).
     """
-    return {m.DIMENSION_DEPLOYMENT_UNIT: acc.deployment_name, m.DIMENSION_ACCELERATOR: acc.service_backend}
+    return {
+        m.DIMENSION_DEPLOYMENT_UNIT: acc.deployment_name,
+        m.DIMENSION_ACCELERATOR: m.accelerator_dimension(acc.service_backend),
+    }
 
 
 NAMESPACE = m.NAMESPACE

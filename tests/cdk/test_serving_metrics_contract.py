@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from app import metric_names
+from app.metrics.aggregator import MetricsAggregator
 from cdk.accelerators import ACCELERATORS
 
 PUBLISHED = {m.name for m in metric_names.ALL_METRICS}
@@ -75,9 +76,8 @@ def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_man
                 "env"
             ]
         }
-        # The dimension values are what the pod is told to publish under.
-        assert dims[metric_names.DIMENSION_DEPLOYMENT_UNIT] == env["DEPLOYMENT_UNIT"]
-        assert dims[metric_names.DIMENSION_ACCELERATOR] == env["BACKEND"]
+        # The dimensions are exactly those the service's own aggregator publishes with this pod's env.
+        assert dims == MetricsAggregator(env["DEPLOYMENT_UNIT"], env["BACKEND"]).dimensions
         assert trigger["authenticationRef"]["name"] in {
             m["metadata"]["name"] for m in serving_manifests if m["kind"] == "TriggerAuthentication"
         }
