@@ -1,0 +1,1 @@
+"""Backends: the code that loads and runs the pipeline on one kind of accelerator."""
