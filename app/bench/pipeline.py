@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--warmup",
         type=int,
         default=2,
-        help="untimed calls per variant and batch size (at least 1: the first compiles)",
+        help="untimed calls per variant and batch size (at least 1, which compiles)",
     )
     parser.add_argument("--iterations", type=int, default=5, help="timed calls; the median is reported")
     parser.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS, help="the device's peak")
