@@ -131,7 +131,8 @@ def variants(optimized: Settings, ladder: bool, device_type: str) -> list[Varian
     """Baseline first, then the optimized settings (or each rung of the ladder towards them).
 
     A rung that applies nothing new on this device (a setting already at its value, or a step
-    skipped here, such as bf16 on a CPU) is left out rather than measured twice.
+    skipped here, such as bf16 on a CPU) is left out rather than measured twice, and so is one
+    that would turn off a step applied before (CUDA graphs on a CPU skip the compile).
     """
     baseline = optimized.model_copy(update=BASELINE_OVERRIDES)
     result = [Variant("baseline", baseline)]
@@ -140,7 +141,9 @@ def variants(optimized: Settings, ladder: bool, device_type: str) -> list[Varian
     current = baseline
     for rung, fields in LADDER:
         candidate = current.model_copy(update={f: getattr(optimized, f) for f in fields})
-        if plan_speed_settings(candidate, device_type) == plan_speed_settings(current, device_type):
+        before, after = plan_speed_settings(current, device_type), plan_speed_settings(candidate, device_type)
+        lost = any(b.skipped is None and a.skipped is not None for b, a in zip(before, after, strict=True))
+        if describe(after) == describe(before) or lost:
             continue
         current = candidate
         result.append(Variant(f"+{rung}", current))
