@@ -334,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     flops: ImageFlops | None = None
     lines = []
     for variant in variants(settings, args.ladder, device.type):
-        lines.append(f"- `{variant.name}`: {describe(plan_speed_settings(variant.settings, device.type))}")
+        lines.append(f"  - `{variant.name}`: {describe(plan_speed_settings(variant.settings, device.type))}")
         pipe = apply_speed_settings(_load(model_path, variant.settings, device), variant.settings)
         if flops is None:
             flops = pipeline_image_flops(pipe, height=args.height, width=args.width, steps=args.steps)
