@@ -2,10 +2,10 @@
 
 For each variant (the plain diffusers pipeline, then the service's speed settings, or with
 `--ladder` one more setting at a time) and each batch size, it loads the model fresh, warms up
-(compiling where set), times repeated calls end to end (median), then runs one more call with
-per-stage hooks for the breakdown. It prints one table with the ratio to the baseline and the
-share of the FLOP floor, and with `--results-file` writes it, with its provenance, into a marked
-section of that markdown file.
+(compiling where set), times repeated calls end to end (median), then runs `--stage-passes` more
+calls with per-stage hooks for the breakdown (medians). It prints one table with the ratio to the
+baseline and the share of the FLOP floor, and with `--results-file` writes it, with its
+provenance, into a marked section of that markdown file.
 
 The optimized variant's settings are the service's own (environment variables such as
 CUDA_COMPILE=default), so what is measured is what is served.
@@ -109,6 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="untimed calls per variant and batch size (at least 1, which compiles)",
     )
     parser.add_argument("--iterations", type=int, default=5, help="timed calls; the median is reported")
+    parser.add_argument("--stage-passes", type=int, default=3, help="stage-timed calls; medians are reported")
     parser.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS, help="the device's peak")
     parser.add_argument("--ladder", action="store_true", help="add one optimized setting at a time")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
@@ -199,22 +200,28 @@ def _timed_call(pipe: Any, shape: ServedShape, steps: int, guidance_scale: float
 
 
 def measure(pipe: Any, variant: str, shape: ServedShape, args: argparse.Namespace) -> Measurement:
-    """Warm up, time `args.iterations` calls, then run one stage-timed call."""
+    """Warm up, time `args.iterations` calls, then `args.stage_passes` stage-timed calls."""
     warm_up(pipe, [shape], steps=args.steps, guidance_scale=args.guidance_scale)
     for _ in range(args.warmup - 1):
         _call(pipe, shape, args.steps, args.guidance_scale)
     seconds = [_timed_call(pipe, shape, args.steps, args.guidance_scale) for _ in range(args.iterations)]
-    with stage_timer(pipe) as stages:
-        total = _timed_call(pipe, shape, args.steps, args.guidance_scale)
-    staged = sum(stages.seconds.values())
+    passes = []
+    for _ in range(args.stage_passes):
+        with stage_timer(pipe) as stages:
+            total = _timed_call(pipe, shape, args.steps, args.guidance_scale)
+        passes.append((stages, total))
+
+    def median_of(stage: str) -> float:
+        return statistics.median(times.seconds[stage] / max(times.calls[stage], 1) for times, _ in passes)
+
     return Measurement(
         variant=variant,
         batch=shape.batch,
         seconds_per_batch=statistics.median(seconds),
-        text_encoder_s=stages.seconds["text_encoder"],
-        unet_step_s=stages.seconds["unet"] / max(stages.calls["unet"], 1),
-        vae_decode_s=stages.seconds["vae_decode"],
-        other_s=max(total - staged, 0.0),
+        text_encoder_s=statistics.median(times.seconds["text_encoder"] for times, _ in passes),
+        unet_step_s=median_of("unet"),
+        vae_decode_s=statistics.median(times.seconds["vae_decode"] for times, _ in passes),
+        other_s=statistics.median(max(total - sum(times.seconds.values()), 0.0) for times, total in passes),
     )
 
 
@@ -278,7 +285,7 @@ def command_line(args: argparse.Namespace, settings: Settings) -> str:
         f"--model {shlex.quote(args.model)}",
         f"--batch-sizes {args.batch_sizes}",
         f"--height {args.height} --width {args.width} --steps {args.steps}",
-        f"--warmup {args.warmup} --iterations {args.iterations}",
+        f"--warmup {args.warmup} --iterations {args.iterations} --stage-passes {args.stage_passes}",
     ]
     if args.guidance_scale != 7.5:
         options.append(f"--guidance-scale {args.guidance_scale}")
@@ -356,8 +363,8 @@ def run(args: argparse.Namespace) -> int:
             f"- FLOPs per image: {flops.total / 1e12:.3g} TFLOP (text encoder {flops.text_encoder / 1e12:.3g}, "
             f"UNet {flops.unet_step / 1e12:.3g} per step, VAE decode {flops.vae_decode / 1e12:.3g}); floor at "
             f"{args.peak_tflops:g} TFLOP/s: {flops.floor_seconds(args.peak_tflops):.3g} s per image.",
-            f"- Median of {args.iterations} timed calls after {args.warmup} warm-up calls; stages from one "
-            "further call with synchronizing hooks.",
+            f"- Median of {args.iterations} timed calls after {args.warmup} warm-up calls; stages: medians of "
+            f"{args.stage_passes} further calls with synchronizing hooks.",
             "- Variants (applied steps):",
             *lines,
             f"- Command: `{command_line(args, settings)}`",
@@ -368,6 +375,7 @@ def run(args: argparse.Namespace) -> int:
     print(body)
     if args.results_file is not None:
         key = f"pipeline {device_name(device)} {args.model} {args.height}x{args.width} {args.steps} {args.batch_sizes}"
+        key += " ladder" if args.ladder else ""
         update_section(args.results_file, key, body)
         print(f"written to {args.results_file}")
     return 0

@@ -92,7 +92,7 @@ def test_a_full_run_prints_and_records_both_variants(cache_dir, tmp_path, monkey
     results = tmp_path / "benchmarks.md"
     argv = ["--model", "builtin:tiny", "--cache-dir", str(cache_dir), "--device", "cpu"]
     argv += ["--batch-sizes", "1,2", "--height", "64", "--width", "64", "--steps", "2"]
-    argv += ["--warmup", "1", "--iterations", "2", "--results-file", str(results)]
+    argv += ["--warmup", "1", "--iterations", "2", "--stage-passes", "1", "--results-file", str(results)]
     args = parser.parse_args(argv)
     assert bench_pipeline.run(args) == 0
     assert bench_pipeline.run(args) == 0  # a rerun updates the same section
