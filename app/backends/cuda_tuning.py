@@ -110,6 +110,11 @@ def plan_speed_settings(settings: Settings, device_type: str) -> list[SpeedStep]
     return steps
 
 
+def load_dtype(settings: Settings, device_type: str) -> torch.dtype:
+    """The dtype to load weights in: CUDA_DTYPE on a GPU, fp32 elsewhere (as step 1 leaves it)."""
+    return _DTYPES[settings.cuda_dtype] if device_type == "cuda" else torch.float32
+
+
 def describe(steps: Iterable[SpeedStep]) -> str:
     """A one-line summary of the applied steps, for logs and benchmark tables."""
     applied = [f"{s.name}={s.detail}" for s in steps if s.skipped is None]

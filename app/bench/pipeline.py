@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.backends.cuda_tuning import ServedShape, apply_speed_settings, describe, plan_speed_settings, warm_up
+from app.backends.cuda_tuning import (
+    ServedShape,
+    apply_speed_settings,
+    describe,
+    load_dtype,
+    plan_speed_settings,
+    warm_up,
+)
 from app.bench.flops import DEFAULT_PEAK_TFLOPS, ImageFlops, pipeline_image_flops
 from app.bench.report import format_table
 from app.bench.results_file import update_section
@@ -160,15 +167,11 @@ def _device(choice: str) -> Any:
 
 
 def _load(path: Path, settings: Settings, device: Any) -> Any:
-    import torch
     from diffusers import StableDiffusionPipeline
 
-    dtype = torch.float32
-    if device.type == "cuda":
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[settings.cuda_dtype]
     # No safety checker in any variant: it is not part of the generation cost being compared.
     pipe = StableDiffusionPipeline.from_pretrained(
-        path, dtype=dtype, safety_checker=None, requires_safety_checker=False
+        path, dtype=load_dtype(settings, device.type), safety_checker=None, requires_safety_checker=False
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
@@ -266,11 +269,16 @@ def software_versions() -> str:
 
 
 def _git_commit() -> str:
+    """The checked-out commit, flagged when the measured code (under app/) has local changes."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", "app"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    return out.stdout.strip() or "unknown"
+    commit = head.stdout.strip() or "unknown"
+    return commit + (" with uncommitted changes under app/" if changed.stdout.strip() else "")
 
 
 def command_line(args: argparse.Namespace, settings: Settings) -> str:

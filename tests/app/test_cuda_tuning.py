@@ -16,6 +16,7 @@ from app.backends.cuda_tuning import (
     ServedShape,
     apply_speed_settings,
     compile_options,
+    load_dtype,
     plan_speed_settings,
     served_shapes,
     warm_up,
@@ -132,3 +133,8 @@ def test_warm_up_runs_each_shape_with_guidance(pipe):
     assert seen == [(2, 4, 8, 8)] * 2 + [(4, 4, 8, 6)] * 2
     assert [shape.batch for shape, _ in timings] == [1, 2]
     assert torch._dynamo.config.recompile_limit >= 4
+
+
+def test_weights_load_in_the_cuda_dtype_only_on_a_gpu():
+    assert load_dtype(load_settings(cuda_dtype="fp16"), "cuda") == torch.float16
+    assert load_dtype(load_settings(cuda_dtype="bf16"), "cpu") == torch.float32
