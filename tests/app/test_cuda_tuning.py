@@ -138,3 +138,28 @@ def test_warm_up_runs_each_shape_with_guidance(pipe):
 def test_weights_load_in_the_cuda_dtype_only_on_a_gpu():
     assert load_dtype(load_settings(cuda_dtype="fp16"), "cuda") == torch.float16
     assert load_dtype(load_settings(cuda_dtype="bf16"), "cpu") == torch.float32
+
+
+def test_compiled_pipeline_traces_whole_graphs_and_warm_up_covers_served_shapes(pipe, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+
+    def compile_without_codegen(target, *, options, **kwargs):
+        # Dynamo's tracing (where graph breaks and recompiles come from) with eager kernels instead
+        # of inductor's, which take minutes to build on two cores.
+        return real_compile(target, backend="eager", **kwargs)
+
+    monkeypatch.setattr(torch, "compile", compile_without_codegen)
+    torch._dynamo.reset()
+    reference = _image(pipe)
+    before = counters["stats"]["unique_graphs"]
+    apply_speed_settings(pipe, load_settings(cuda_compile="default"))
+    warm_up(pipe, [ServedShape(1, 64, 64), ServedShape(2, 64, 64)], steps=2)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs - before == 4  # UNet and VAE decode, at two batch sizes: fullgraph, no breaks
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        image = _image(pipe)
+    assert counters["stats"]["unique_graphs"] == graphs
+    np.testing.assert_allclose(image, reference, atol=1e-4)
+    torch._dynamo.reset()
