@@ -341,6 +341,7 @@ def table(measurements: list[Measurement], flops: ImageFlops, peak_tflops: float
 def run(args: argparse.Namespace) -> int:
     """Run the comparison, print it, and write it to `args.results_file` when given."""
     settings = load_settings()
+    commit = _git_commit()  # now, before the code or the checkout can change during a long run
     device = _device(args.device)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     model_path = resolve_model(args.model, args.cache_dir or settings.model_cache_dir)
@@ -366,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
             f"### `{args.model}` on {device_name(device)}: {args.height}x{args.width}, {args.steps} steps, "
             f"guidance {args.guidance_scale}",
             "",
-            f"- Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC at commit {_git_commit()}; "
+            f"- Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC at commit {commit}; "
             f"{software_versions()}.",
             f"- FLOPs per image: {flops.total / 1e12:.3g} TFLOP (text encoder {flops.text_encoder / 1e12:.3g}, "
             f"UNet {flops.unet_step / 1e12:.3g} per step, VAE decode {flops.vae_decode / 1e12:.3g}); floor at "
