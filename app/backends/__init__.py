@@ -1,1 +1,1 @@
-"""Backends: the code that loads and runs the pipeline on one kind of accelerator."""
+"""Accelerator backends: one module per backend, chosen at run time by `selection`."""
