@@ -188,7 +188,9 @@ def warm_up(
 
     Three steps suffice: compilation depends on shapes, not on the step count, and CUDA graph
     trees record on the second call and replay from the third. Guidance must be on (> 1) as in
-    served requests, since it doubles the UNet's batch. Returns the seconds each shape took.
+    served requests, since it doubles the UNet's batch. Call it on the thread that will run the
+    batches: torch keeps CUDA graph trees per thread, so graphs captured elsewhere are not reused.
+    Returns the seconds each shape took.
     """
     import torch._dynamo
 
