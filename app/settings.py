@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     cuda_fuse_qkv: bool = True
     cuda_compile: CompileMode = "max-autotune-no-cudagraphs"
     cuda_graphs: bool = False
+    cuda_sdpa: bool = Field(True, description="scaled-dot-product attention (flash kernels); off: plain attention")
+    cuda_inductor_tuning: bool = Field(
+        True, description="with CUDA_COMPILE: 1x1 convolutions as matmuls, coordinate-descent tuning"
+    )
+
+    # Capacity planning: `python -m app.bench breaking-point` ramps load until p90 latency passes this.
+    slo_p90_ms: float = Field(10000.0, gt=0.0, description="the p90 latency a deployment must stay under")
 
     # Metrics.
     metrics: MetricsMode = Field("off", description="emf: JSON to stdout; cloudwatch: PutMetricData")

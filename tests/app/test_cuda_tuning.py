@@ -1,0 +1,165 @@
+"""The CUDA speed steps on the CPU: which apply, what each changes, and that images stay the same."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from diffusers import StableDiffusionPipeline
+from diffusers.models.attention_processor import AttnProcessor, AttnProcessor2_0, FusedAttnProcessor2_0
+
+from app.backends import cuda_tuning
+from app.backends.cuda_tuning import (
+    ServedShape,
+    apply_speed_settings,
+    compile_options,
+    load_dtype,
+    plan_speed_settings,
+    served_shapes,
+    warm_up,
+)
+from app.models.random_pipeline import materialize
+from app.settings import load_settings
+from tests.support.small_sd21 import SMALL_SD21
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return materialize(SMALL_SD21, tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def pipe(model_dir: Path) -> StableDiffusionPipeline:
+    pipeline = StableDiffusionPipeline.from_pretrained(model_dir)
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline
+
+
+def _image(pipeline: StableDiffusionPipeline, batch: int = 1) -> np.ndarray:
+    return pipeline(
+        ["a red square"] * batch,
+        height=64,
+        width=64,
+        num_inference_steps=3,
+        generator=torch.Generator().manual_seed(7),
+        output_type="np",
+    ).images
+
+
+def _skipped(settings_overrides: dict, device_type: str) -> dict[str, str | None]:
+    return {s.name: s.skipped for s in plan_speed_settings(load_settings(**settings_overrides), device_type)}
+
+
+def test_on_cuda_every_default_step_applies():
+    assert _skipped({}, "cuda") == dict.fromkeys(("dtype", "attention", "fuse_qkv", "channels_last", "compile"))
+
+
+def test_on_cpu_half_precision_and_cuda_graphs_are_skipped_with_a_reason():
+    skipped = _skipped({"cuda_compile": "reduce-overhead"}, "cpu")
+    assert "half precision" in skipped["dtype"]
+    assert "CUDA graphs" in skipped["compile"]
+    assert "CUDA graphs" in _skipped({"cuda_compile": "default", "cuda_graphs": True}, "cpu")["compile"]
+    # A compile mode without graphs still applies on the CPU.
+    assert _skipped({"cuda_compile": "max-autotune-no-cudagraphs"}, "cpu")["compile"] is None
+
+
+def test_fused_qkv_needs_sdpa():
+    assert "CUDA_SDPA" in _skipped({"cuda_sdpa": False}, "cuda")["fuse_qkv"]
+
+
+def test_compile_options_add_graphs_and_tuning_to_the_mode():
+    options = compile_options(load_settings(cuda_compile="max-autotune-no-cudagraphs", cuda_graphs=True), on_cuda=True)
+    assert options["max_autotune"] is True
+    assert options["triton.cudagraphs"] is True
+    assert options["conv_1x1_as_mm"] is True
+    assert compile_options(load_settings(cuda_compile="default", cuda_inductor_tuning=True), on_cuda=False) == {}
+
+
+def test_apply_on_cpu_fuses_and_relayouts_without_changing_the_image(pipe, caplog):
+    reference = _image(pipe)
+    with caplog.at_level(logging.INFO, logger=cuda_tuning.__name__):
+        apply_speed_settings(pipe, load_settings(cuda_compile="off"))
+    assert "speed step dtype (bf16) skipped" in caplog.text
+    assert pipe.unet.dtype == torch.float32
+    for model in (pipe.unet, pipe.vae):
+        assert {type(p) for p in model.attn_processors.values()} == {FusedAttnProcessor2_0}
+    assert pipe.unet.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
+    assert not pipe.unet.conv_in.weight.is_contiguous()
+    np.testing.assert_allclose(_image(pipe), reference, atol=1e-4)
+
+
+def test_sdpa_off_gives_plain_attention_and_the_same_image(pipe):
+    reference = _image(pipe)
+    apply_speed_settings(pipe, load_settings(cuda_sdpa=False, cuda_compile="off"))
+    assert {type(p) for p in pipe.unet.attn_processors.values()} == {AttnProcessor}
+    np.testing.assert_allclose(_image(pipe), reference, atol=1e-4)
+
+
+def test_compile_wraps_unet_and_vae_decode_with_static_shapes(pipe, monkeypatch):
+    calls = []
+
+    def fake_compile(target, **kwargs):
+        # Compiling for real takes minutes on two cores; the wiring is what is under test here.
+        calls.append((target, kwargs))
+        return target
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    unet, decode = pipe.unet, pipe.vae.decode
+    apply_speed_settings(pipe, load_settings(cuda_compile="default"))
+    assert [c[0] for c in calls] == [unet, decode]
+    assert all(c[1]["dynamic"] is False and c[1]["fullgraph"] is True for c in calls)
+    assert isinstance(next(iter(pipe.unet.attn_processors.values())), FusedAttnProcessor2_0)
+
+
+def test_attention_step_replaces_any_earlier_processor(pipe):
+    pipe.unet.set_attn_processor(AttnProcessor())
+    apply_speed_settings(pipe, load_settings(cuda_fuse_qkv=False, cuda_compile="off"))
+    assert {type(p) for p in pipe.unet.attn_processors.values()} == {AttnProcessor2_0}
+
+
+def test_served_shapes_cover_every_batch_size():
+    shapes = served_shapes(load_settings(max_batch_size=3), 512, 512)
+    assert shapes == [ServedShape(1, 512, 512), ServedShape(2, 512, 512), ServedShape(3, 512, 512)]
+
+
+def test_warm_up_runs_each_shape_with_guidance(pipe):
+    seen = []
+    pipe.unet.register_forward_pre_hook(lambda _, args: seen.append(tuple(args[0].shape)))
+    timings = warm_up(pipe, [ServedShape(1, 64, 64), ServedShape(2, 64, 48)], steps=2)
+    # Guidance doubles the UNet batch; latents are an eighth of the image size.
+    assert seen == [(2, 4, 8, 8)] * 2 + [(4, 4, 8, 6)] * 2
+    assert [shape.batch for shape, _ in timings] == [1, 2]
+    assert torch._dynamo.config.recompile_limit >= 4
+
+
+def test_weights_load_in_the_cuda_dtype_only_on_a_gpu():
+    assert load_dtype(load_settings(cuda_dtype="fp16"), "cuda") == torch.float16
+    assert load_dtype(load_settings(cuda_dtype="bf16"), "cpu") == torch.float32
+
+
+def test_compiled_pipeline_traces_whole_graphs_and_warm_up_covers_served_shapes(pipe, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+
+    def compile_without_codegen(target, *, options, **kwargs):
+        # Dynamo's tracing (where graph breaks and recompiles come from) with eager kernels instead
+        # of inductor's, which take minutes to build on two cores.
+        return real_compile(target, backend="eager", **kwargs)
+
+    monkeypatch.setattr(torch, "compile", compile_without_codegen)
+    torch._dynamo.reset()
+    reference = _image(pipe)
+    before = counters["stats"]["unique_graphs"]
+    apply_speed_settings(pipe, load_settings(cuda_compile="default"))
+    warm_up(pipe, [ServedShape(1, 64, 64), ServedShape(2, 64, 64)], steps=2)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs - before == 4  # UNet and VAE decode, at two batch sizes: fullgraph, no breaks
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        image = _image(pipe)
+    assert counters["stats"]["unique_graphs"] == graphs
+    np.testing.assert_allclose(image, reference, atol=1e-4)
+    torch._dynamo.reset()
