@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from PIL.Image import Image
 
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 StepListener = Callable[[int, int], None]
 """Called on the event loop after each denoising step with (steps done, total)."""
+
+PipelineRunner = Callable[..., Awaitable[Any]]
+"""Runs a blocking call off the event loop: `await runner(fn, *args)` returns `fn(*args)`."""
 
 
 class QueueFull(Exception):
@@ -71,8 +75,10 @@ class Batcher:
         batch_wait_s: float,
         queue_size: int,
         on_batch: Callable[[int], None] | None = None,
+        run_pipeline: PipelineRunner = asyncio.to_thread,
     ):
         self.backend = backend
+        self._run_pipeline = run_pipeline
         self.max_batch_size = max(1, min(max_batch_size, backend.max_batch_size))
         self.batch_wait_s = batch_wait_s
         self.capacity = queue_size
@@ -200,7 +206,7 @@ class Batcher:
                         loop.call_soon_threadsafe(job.on_step, done, total)
 
             try:
-                images = await asyncio.to_thread(self.backend.generate, [j.params for j in batch], relay_step)
+                images = await self._run_pipeline(self.backend.generate, [j.params for j in batch], relay_step)
             except Exception as exc:  # one bad batch must not stop the worker
                 log.exception("pipeline call failed for a batch of %d", len(batch))
                 for job in batch:

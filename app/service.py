@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from app.backends.base import Backend, GenerationParams
@@ -42,6 +43,13 @@ class GenerationService:
         self.draining = False
         self.load_error: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # One thread runs every pipeline call (load, warm-up, batches): compiled CUDA graphs are
+        # recorded per thread, so warm-up on another thread than serving would be wasted.
+        self._pipeline_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pipeline")
+
+    async def _on_pipeline_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking call on the pipeline thread without blocking the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._pipeline_thread, fn, *args)
 
     @property
     def demo_model(self) -> bool:
@@ -59,10 +67,10 @@ class GenerationService:
         settings = self.settings
         started = time.perf_counter()
         try:
-            backend = await asyncio.to_thread(self._load_backend, settings)
+            backend = await self._on_pipeline_thread(self._load_backend, settings)
             log.info("model loaded", extra={"backend": backend.name, "model": settings.model_id})
             self.backend = backend
-            await asyncio.to_thread(backend.warm_up, min(settings.default_steps, 4), self.default_size)
+            await self._on_pipeline_thread(backend.warm_up, min(settings.default_steps, 4), self.default_size)
         except Exception as exc:
             self.backend = None
             self.load_error = f"{type(exc).__name__}: {exc}"
@@ -75,6 +83,7 @@ class GenerationService:
             batch_wait_s=settings.batch_wait_ms / 1000.0,
             queue_size=settings.queue_size,
             on_batch=self._batch_started,
+            run_pipeline=self._on_pipeline_thread,
         )
         self.batcher.start()
         publisher = make_publisher(settings.metrics)
@@ -107,6 +116,7 @@ class GenerationService:
                 await task
         if self.batcher is not None:
             await self.batcher.stop()
+        self._pipeline_thread.shutdown(wait=False, cancel_futures=True)
 
     async def generate(self, params: GenerationParams, on_step: StepListener | None = None) -> BatchResult:
         """Queue `params` and wait for the image; raises NotReady, QueueFull or DeadlineExceeded."""

@@ -1,8 +1,8 @@
-"""The CUDA backend: diffusers in bf16/fp16 with PyTorch SDPA attention on an NVIDIA GPU.
+"""The CUDA backend: diffusers on an NVIDIA GPU, with the speed steps of `cuda_tuning`.
 
-Two hooks matter for the speed work: `prepare_pipeline_for_cuda` is the one place that turns a
-loaded pipeline into a CUDA one, and `CudaBackend.warm_up` is the one warm-up: it runs every shape
-the batcher can send (each batch size at the default size), so compiled kernels exist before
+`prepare_pipeline_for_cuda` is the one place that turns a loaded pipeline into a CUDA one
+(dtype, SDPA, fused QKV, channels-last, torch.compile: each switchable by a CUDA_* setting), and
+`CudaBackend.warm_up` runs every shape the batcher can send, so compiled kernels exist before
 readiness turns green.
 """
 
@@ -10,33 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.backends.base import GenerationParams
+from app.backends.cuda_tuning import apply_speed_settings, load_dtype, served_shapes, warm_up
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
 from app.model_source import resolve_model_source
-from app.settings import CudaDtype, Settings
+from app.settings import Settings
 
-
-def torch_dtype(name: CudaDtype) -> Any:  # a torch.dtype
-    """The torch dtype for a CUDA_DTYPE setting."""
-    import torch
-
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+# Compiled kernels depend on shapes, not step counts; CUDA graph trees record on the second call
+# and replay from the third, so three steps warm everything up.
+MIN_WARM_UP_STEPS = 3
 
 
 def prepare_pipeline_for_cuda(pipeline: Any, settings: Settings) -> Any:
-    """Move a loaded pipeline to the GPU in CUDA_DTYPE with SDPA attention; return it."""
-    from diffusers.models.attention_processor import AttnProcessor2_0
-
-    pipeline = pipeline.to("cuda", torch_dtype(settings.cuda_dtype))
-    # diffusers picks SDPA by default on torch 2; set it explicitly so a config cannot downgrade it.
-    pipeline.unet.set_attn_processor(AttnProcessor2_0())
-    pipeline.vae.set_attn_processor(AttnProcessor2_0())
-    return pipeline
-
-
-def warm_up_batch_sizes(settings: Settings) -> list[int]:
-    """Every batch size the batcher can form; each is a distinct shape for compiled kernels."""
-    return list(range(1, settings.max_batch_size + 1))
+    """Move a loaded pipeline to the GPU in CUDA_DTYPE and apply the CUDA_* speed steps; return it."""
+    return apply_speed_settings(pipeline.to("cuda", load_dtype(settings, "cuda")), settings)
 
 
 class CudaBackend(DiffusersBackend):
@@ -44,16 +30,12 @@ class CudaBackend(DiffusersBackend):
 
     def __init__(self, pipeline: Any, settings: Settings):
         super().__init__(pipeline, name="cuda", max_batch_size=settings.max_batch_size)
-        self.batch_sizes = warm_up_batch_sizes(settings)
+        self.settings = settings
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
-        """Run each batch size 1..MAX_BATCH_SIZE once at `size` and wait for the GPU to finish."""
-        import torch
-
+        """Run each batch size 1..MAX_BATCH_SIZE once at `size` (width, height) on this thread."""
         width, height = size
-        for batch_size in self.batch_sizes:
-            self.generate([GenerationParams("warm-up", "", steps, 7.5, width, height, 0)] * batch_size)
-        torch.cuda.synchronize()
+        warm_up(self.pipeline, served_shapes(self.settings, height, width), steps=max(steps, MIN_WARM_UP_STEPS))
 
     def describe(self) -> dict[str, Any]:
         """The diffusers facts plus the GPU's name."""
@@ -69,5 +51,5 @@ def load_cuda_backend(settings: Settings) -> CudaBackend:
     if not torch.cuda.is_available():
         raise RuntimeError("BACKEND=cuda but torch sees no CUDA device")
     source = resolve_model_source(settings.model_id, settings.model_cache_dir)
-    pipeline = load_diffusers_pipeline(str(source), dtype=torch_dtype(settings.cuda_dtype))
+    pipeline = load_diffusers_pipeline(str(source), dtype=load_dtype(settings, "cuda"))
     return CudaBackend(prepare_pipeline_for_cuda(pipeline, settings), settings)

@@ -9,9 +9,9 @@ import argparse
 import sys
 from types import ModuleType
 
-from app.bench import serving
+from app.bench import breaking_point, pipeline, serving
 
-MODES: dict[str, ModuleType] = {"serving": serving}
+MODES: dict[str, ModuleType] = {"serving": serving, "pipeline": pipeline, "breaking-point": breaking_point}
 DEFAULT_MODE = "serving"
 
 

@@ -174,13 +174,16 @@ def test_cuda_backend_generates_with_the_builtin_model(tmp_path):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device on this machine")
-    from app.backends.cuda import load_cuda_backend, warm_up_batch_sizes
+    from app.backends.cuda import load_cuda_backend
+    from app.backends.cuda_tuning import served_shapes
 
-    settings = load_settings(backend="cuda", model_cache_dir=tmp_path, max_batch_size=2, cuda_dtype="fp16")
+    settings = load_settings(
+        backend="cuda", model_cache_dir=tmp_path, max_batch_size=2, cuda_dtype="fp16", cuda_compile="off"
+    )
     backend = load_cuda_backend(settings)
     assert backend.device.startswith("cuda")
     assert backend.describe()["dtype"] == "float16" and backend.describe()["gpu"]
-    assert warm_up_batch_sizes(settings) == [1, 2]
+    assert [shape.batch for shape in served_shapes(settings, 64, 64)] == [1, 2]
     backend.warm_up(steps=2, size=(64, 64))
     params = GenerationParams("a fox", "", 2, 7.5, 64, 64, 7)
     first, second = backend.generate([params, params])
