@@ -218,15 +218,18 @@ class RecordingPipeline:
 
 
 @pytest.mark.parametrize(("setting", "dtype_name"), [("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32")])
-def test_prepare_pipeline_for_cuda_sets_device_dtype_and_sdpa(setting, dtype_name):
+def test_prepare_pipeline_for_cuda_moves_to_the_gpu_dtype_then_applies_the_speed_steps(
+    setting, dtype_name, monkeypatch
+):
     import torch
-    from diffusers.models.attention_processor import AttnProcessor2_0
 
-    from app.backends.cuda import prepare_pipeline_for_cuda
+    from app.backends import cuda
 
+    applied = []
+    monkeypatch.setattr(cuda, "apply_speed_settings", lambda pipe, settings: applied.append((pipe, settings)) or pipe)
     pipeline = RecordingPipeline()
-    prepared = prepare_pipeline_for_cuda(pipeline, load_settings(cuda_dtype=setting))
+    settings = load_settings(cuda_dtype=setting)
+    prepared = cuda.prepare_pipeline_for_cuda(pipeline, settings)
     assert prepared is pipeline
     assert pipeline.moves == [("cuda", getattr(torch, dtype_name))]
-    assert all(isinstance(p, AttnProcessor2_0) for p in pipeline.unet.processors + pipeline.vae.processors)
-    assert pipeline.unet.processors and pipeline.vae.processors
+    assert applied == [(pipeline, settings)]  # each step itself: tests/app/test_cuda_tuning.py
