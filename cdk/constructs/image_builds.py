@@ -161,6 +161,7 @@ class ImageBuilds(Construct):
                     "BASE_IMAGE": base_image,
                     "ACCELERATOR": item.name,
                     "DLC_REGISTRY": dlc_registry,
+                    "OPTIMUM_NEURON_VERSION": versions.OPTIMUM_NEURON_VERSION,
                 }.items()
             },
             encryption_key=self.artifacts_key,
