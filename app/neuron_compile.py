@@ -18,6 +18,7 @@ imported lazily inside `optimum_compile`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -196,25 +197,20 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
             wait_for_compiled(s3, bucket=args.bucket, prefix=args.prefix, timeout_s=args.timeout_s, poll_s=args.poll_s)
             return 0
         shape = CompileShape(args.batch_size, args.height, args.width)
-        if args.work_dir is not None:
+        work = (
+            contextlib.nullcontext(args.work_dir)
+            if args.work_dir is not None
+            else tempfile.TemporaryDirectory(prefix="neuron-compile-")
+        )
+        with work as work_dir:
             compile_and_publish(
                 s3,
                 bucket=args.bucket,
                 model_id=args.model_id,
                 sdk_version=args.sdk_version,
                 shape=shape,
-                work_dir=args.work_dir,
+                work_dir=Path(work_dir),
             )
-        else:
-            with tempfile.TemporaryDirectory(prefix="neuron-compile-") as tmp:
-                compile_and_publish(
-                    s3,
-                    bucket=args.bucket,
-                    model_id=args.model_id,
-                    sdk_version=args.sdk_version,
-                    shape=shape,
-                    work_dir=Path(tmp),
-                )
     except (CompileError, ValueError) as exc:
         log.error("%s", exc)
         return 1

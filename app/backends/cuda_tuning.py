@@ -176,6 +176,18 @@ def served_shapes(settings: Settings, height: int, width: int) -> list[ServedSha
     return [ServedShape(batch, height, width) for batch in range(1, settings.max_batch_size + 1)]
 
 
+def run_shape(pipe: Any, shape: ServedShape, *, steps: int, guidance_scale: float, prompt: str) -> None:
+    """One pipeline call at `shape`, seeded, as the service runs it (guidance > 1 doubles the UNet batch)."""
+    pipe(
+        prompt=[prompt] * shape.batch,
+        height=shape.height,
+        width=shape.width,
+        num_inference_steps=steps,
+        guidance_scale=guidance_scale,
+        generator=torch.Generator(pipe.device).manual_seed(0),
+    )
+
+
 def warm_up(
     pipe: Any,
     shapes: Iterable[ServedShape],
@@ -202,14 +214,7 @@ def warm_up(
     timings = []
     for shape in shapes:
         started = time.perf_counter()
-        pipe(
-            prompt=[prompt] * shape.batch,
-            height=shape.height,
-            width=shape.width,
-            num_inference_steps=steps,
-            guidance_scale=guidance_scale,
-            generator=torch.Generator(pipe.device).manual_seed(0),
-        )
+        run_shape(pipe, shape, steps=steps, guidance_scale=guidance_scale, prompt=prompt)
         if pipe.device.type == "cuda":
             torch.cuda.synchronize(pipe.device)
         elapsed = time.perf_counter() - started

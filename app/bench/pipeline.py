@@ -31,6 +31,7 @@ from app.backends.cuda_tuning import (
     describe,
     load_dtype,
     plan_speed_settings,
+    run_shape,
     warm_up,
 )
 from app.bench.flops import DEFAULT_PEAK_TFLOPS, ImageFlops, pipeline_image_flops
@@ -178,16 +179,7 @@ def _load(path: Path, settings: Settings, device: Any) -> Any:
 
 
 def _call(pipe: Any, shape: ServedShape, steps: int, guidance_scale: float) -> None:
-    import torch
-
-    pipe(
-        prompt=[PROMPT] * shape.batch,
-        height=shape.height,
-        width=shape.width,
-        num_inference_steps=steps,
-        guidance_scale=guidance_scale,
-        generator=torch.Generator(pipe.device).manual_seed(0),
-    )
+    run_shape(pipe, shape, steps=steps, guidance_scale=guidance_scale, prompt=PROMPT)
 
 
 def _timed_call(pipe: Any, shape: ServedShape, steps: int, guidance_scale: float) -> float:
