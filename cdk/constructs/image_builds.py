@@ -161,7 +161,8 @@ class ImageBuilds(Construct):
                     "BASE_IMAGE": base_image,
                     "ACCELERATOR": item.name,
                     "DLC_REGISTRY": dlc_registry,
-                    "OPTIMUM_NEURON_VERSION": versions.OPTIMUM_NEURON_VERSION,
+                    # The Dockerfile has no default for it, so the pin lives in versions.py alone.
+                    **({"OPTIMUM_NEURON_VERSION": versions.OPTIMUM_NEURON_VERSION} if item.name == "neuron" else {}),
                 }.items()
             },
             encryption_key=self.artifacts_key,
