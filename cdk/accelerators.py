@@ -29,6 +29,16 @@ class Accelerator:
         """The label its node pool puts on every node."""
         return {NODE_LABEL_KEY: self.name}
 
+    @property
+    def taint(self) -> dict[str, str]:
+        """The NoSchedule taint every node of its pool carries, so only its workloads land there."""
+        return {"key": self.taint_key, "value": "true", "effect": "NoSchedule"}
+
+    @property
+    def toleration(self) -> dict[str, str]:
+        """What a pod needs to be scheduled onto its nodes despite the taint."""
+        return {"key": self.taint_key, "operator": "Exists", "effect": "NoSchedule"}
+
 
 NEURON: Final = Accelerator(
     name="neuron",

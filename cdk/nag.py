@@ -14,6 +14,8 @@ from aws_cdk import aws_eks as eks_l1
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from cdk.constructs.node_role import WORKER_NODE_POLICIES
+
 if TYPE_CHECKING:
     from cdk.build import PlatformStacks
 
@@ -126,7 +128,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
         "the provider framework invokes any version of the kubectl handler function it owns",
     )
 
-    node_roles = [cluster.node.scope.node.find_child("SystemNodeRole")]
+    node_roles = [stack.system_node_role]
     if stack.karpenter is not None:
         node_roles.append(stack.karpenter.node_role)
         _ack(
@@ -185,7 +187,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
     if stack.node_groups is not None:
         node_roles.append(stack.node_groups.node_role)
     for role in node_roles:
-        for policy in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly"):
+        for policy in WORKER_NODE_POLICIES:
             _ack(role, f"IAM4[{_MANAGED}{policy}]", NODE_POLICIES_REASON)
 
     alb_role = stack.load_balancer_controller.node.find_child("alb-sa").node.find_child("Role")

@@ -12,9 +12,8 @@ from typing import Final
 KUBERNETES_VERSION: Final = "1.36"
 SUPPORTED_KUBERNETES_VERSIONS: Final = ("1.34", "1.35", "1.36")
 
-# The kubectl/helm Lambda layer must match the cluster's minor; the package is
-# aws-cdk.lambda-layer-kubectl-v36 (requirements-cdk.txt).
-KUBECTL_LAYER_MINOR: Final = "1.36"
+# The kubectl/helm Lambda layer is aws-cdk.lambda-layer-kubectl-v36 (requirements-cdk.txt,
+# cdk/constructs/cluster.py): bump it with KUBERNETES_VERSION.
 
 # Karpenter (OCI chart; ships the karpenter.sh/v1 and karpenter.k8s.aws/v1 CRDs in crds/).
 KARPENTER_CHART_REPOSITORY: Final = "oci://public.ecr.aws/karpenter/karpenter"
@@ -43,7 +42,7 @@ NEURON_SCHEDULER_NAME: Final = "my-scheduler"  # the chart's custom scheduler, n
 NEURON_CORES_PER_DEVICE: Final = 2  # inf2 / trn1: one aws.amazon.com/neuron device holds 2 NeuronCores
 
 # Neuron SDK: part of the compiled-artifact key, since artifacts compiled by one SDK do not load on
-# another; bumping the Neuron base image below must bump this too (and so triggers a recompile).
+# another. The Neuron base image below is named from it, so a bump changes both (and recompiles).
 NEURON_SDK_VERSION: Final = "2.31.1"
 # optimum-neuron, installed into the Neuron image (app/Dockerfile's OPTIMUM_NEURON_VERSION build-arg).
 OPTIMUM_NEURON_VERSION: Final = "0.4.5"
@@ -55,11 +54,15 @@ CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: Final = "v6.0.1-eksbuild.1"
 # Deep Learning Container bases for the service image, per accelerator. The GPU
 # `pytorch-inference` line ended support in mid-2026; its successor is the unified PyTorch DLC.
 DLC_REGISTRY_ACCOUNT: Final = "763104351884"
+_DLC_REGISTRY: Final = DLC_REGISTRY_ACCOUNT + ".dkr.ecr.{region}.amazonaws.com"  # {region}: the stack's
 NEURON_BASE_IMAGE: Final = (
-    "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+    f"{_DLC_REGISTRY}/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk{NEURON_SDK_VERSION}-ubuntu24.04"
 )
-NVIDIA_BASE_IMAGE: Final = "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.9.0-gpu-py312-cu130-ubuntu22.04-ec2"
+NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.9.0-gpu-py312-cu130-ubuntu22.04-ec2"
 BASE_IMAGES: Final = {"neuron": NEURON_BASE_IMAGE, "nvidia": NVIDIA_BASE_IMAGE}
+
+# Runtime of the image-build trigger handlers in lambdas/ (tested against this runtime's boto3).
+LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 
 # CodeBuild image that runs `docker build` (privileged).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"

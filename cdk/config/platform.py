@@ -1,7 +1,10 @@
 """The platform's deploy-time settings: one frozen object read from CDK context and validated.
 
 Every key is a flat camelCase context key in `cdk.json`, so `cdk synth -c neuronMaxVcpu=256` works.
-A bad value stops the synth with a `ConfigError` that names the setting and what it accepts.
+`cdk.json` is the one place their values are written: a key missing from it is an error, except
+the optional ones (account, region, vpcId) and the version pins whose defaults live in
+cdk/versions.py (kubernetesVersion, <accelerator>BaseImage). A bad value stops the synth with a
+`ConfigError` that names the setting and what it accepts.
 """
 
 from __future__ import annotations
@@ -112,12 +115,12 @@ class AppConfig:
         kubernetes_version = ctx.string(
             "kubernetesVersion", versions.KUBERNETES_VERSION, allowed=versions.SUPPORTED_KUBERNETES_VERSIONS
         )
-        provisioner = ctx.string("nodeProvisioner", "karpenter", allowed=("karpenter", "managed"))
-        enabled = ctx.string_list("accelerators", ["neuron", "nvidia"], allowed=tuple(ACCELERATORS))
+        provisioner = ctx.string("nodeProvisioner", allowed=("karpenter", "managed"))
+        enabled = ctx.string_list("accelerators", allowed=tuple(ACCELERATORS))
         capacity = tuple(_read_capacity(ctx, ACCELERATORS[name]) for name in ACCELERATORS if name in enabled)
 
-        endpoint_access = ctx.string("endpointAccess", "public-and-private", allowed=("public-and-private", "private"))
-        public_cidrs = tuple(ctx.cidr_list("endpointPublicCidrs", [], allow_empty=True))
+        endpoint_access = ctx.string("endpointAccess", allowed=("public-and-private", "private"))
+        public_cidrs = tuple(ctx.cidr_list("endpointPublicCidrs", allow_empty=True))
         if endpoint_access == "public-and-private" and not public_cidrs:
             raise ConfigError(
                 "setting 'endpointPublicCidrs' is empty: with endpointAccess=public-and-private list the CIDR "
@@ -134,26 +137,25 @@ class AppConfig:
                 "setting 'vpcId' needs an explicit environment: set 'account' and 'region' (or CDK_DEFAULT_ACCOUNT "
                 "and CDK_DEFAULT_REGION) so that the VPC can be looked up"
             )
-        vpc_cidr = ctx.cidr_list("vpcCidr", ["10.0.0.0/16"])
+        vpc_cidr = ctx.cidr_list("vpcCidr")
         if len(vpc_cidr) != 1 or not 16 <= int(vpc_cidr[0].split("/")[1]) <= 20:
             raise ConfigError(f"setting 'vpcCidr' = {vpc_cidr!r} is invalid: expected one IPv4 CIDR from /16 to /20")
-        max_azs = ctx.integer("maxAzs", 2, minimum=2, maximum=4)
+        max_azs = ctx.integer("maxAzs", minimum=2, maximum=4)
 
         system_instance_type = ctx.string(
             "systemInstanceType",
-            "m7i.large",
             pattern=r"[a-z][a-z0-9-]*\.[a-z0-9]+",
             description="an EC2 instance type such as m7i.large",
         )
-        system_node_count = ctx.integer("systemNodeCount", 2, minimum=1, maximum=10)
-        admin_role_arns = tuple(ctx.string_list("adminRoleArns", [], allow_empty=True))
+        system_node_count = ctx.integer("systemNodeCount", minimum=1, maximum=10)
+        admin_role_arns = tuple(ctx.string_list("adminRoleArns", allow_empty=True))
         for arn in admin_role_arns:
             if not re.fullmatch(_ROLE_ARN, arn):
                 raise ConfigError(
                     f"setting 'adminRoleArns' has {arn!r}: expected IAM role ARNs such as "
                     "arn:aws:iam::123456789012:role/Admin"
                 )
-        retention = ctx.integer("flowLogRetentionDays", 30, minimum=1, maximum=3653)
+        retention = ctx.integer("flowLogRetentionDays", minimum=1, maximum=3653)
         if retention not in _LOG_RETENTION_DAYS:
             raise ConfigError(
                 f"setting 'flowLogRetentionDays' = {retention} is invalid: expected one of "
@@ -175,7 +177,7 @@ class AppConfig:
             system_node_count=system_node_count,
             admin_role_arns=admin_role_arns,
             flow_log_retention_days=retention,
-            serving=ServingConfig.from_context(values),
+            serving=ServingConfig.from_context(values, accelerators=[c.name for c in capacity]),
         )
 
 
@@ -189,9 +191,9 @@ def _read_capacity(ctx: Context, accelerator: Accelerator) -> AcceleratorCapacit
     """Read `<name>InstanceFamilies`, `<name>CapacityType`, `<name>MaxVcpu`, `<name>MaxNodes`, `<name>BaseImage`."""
     name = accelerator.name
     families = tuple(ctx.string_list(f"{name}InstanceFamilies", allowed=sorted(ALLOWED_FAMILIES[name])))
-    capacity_type = ctx.string(f"{name}CapacityType", "on-demand", allowed=("spot", "on-demand"))
+    capacity_type = ctx.string(f"{name}CapacityType", allowed=("spot", "on-demand"))
     max_vcpu = ctx.integer(f"{name}MaxVcpu", minimum=4, maximum=10000)
-    max_nodes = ctx.integer(f"{name}MaxNodes", 2, minimum=1, maximum=100)
+    max_nodes = ctx.integer(f"{name}MaxNodes", minimum=1, maximum=100)
     base_image = ctx.string(
         f"{name}BaseImage",
         versions.BASE_IMAGES[name],

@@ -1,14 +1,15 @@
 """Deploy-time settings of the serving side, read from CDK context through `Context`.
 
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
-ingress*, alarm*, modelStore*, neuronCompile*). Every key has a default, so an empty context
-synthesizes; `DEFAULT_CONTEXT` lists them (docs/serving.md shows the same table).
+ingress*, alarm*, modelStore*, neuronCompile*). Their values are written once, in `cdk.json`
+(docs/serving.md explains each); only routingWeight*, ingressCertificateArn and alarmTopicArn
+are optional.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -19,59 +20,6 @@ RoutingMode = Literal["cost", "capacity"]
 ROUTING_MODES: Final = ("cost", "capacity")
 # The AWS Load Balancer Controller accepts forward weights 0..999.
 MAX_ROUTING_WEIGHT: Final = 999
-
-DEFAULT_CONTEXT: Final[dict[str, Any]] = {
-    "routingMode": "cost",
-    "routingWeightNeuron": None,  # both unset: weights derived from cost*
-    "routingWeightNvidia": None,
-    "costPricePerHourNeuron": 0.7582,  # inf2.xlarge on-demand, us-east-1
-    "costPricePerHourNvidia": 1.006,  # g5.xlarge on-demand, us-east-1
-    "costSecondsPerImageNeuron": 1.6,  # measure with the service's benchmark and replace
-    "costSecondsPerImageNvidia": 2.2,
-    "servingNamespace": "sd",
-    "servingModelId": "stabilityai/stable-diffusion-2-1-base",
-    "servingMetricsMode": "cloudwatch",
-    "servingMaxBatchSize": 4,
-    "servingBatchWaitMs": 50,
-    "servingQueueSize": 32,
-    "servingRequestTimeoutSeconds": 120,
-    "servingShutdownGraceSeconds": 30,
-    "servingPreStopSeconds": 15,
-    "servingStartupTimeoutSecondsNeuron": 900,
-    "servingStartupTimeoutSecondsNvidia": 1200,
-    "servingNeuronDevices": 1,
-    "servingCpuNeuron": 3,
-    "servingMemoryGiNeuron": 12,
-    "servingCpuNvidia": 3,
-    "servingMemoryGiNvidia": 12,
-    "servingCacheSizeGi": 40,
-    "servingShmSizeGi": 2,
-    "servingRunAsUser": 1000,
-    "scalingMinReplicasNeuron": 1,
-    "scalingMaxReplicasNeuron": 4,
-    "scalingTargetNeuron": 20,
-    "scalingMinReplicasNvidia": 1,
-    "scalingMaxReplicasNvidia": 4,
-    "scalingTargetNvidia": 20,
-    "scalingPollingSeconds": 30,
-    "scalingCooldownSeconds": 300,
-    "ingressLoadBalancerName": "sd-on-eks",
-    "ingressInternetFacing": True,
-    "ingressCertificateArn": None,
-    "ingressAllowedCidrs": [],  # empty: open to 0.0.0.0/0
-    "ingressIdleTimeoutSeconds": 300,
-    "ingressDeregistrationDelaySeconds": 45,
-    "ingressAccessLogs": True,
-    "alarmLatencyP99Ms": 30000,
-    "alarm5xxRatePercent": 5,
-    "alarmEvaluationPeriods": 3,
-    "alarmTopicArn": None,
-    "modelStoreRemovalPolicy": "retain",
-    "neuronCompileBatchSize": 1,
-    "neuronCompileHeight": 512,
-    "neuronCompileWidth": 512,
-    "neuronCompileTimeoutSeconds": 7200,
-}
 
 _CERT_ARN = r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+"
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
@@ -99,11 +47,21 @@ class AcceleratorServing:
 
 
 @dataclass(frozen=True)
+class NeuronCompile:
+    """The static shape the Neuron compile job builds for, and how long it may take."""
+
+    batch_size: int
+    height: int
+    width: int
+    timeout_s: int
+
+
+@dataclass(frozen=True)
 class ServingConfig:
     """Everything the serving and observability stacks read from context."""
 
     routing_mode: RoutingMode
-    per_accelerator: Mapping[str, AcceleratorServing]
+    per_accelerator: Mapping[str, AcceleratorServing]  # the enabled accelerators only
     namespace: str
     model_id: str
     metrics_mode: str
@@ -131,10 +89,14 @@ class ServingConfig:
     alarm_evaluation_periods: int
     alarm_topic_arn: str | None
     model_store_retain: bool
-    compile_batch_size: int
-    compile_height: int
-    compile_width: int
-    compile_timeout_s: int
+    neuron_compile: NeuronCompile | None  # None when Neuron is not enabled
+
+    @property
+    def compile_settings(self) -> NeuronCompile:
+        """The neuronCompile* settings, for code that runs only with Neuron enabled."""
+        if self.neuron_compile is None:
+            raise ValueError("Neuron is not enabled: there is nothing to compile")
+        return self.neuron_compile
 
     @property
     def termination_grace_s(self) -> int:
@@ -142,17 +104,19 @@ class ServingConfig:
         return self.pre_stop_s + self.shutdown_grace_s + 5
 
     @classmethod
-    def from_context(cls, values: Mapping[str, Any]) -> ServingConfig:
-        """Read and check every serving setting; a bad value raises ConfigError naming its key."""
-        merged = {**DEFAULT_CONTEXT, **{k: v for k, v in values.items() if v is not None}}
-        ctx = Context(merged)
+    def from_context(
+        cls, values: Mapping[str, Any], accelerators: Sequence[str] = tuple(ACCELERATORS)
+    ) -> ServingConfig:
+        """Read and check the serving settings of the enabled `accelerators`; a bad value raises
+        ConfigError naming its key, and a disabled accelerator's settings are not read at all."""
+        ctx = Context(values)
         per_acc: dict[str, AcceleratorServing] = {}
-        for name in ACCELERATORS:
+        for name in accelerators:
             s = _suffix(name)
             weight_key = f"routingWeight{s}"
             weight = (
                 ctx.integer(weight_key, minimum=0, maximum=MAX_ROUTING_WEIGHT)
-                if merged.get(weight_key) is not None
+                if values.get(weight_key) is not None
                 else None
             )
             min_r = ctx.integer(f"scalingMinReplicas{s}", minimum=0, maximum=100)
@@ -211,18 +175,12 @@ class ServingConfig:
             alarm_evaluation_periods=ctx.integer("alarmEvaluationPeriods", minimum=1, maximum=60),
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
-            compile_batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
-            compile_height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
-            compile_width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
-            compile_timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+            neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
         )
         cfg._check_consistency()
         return cfg
 
     def _check_consistency(self) -> None:
-        for key, value in (("neuronCompileHeight", self.compile_height), ("neuronCompileWidth", self.compile_width)):
-            if value % 8:
-                raise ConfigError(f"setting '{key}' = {value} is invalid: expected a multiple of 8")
         if self.idle_timeout_s < self.request_timeout_s:
             raise ConfigError(
                 f"setting 'ingressIdleTimeoutSeconds' = {self.idle_timeout_s} is below "
@@ -240,3 +198,20 @@ class ServingConfig:
             model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+
+def _read_neuron_compile(ctx: Context) -> NeuronCompile:
+    """neuronCompile*: the compiled static shape (sides a multiple of 8) and the job's deadline."""
+    shape = NeuronCompile(
+        batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
+        height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
+        width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
+        timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+    )
+    for key, value in (
+        ("neuronCompileHeight", shape.height),
+        ("neuronCompileWidth", shape.width),
+    ):
+        if value % 8:
+            raise ConfigError(f"setting '{key}' = {value} is invalid: expected a multiple of 8")
+    return shape

@@ -96,7 +96,7 @@ class ImageBuilds(Construct):
             )
 
         handler_props = {
-            "runtime": lambda_.Runtime.PYTHON_3_13,
+            "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
             "code": lambda_.Code.from_asset(str(REPO_ROOT / "lambdas"), exclude=LAMBDA_EXCLUDES),
             "timeout": Duration.minutes(1),
             "memory_size": 256,

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from cdk.config import AcceleratorCapacity
 from cdk.config.platform import MANAGED_INSTANCE_SIZE
+from cdk.constructs.node_pools import ROOT_VOLUME_GIB
 from cdk.constructs.node_role import worker_node_role
 
 AMI_TYPES = {
@@ -43,9 +44,15 @@ class AcceleratedNodeGroups(Construct):
                 min_size=0,
                 desired_size=1,
                 max_size=item.max_nodes,
-                disk_size=200,
+                disk_size=ROOT_VOLUME_GIB,
                 labels=dict(accelerator.node_label),
-                taints=[eks.TaintSpec(key=accelerator.taint_key, value="true", effect=eks.TaintEffect.NO_SCHEDULE)],
+                taints=[
+                    eks.TaintSpec(
+                        key=accelerator.taint["key"],
+                        value=accelerator.taint["value"],
+                        effect=eks.TaintEffect.NO_SCHEDULE,
+                    )
+                ],
                 node_role=self.node_role,
                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             )

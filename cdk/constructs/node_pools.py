@@ -15,9 +15,9 @@ from cdk import versions
 from cdk.config import AcceleratorCapacity
 from cdk.constructs.network import KARPENTER_DISCOVERY_TAG
 
-# Root volume per accelerator: the DLC images are large (the Neuron one is over 10 GiB unpacked)
-# and the model cache sits on the node's disk as well.
-ROOT_VOLUME_GIB = {"neuron": 200, "nvidia": 200}
+# Root volume of every accelerated node (Karpenter or managed): the DLC images are large (the
+# Neuron one is over 10 GiB unpacked) and the model cache sits on the node's disk as well.
+ROOT_VOLUME_GIB = 200
 
 
 def node_class_name(capacity: AcceleratorCapacity) -> str:
@@ -50,7 +50,7 @@ def ec2_node_class_manifest(
                 {
                     "deviceName": "/dev/xvda",
                     "ebs": {
-                        "volumeSize": f"{ROOT_VOLUME_GIB[capacity.name]}Gi",
+                        "volumeSize": f"{ROOT_VOLUME_GIB}Gi",
                         "volumeType": "gp3",
                         "encrypted": True,
                         "deleteOnTermination": True,
@@ -81,7 +81,7 @@ def node_pool_manifest(capacity: AcceleratorCapacity) -> dict[str, Any]:
                     },
                     # Only pods that tolerate the accelerator's taint land here, so CPU pods never
                     # keep an expensive node alive.
-                    "taints": [{"key": accelerator.taint_key, "value": "true", "effect": "NoSchedule"}],
+                    "taints": [accelerator.taint],
                     "requirements": [
                         {
                             "key": "karpenter.k8s.aws/instance-family",

@@ -30,7 +30,8 @@ WAIT_POLL_S: Final = 15
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
     """The static shape from config (neuronCompile*)."""
-    return CompileShape(cfg.compile_batch_size, cfg.compile_height, cfg.compile_width)
+    settings = cfg.compile_settings
+    return CompileShape(settings.batch_size, settings.height, settings.width)
 
 
 def artifact_prefix(cfg: ServingConfig) -> str:
@@ -79,7 +80,7 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
         },
         "spec": {
             "backoffLimit": 2,
-            "activeDeadlineSeconds": cfg.compile_timeout_s,
+            "activeDeadlineSeconds": cfg.compile_settings.timeout_s,
             "ttlSecondsAfterFinished": 7 * 24 * 3600,
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT}},
@@ -116,7 +117,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",
-            f"--timeout-s={cfg.compile_timeout_s}",
+            f"--timeout-s={cfg.compile_settings.timeout_s}",
             f"--poll-s={WAIT_POLL_S}",
         ],
         "env": base_env(cfg, region),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from cdk import versions
-from cdk.accelerators import NODE_LABEL_KEY, Accelerator
+from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import CAPACITY_SERVICE_NAME, CONTAINER_PORT, PORT_NAME, SERVICE_PORT
 
@@ -122,8 +122,8 @@ def accelerator_resources(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any
 def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     """nodeSelector + toleration for the accelerator's node pool, and the Neuron scheduler if needed."""
     spec: dict[str, Any] = {
-        "nodeSelector": {NODE_LABEL_KEY: acc.name},
-        "tolerations": [{"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": acc.node_label,
+        "tolerations": [acc.toleration],
     }
     if needs_neuron_scheduler(acc, cfg.neuron_devices):
         spec["schedulerName"] = versions.NEURON_SCHEDULER_NAME
@@ -159,10 +159,11 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "GRADIO_ANALYTICS_ENABLED", "value": "False"},
     ]
     if acc.name == "neuron":
+        shape = cfg.compile_settings
         env += [
-            {"name": "NEURON_BATCH_SIZE", "value": str(cfg.compile_batch_size)},
-            {"name": "NEURON_HEIGHT", "value": str(cfg.compile_height)},
-            {"name": "NEURON_WIDTH", "value": str(cfg.compile_width)},
+            {"name": "NEURON_BATCH_SIZE", "value": str(shape.batch_size)},
+            {"name": "NEURON_HEIGHT", "value": str(shape.height)},
+            {"name": "NEURON_WIDTH", "value": str(shape.width)},
         ]
     return env + base_env(cfg, region)
 
@@ -226,7 +227,7 @@ def deployment(
     """The Deployment serving on one accelerator. KEDA owns `replicas` after creation."""
     per = cfg.per_accelerator[acc.name]
     volumes, mounts = scratch_volumes(cfg)
-    labels = {**selector_labels(acc), NODE_LABEL_KEY: acc.name}
+    labels = {**selector_labels(acc), **acc.node_label}
     container = {
         "name": "sd",
         "image": image,

@@ -36,6 +36,7 @@ class ClusterStack(Stack):
         built = Cluster(self, "Eks", config=config, vpc=self.vpc)
         cluster = self.cluster = built.cluster
         self.system_nodes = built.system_nodes
+        self.system_node_role = built.system_node_role
         enabled = {a.name for a in config.accelerators}
 
         agent = pod_identity_agent(cluster)

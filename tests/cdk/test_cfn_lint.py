@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.cdk.conftest import REPO_ROOT
 
 
 @pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])

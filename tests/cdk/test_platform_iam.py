@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import metric_names
+from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 
 # Actions that support no resource-level permissions (AWS Service Authorization Reference), so "*"
 # is their only valid resource.
@@ -84,5 +85,5 @@ def test_pod_identity_roles_trust_only_the_pod_identity_service(platform_synth):
     ]
     for role_id in associations:
         (statement,) = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert statement["Principal"] == {"Service": POD_IDENTITY_PRINCIPAL}
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]

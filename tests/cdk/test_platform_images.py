@@ -80,11 +80,7 @@ def test_handle_exposes_image_uris_tagged_with_the_source_hash(platform_synth):
     handle = platform_synth.handle
     assert [a.name for a in handle.accelerators] == ["neuron", "nvidia"]
     assert handle.kubernetes_version == "1.36"
-    template = platform_synth.raw_templates[IMAGES]
-    tags = {}
-    for project in resources_of(template, "AWS::CodeBuild::Project").values():
-        variables = {v["Name"]: v["Value"] for v in project["Properties"]["Environment"]["EnvironmentVariables"]}
-        tags[variables["ACCELERATOR"]] = variables["IMAGE_TAG"]
+    tags = {name: variables["IMAGE_TAG"] for name, (_, variables) in _projects(platform_synth).items()}
     for name, uri in handle.image_uris.items():
         assert uri.endswith(f"/sd-on-eks/stable-diffusion:{tags[name]}")
 

@@ -1,13 +1,14 @@
-"""ServingConfig: defaults synthesize, bad values name their key."""
+"""ServingConfig: cdk.json's values are read as shipped, bad values name their key."""
 
 import pytest
 
 from cdk.config.context import ConfigError
-from cdk.config.serving import DEFAULT_CONTEXT, ServingConfig
+from cdk.config.serving import ServingConfig
+from tests.cdk.conftest import DEFAULT_CONTEXT
 
 
-def test_empty_context_gives_the_documented_defaults():
-    cfg = ServingConfig.from_context({})
+def test_cdk_json_gives_the_documented_defaults():
+    cfg = ServingConfig.from_context(DEFAULT_CONTEXT)
     assert cfg.routing_mode == DEFAULT_CONTEXT["routingMode"]
     assert cfg.per_accelerator["neuron"].price_per_hour == DEFAULT_CONTEXT["costPricePerHourNeuron"]
     assert cfg.termination_grace_s == cfg.pre_stop_s + cfg.shutdown_grace_s + 5
@@ -15,7 +16,8 @@ def test_empty_context_gives_the_documented_defaults():
 
 def test_command_line_strings_are_accepted():
     cfg = ServingConfig.from_context(
-        {"routingWeightNeuron": "10", "routingWeightNvidia": "90", "ingressAllowedCidrs": "10.0.0.0/8"}
+        DEFAULT_CONTEXT
+        | {"routingWeightNeuron": "10", "routingWeightNvidia": "90", "ingressAllowedCidrs": "10.0.0.0/8"}
     )
     assert cfg.per_accelerator["nvidia"].routing_weight == 90
     assert cfg.allowed_cidrs == ("10.0.0.0/8",)
@@ -39,4 +41,4 @@ def test_command_line_strings_are_accepted():
 )
 def test_bad_values_name_their_key(values, key):
     with pytest.raises(ConfigError, match=key):
-        ServingConfig.from_context(values)
+        ServingConfig.from_context(DEFAULT_CONTEXT | values)

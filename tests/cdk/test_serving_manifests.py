@@ -48,12 +48,12 @@ def test_neuron_uses_scheduler_extension_and_compiled_artifacts(serving_manifest
     assert pod["schedulerName"] == versions.NEURON_SCHEDULER_NAME
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
-    shape = f"b{cfg.compile_batch_size}-h{cfg.compile_height}-w{cfg.compile_width}"
+    shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
     assert env["MODEL_ID"].endswith(
         f"/compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
     )
     assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
-        str(v) for v in (cfg.compile_batch_size, cfg.compile_height, cfg.compile_width)
+        str(v) for v in (cfg.neuron_compile.batch_size, cfg.neuron_compile.height, cfg.neuron_compile.width)
     )
     (init,) = pod["initContainers"]
     assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
@@ -147,7 +147,7 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     (job,) = by_kind(serving_manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert f"--batch-size={cfg.compile_batch_size}" in args and f"--height={cfg.compile_height}" in args
+    assert f"--batch-size={cfg.neuron_compile.batch_size}" in args and f"--height={cfg.neuron_compile.height}" in args
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")

@@ -12,7 +12,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from cdk import versions
-from cdk.accelerators import NEURON, NODE_LABEL_KEY
+from cdk.accelerators import NEURON
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 
 
@@ -22,8 +22,8 @@ def values() -> dict[str, Any]:
         "devicePlugin": {
             # The chart's own affinity already limits it to Neuron instance types; the selector
             # keeps it to the nodes our pools label.
-            "nodeSelector": {NODE_LABEL_KEY: NEURON.name},
-            "tolerations": [{"key": NEURON.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": NEURON.node_label,
+            "tolerations": [NEURON.toleration],
         },
         "scheduler": {
             "enabled": True,

@@ -23,7 +23,7 @@ def values() -> dict[str, Any]:
                 }
             }
         },
-        "tolerations": [{"key": NVIDIA.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [NVIDIA.toleration],
         # The AL2023 NVIDIA AMI has the driver and container toolkit; no GPU feature discovery needed.
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
