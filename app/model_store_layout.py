@@ -78,15 +78,3 @@ def compiled_prefix(model_id: str, neuron_sdk_version: str, shape: CompileShape)
 def s3_uri(bucket: str, prefix: str) -> str:
     """`s3://<bucket>/<prefix>`: the MODEL_ID form the service accepts."""
     return f"s3://{bucket}/{prefix}"
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """(bucket, prefix) from `s3://bucket/prefix`; the prefix is normalised to end in '/'."""
-    if not uri.startswith("s3://"):
-        raise ValueError(f"{uri!r} is not an s3:// URI")
-    bucket, _, prefix = uri[len("s3://") :].partition("/")
-    if not bucket:
-        raise ValueError(f"{uri!r} has no bucket")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return bucket, prefix

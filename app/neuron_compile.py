@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.model_store import download_s3_prefix
 from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
 
 log = logging.getLogger("neuron_compile")
@@ -74,23 +75,6 @@ def is_compiled(s3: Any, bucket: str, prefix: str) -> bool:
     return True
 
 
-def download_prefix(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
-    """Download every object under `prefix` into `dest`, keeping relative paths; returns the count."""
-    count = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            relative = obj["Key"][len(prefix) :]
-            if not relative or relative.endswith("/"):
-                continue
-            target = (dest / relative).resolve()
-            if dest.resolve() not in target.parents:
-                raise CompileError(f"refusing to write {obj['Key']!r} outside {dest}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, obj["Key"], str(target))
-            count += 1
-    return count
-
-
 def upload_dir(s3: Any, bucket: str, src: Path, prefix: str) -> list[str]:
     """Upload every file under `src` below `prefix`; returns the relative paths uploaded."""
     uploaded = []
@@ -120,10 +104,12 @@ def compile_and_publish(
     weights_dir = work_dir / "weights"
     out_dir = work_dir / "compiled"
     out_dir.mkdir(parents=True, exist_ok=True)
-    if download_prefix(s3, bucket, source, weights_dir) == 0:
+    try:
+        download_s3_prefix(bucket, source, weights_dir, client=s3)
+    except FileNotFoundError:
         raise CompileError(
             f"no weights under s3://{bucket}/{source}: stage them first (docs/serving.md, 'Stage the model')"
-        )
+        ) from None
     log.info("compiling %s for %s with Neuron SDK %s", model_id, shape.key, sdk_version)
     compile_fn(weights_dir, shape, out_dir)
     files = upload_dir(s3, bucket, out_dir, prefix)

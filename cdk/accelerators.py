@@ -23,6 +23,8 @@ class Accelerator:
     resource_name: str  # the extended resource its device plugin advertises
     taint_key: str  # the NoSchedule taint on its nodes
     service_backend: str  # BACKEND the service runs with on it
+    compute_unit: str  # what its utilization is measured on, for people: "NeuronCore", "GPU"
+    utilization_metric: str  # Container Insights node metric of that utilization
 
     @property
     def node_label(self) -> dict[str, str]:
@@ -46,6 +48,8 @@ NEURON: Final = Accelerator(
     resource_name="aws.amazon.com/neuron",
     taint_key="aws.amazon.com/neuron",
     service_backend="neuron",
+    compute_unit="NeuronCore",
+    utilization_metric="node_neuroncore_utilization",
 )
 NVIDIA: Final = Accelerator(
     name="nvidia",
@@ -53,6 +57,8 @@ NVIDIA: Final = Accelerator(
     resource_name="nvidia.com/gpu",
     taint_key="nvidia.com/gpu",
     service_backend="cuda",
+    compute_unit="GPU",
+    utilization_metric="node_gpu_utilization",
 )
 
 ACCELERATORS: Final[dict[str, Accelerator]] = {a.name: a for a in (NEURON, NVIDIA)}

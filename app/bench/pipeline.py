@@ -63,7 +63,8 @@ LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compile", ("cuda_compile", "cuda_inductor_tuning")),
     ("cuda_graphs", ("cuda_graphs",)),
 )
-SPEED_FIELDS = ("cuda_dtype", "cuda_sdpa", "cuda_fuse_qkv", "cuda_channels_last", "cuda_compile", "cuda_graphs")
+# Every speed setting, in ladder order.
+SPEED_FIELDS = tuple(field for _, fields in LADDER for field in fields)
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def command_line(args: argparse.Namespace, settings: Settings) -> str:
     defaults = Settings.model_fields
     env = [
         f"{name.upper()}={getattr(settings, name)}"
-        for name in (*SPEED_FIELDS, "cuda_inductor_tuning")
+        for name in SPEED_FIELDS
         if getattr(settings, name) != defaults[name].default
     ]
     options = [

@@ -22,7 +22,6 @@ COST_PERIOD_S: Final = 300
 ALB_NAMESPACE: Final = "AWS/ApplicationELB"
 CONTAINER_INSIGHTS: Final = "ContainerInsights"
 # Container Insights (enhanced observability) per-node accelerator utilization, by cluster.
-UTILIZATION_METRICS: Final = {"neuron": "node_neuroncore_utilization", "nvidia": "node_gpu_utilization"}
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def dashboard_rows(inputs: DashboardInputs) -> list[list[cw.IWidget]]:
     utilization = [
         cw.Metric(
             namespace=CONTAINER_INSIGHTS,
-            metric_name=UTILIZATION_METRICS[a.name],
+            metric_name=a.utilization_metric,
             dimensions_map={"ClusterName": inputs.cluster_name},
             statistic="Average",
             period=PERIOD,
@@ -146,7 +145,7 @@ def dashboard_rows(inputs: DashboardInputs) -> list[list[cw.IWidget]]:
         for a in accs
     ]
     # Name only the enabled accelerators: a disabled one leaves no trace on the dashboard.
-    utilization_units = " / ".join({"neuron": "NeuronCore", "nvidia": "GPU"}[a.name] for a in accs)
+    utilization_units = " / ".join(a.compute_unit for a in accs)
     rows.append(
         [
             _graph("Running pods", [running_pods(a, inputs) for a in accs], width=12, unit="pods"),

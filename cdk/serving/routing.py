@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from app.bench.cost import cost_per_1000_images
 from cdk.accelerators import Accelerator
 
 SERVICE_PORT: Final = 80
@@ -38,14 +39,14 @@ class CostInput:
     seconds_per_image: float
 
     @property
-    def cost_per_image(self) -> float:
-        """USD per image with the instance fully busy."""
-        return self.price_per_hour / 3600.0 * self.seconds_per_image
+    def cost_per_1000_images(self) -> float:
+        """USD per 1,000 images with the instance fully busy (the benchmark's own formula)."""
+        return cost_per_1000_images(self.price_per_hour, images_per_minute=60.0 / self.seconds_per_image)
 
     @property
-    def cost_per_1000_images(self) -> float:
-        """USD per 1,000 images with the instance fully busy."""
-        return self.cost_per_image * 1000.0
+    def cost_per_image(self) -> float:
+        """USD per image with the instance fully busy."""
+        return self.cost_per_1000_images / 1000.0
 
 
 def weights_from_cost(costs: Mapping[str, CostInput], total: int = WEIGHT_TOTAL) -> dict[str, int]:

@@ -7,7 +7,6 @@ One Deployment, Service, PodDisruptionBudget and ServiceAccount per accelerator,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from cdk import versions
@@ -168,20 +167,11 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
     return env + base_env(cfg, region)
 
 
-@dataclass(frozen=True)
-class ProbeTiming:
-    """Probe periods chosen so the startup budget covers a model load."""
-
-    startup_period_s: int = 10
-    readiness_period_s: int = 5
-    liveness_period_s: int = 10
-
-    def startup_failures(self, budget_s: int) -> int:
-        """Failures allowed so that period x failures >= the configured model-load budget."""
-        return -(-budget_s // self.startup_period_s)
-
-
-PROBES: Final = ProbeTiming()
+# Probe periods; the startupProbe allows enough failures that period x failures covers the
+# configured model-load budget.
+STARTUP_PERIOD_S: Final = 10
+READINESS_PERIOD_S: Final = 5
+LIVENESS_PERIOD_S: Final = 10
 
 
 def probes(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
@@ -195,20 +185,20 @@ def probes(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
         # Until the model is loaded and warmed up /readiness is 503; liveness waits for this to pass.
         "startupProbe": {
             "httpGet": http("/readiness"),
-            "periodSeconds": PROBES.startup_period_s,
+            "periodSeconds": STARTUP_PERIOD_S,
             "timeoutSeconds": 5,
-            "failureThreshold": PROBES.startup_failures(budget),
+            "failureThreshold": -(-budget // STARTUP_PERIOD_S),  # ceiling division
         },
         "readinessProbe": {
             "httpGet": http("/readiness"),
-            "periodSeconds": PROBES.readiness_period_s,
+            "periodSeconds": READINESS_PERIOD_S,
             "timeoutSeconds": 3,
             "failureThreshold": 2,
         },
         # /health answers from the event loop; a batch in flight does not block it.
         "livenessProbe": {
             "httpGet": http("/health"),
-            "periodSeconds": PROBES.liveness_period_s,
+            "periodSeconds": LIVENESS_PERIOD_S,
             "timeoutSeconds": 5,
             "failureThreshold": 6,
         },

@@ -7,7 +7,6 @@ from app.model_store_layout import (
     compiled_prefix,
     model_slug,
     s3_uri,
-    split_s3_uri,
     weights_prefix,
 )
 
@@ -40,10 +39,3 @@ def test_bad_shapes_are_rejected(shape, version):
 def test_bad_sdk_version_is_rejected():
     with pytest.raises(ValueError, match="SDK version"):
         compiled_prefix("m", "latest", CompileShape(1, 512, 512))
-
-
-def test_split_s3_uri():
-    assert split_s3_uri("s3://b/models/x") == ("b", "models/x/")
-    assert split_s3_uri("s3://b") == ("b", "")
-    with pytest.raises(ValueError):
-        split_s3_uri("https://b/x")

@@ -33,7 +33,15 @@ def stage_weights(s3):
 def fake_compile(calls):
     def run(weights_dir: Path, shape: CompileShape, out_dir: Path) -> None:
         calls.append(
-            (sorted(p.relative_to(weights_dir).as_posix() for p in weights_dir.rglob("*") if p.is_file()), shape)
+            (
+                # The model files; the downloader's own dot-file (its ETag record) is not one.
+                sorted(
+                    p.relative_to(weights_dir).as_posix()
+                    for p in weights_dir.rglob("*")
+                    if p.is_file() and not p.name.startswith(".")
+                ),
+                shape,
+            )
         )
         (out_dir / "unet").mkdir(parents=True)
         (out_dir / "unet" / "model.neuron").write_bytes(b"neff")
