@@ -6,7 +6,6 @@ import logging
 import os
 import sys
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
@@ -34,7 +33,7 @@ def main() -> int:
         access_log=False,
         timeout_graceful_shutdown=settings.shutdown_grace_s,
     )
-    server = DrainingServer(config, app.state.service, settings.shutdown_grace_s)
+    server = DrainingServer(config, app.state.service)
     logging.getLogger("app").info("serving", extra={"url": f"http://{settings.host}:{settings.port}/"})
     server.run()
     return 0

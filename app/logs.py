@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+import uuid
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
@@ -27,6 +28,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> str:
+    """Log `exc` with its traceback under a fresh error id and return the id, which the client is shown."""
+    error_id = uuid.uuid4().hex[:12]
+    logger.error(message, exc_info=exc, extra={"error_id": error_id})
+    return error_id
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -51,6 +51,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestLogMiddleware)
     if settings.ui:
+        # The one place the service turns Gradio's usage reporting off: right before it loads.
         os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
         import gradio as gr
 

@@ -97,8 +97,8 @@ class GenerationService:
         if self.metrics is not None and self.batcher is not None:
             self.metrics.batch_started(size, self.batcher.depth)
 
-    async def drain(self, grace_s: float) -> None:
-        """Refuse new work (readiness 503) and give in-flight requests up to `grace_s` to finish."""
+    async def drain(self, grace_s: float | None) -> None:
+        """Refuse new work (readiness 503) and give in-flight requests up to `grace_s` (None: no limit)."""
         self.draining = True
         self.ready = False
         log.info("draining", extra={"in_flight": self.batcher.in_flight if self.batcher else 0})

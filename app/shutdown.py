@@ -18,10 +18,9 @@ from app.service import GenerationService
 class DrainingServer(uvicorn.Server):
     """A uvicorn server whose first SIGTERM drains the generation service before exiting."""
 
-    def __init__(self, config: uvicorn.Config, service: GenerationService, grace_s: float):
+    def __init__(self, config: uvicorn.Config, service: GenerationService):
         super().__init__(config)
         self._service = service
-        self._grace_s = grace_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
 
@@ -39,7 +38,8 @@ class DrainingServer(uvicorn.Server):
 
     def _start_drain(self, sig: int, frame: FrameType | None) -> None:
         async def drain_then_exit() -> None:
-            await self._service.drain(self._grace_s)
+            # The same grace uvicorn gives open connections (SHUTDOWN_GRACE_S).
+            await self._service.drain(self.config.timeout_graceful_shutdown)
             super(DrainingServer, self).handle_exit(sig, frame)
 
         self._drain = asyncio.create_task(drain_then_exit(), name="drain")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any
 
 import gradio as gr
@@ -16,6 +15,7 @@ from PIL.Image import Image
 
 from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull
+from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 
@@ -60,9 +60,8 @@ async def _generate_with_progress(
     except DeadlineExceeded:
         status = 504
         raise gr.Error("the image took too long; try fewer steps or a smaller size") from None
-    except Exception:
-        error_id = uuid.uuid4().hex[:12]
-        log.exception("generation failed", extra={"error_id": error_id})
+    except Exception as exc:
+        error_id = log_failure(log, "generation failed", exc)
         raise gr.Error(f"internal error while generating (error id {error_id})") from None
     finally:
         task.cancel()  # a no-op when done; stops waiting if the browser left

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+
+from app.logs import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,7 @@ async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     """500 with an id that appears in the log line holding the traceback."""
-    error_id = uuid.uuid4().hex[:12]
-    log.error("unhandled error on %s", request.url.path, exc_info=exc, extra={"error_id": error_id})
+    error_id = log_failure(log, f"unhandled error on {request.url.path}", exc)
     return JSONResponse({"error": "internal error", "error_id": error_id}, status_code=500)
 
 

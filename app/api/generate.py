@@ -6,7 +6,6 @@ import base64
 import io
 import logging
 import time
-import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
@@ -17,6 +16,7 @@ from app.api.dependencies import get_service
 from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull
+from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
@@ -88,9 +88,8 @@ def generate_router(settings: Settings) -> APIRouter:
             except DeadlineExceeded:
                 status = 504
                 return _error(504, f"no image within {settings.request_timeout_s:g} s")
-            except Exception:
-                error_id = uuid.uuid4().hex[:12]
-                log.exception("generation failed", extra={"error_id": error_id})
+            except Exception as exc:
+                error_id = log_failure(log, "generation failed", exc)
                 return _error(500, "internal error while generating", error_id=error_id)
             png = await asyncio.to_thread(png_bytes, result.image)
             latency_ms = (time.perf_counter() - started) * 1000.0

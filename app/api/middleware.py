@@ -9,12 +9,14 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.probe_paths import HEALTH_PATH, READINESS_PATH
+
 log = logging.getLogger("app.requests")
 
 
 def _log_level(path: str) -> int:
     """API calls and page loads at INFO; probes (every few seconds) and the UI's own assets/polling at DEBUG."""
-    if path in ("/health", "/readiness"):
+    if path in (HEALTH_PATH, READINESS_PATH):
         return logging.DEBUG
     return logging.INFO if path == "/" or path.startswith("/v1/") else logging.DEBUG
 

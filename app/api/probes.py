@@ -8,18 +8,19 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from app.api.dependencies import get_service
+from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from app.service import GenerationService
 
 router = APIRouter(tags=["probes"])
 
 
-@router.get("/health")
+@router.get(HEALTH_PATH)
 async def health() -> dict[str, str]:
     """200 while the process and its event loop are alive."""
     return {"status": "ok"}
 
 
-@router.get("/readiness", responses={503: {"description": "loading, warming up, failed to load, or draining"}})
+@router.get(READINESS_PATH, responses={503: {"description": "loading, warming up, failed to load, or draining"}})
 async def readiness(service: Annotated[GenerationService, Depends(get_service)]) -> JSONResponse:
     """200 once the model is loaded and warmed up; 503 before that and while shutting down."""
     if service.ready:

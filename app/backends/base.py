@@ -30,6 +30,36 @@ class GenerationParams:
         return (self.width, self.height, self.steps, self.guidance_scale)
 
 
+def warm_up_params(steps: int, width: int, height: int) -> GenerationParams:
+    """The request every backend's warm-up runs: a fixed prompt and seed, guidance on as served."""
+    return GenerationParams("warm-up", "", steps, 7.5, width, height, 0)
+
+
+def pipeline_arguments(batch: Sequence[GenerationParams], on_step: StepCallback | None) -> dict[str, Any]:
+    """The diffusers-style call arguments every backend passes for a batch of compatible requests.
+
+    One seeded CPU generator per image: CPU generators give the same noise whatever the device, so
+    a seed means the same image. `on_step` hears (steps done, total) after each denoising step.
+    """
+    import torch
+
+    steps = batch[0].steps
+
+    def step_end(_pipe: Any, step: int, _timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+        if on_step is not None:
+            on_step(step + 1, steps)
+        return tensors
+
+    return {
+        "prompt": [p.prompt for p in batch],
+        "negative_prompt": [p.negative_prompt for p in batch],
+        "num_inference_steps": steps,
+        "guidance_scale": batch[0].guidance_scale,
+        "generator": [torch.Generator("cpu").manual_seed(p.seed) for p in batch],
+        "callback_on_step_end": step_end,
+    }
+
+
 class UnsupportedRequest(ValueError):
     """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422."""
 

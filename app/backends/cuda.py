@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.backends.cuda_tuning import apply_speed_settings, load_dtype, served_shapes, warm_up
+from app.backends.cuda_tuning import WARM_UP_STEPS, apply_speed_settings, load_dtype, served_shapes, warm_up
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
 from app.model_source import resolve_model_source
 from app.settings import Settings
-
-# Compiled kernels depend on shapes, not step counts; CUDA graph trees record on the second call
-# and replay from the third, so three steps warm everything up.
-MIN_WARM_UP_STEPS = 3
 
 
 def prepare_pipeline_for_cuda(pipeline: Any, settings: Settings) -> Any:
@@ -35,7 +31,7 @@ class CudaBackend(DiffusersBackend):
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """Run each batch size 1..MAX_BATCH_SIZE once at `size` (width, height) on this thread."""
         width, height = size
-        warm_up(self.pipeline, served_shapes(self.settings, height, width), steps=max(steps, MIN_WARM_UP_STEPS))
+        warm_up(self.pipeline, served_shapes(self.settings, height, width), steps=max(steps, WARM_UP_STEPS))
 
     def describe(self) -> dict[str, Any]:
         """The diffusers facts plus the GPU's name."""

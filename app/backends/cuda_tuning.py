@@ -52,6 +52,11 @@ _INDUCTOR_TUNING = {
 }
 
 
+# Compiled kernels depend on shapes, not step counts; CUDA graph trees record on the second call
+# and replay from the third, so three steps warm everything up.
+WARM_UP_STEPS = 3
+
+
 @dataclass(frozen=True)
 class SpeedStep:
     """One step of the speed work: what it does, or why it is skipped on this device."""
@@ -192,7 +197,7 @@ def warm_up(
     pipe: Any,
     shapes: Iterable[ServedShape],
     *,
-    steps: int = 3,
+    steps: int = WARM_UP_STEPS,
     guidance_scale: float = 7.5,
     prompt: str = "warm-up",
 ) -> list[tuple[ServedShape, float]]:

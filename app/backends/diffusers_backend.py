@@ -7,7 +7,7 @@ from typing import Any
 
 from PIL.Image import Image
 
-from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest
+from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
 
 
 def load_diffusers_pipeline(source: str, dtype: Any = None) -> Any:  # a StableDiffusionPipeline
@@ -43,40 +43,24 @@ class DiffusersBackend:
         return str(self.pipeline.device)
 
     def check(self, params: GenerationParams) -> None:
-        """Any multiple of 8 works with a diffusers UNet; the API enforces the bounds."""
-        if params.width % 8 or params.height % 8:
-            raise UnsupportedRequest("width and height must be multiples of 8")
+        """Every size the request bounds admit (multiples of 8, checked in app.params) works with a UNet."""
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """One pipeline call for the whole batch, one seeded generator per image."""
         import torch
 
-        first = batch[0]
-        # CPU generators give the same noise whatever the device, so a seed means the same image.
-        generators = [torch.Generator("cpu").manual_seed(p.seed) for p in batch]
-
-        def step_end(_pipe: Any, step: int, _timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
-            if on_step is not None:
-                on_step(step + 1, first.steps)
-            return tensors
-
         with torch.inference_mode():
             output = self.pipeline(
-                prompt=[p.prompt for p in batch],
-                negative_prompt=[p.negative_prompt for p in batch],
-                num_inference_steps=first.steps,
-                guidance_scale=first.guidance_scale,
-                width=first.width,
-                height=first.height,
-                generator=generators,
-                callback_on_step_end=step_end,
+                **pipeline_arguments(batch, on_step),
+                width=batch[0].width,
+                height=batch[0].height,
                 output_type="pil",
             )
         return list(output.images)
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """One generation at the default (width, height): loads lazy weights and allocator pools."""
-        self.generate([GenerationParams("warm-up", "", steps, 7.5, size[0], size[1], 0)])
+        self.generate([warm_up_params(steps, *size)])
 
     def describe(self) -> dict[str, Any]:
         """Device, dtype and library versions for /v1/info."""

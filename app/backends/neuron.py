@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 from PIL.Image import Image
 
-from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest
+from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
 from app.model_source import resolve_model_source
+from app.models.builtin import BUILTIN_PREFIX
 from app.settings import Settings
 
 T = TypeVar("T")
@@ -109,30 +110,13 @@ class NeuronBackend:
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """Pad to the compiled batch, run once, and return only the real requests' images."""
-        import torch
-
         padded = pad_batch(batch, self.shape.batch_size)
-        first = batch[0]
-
-        def step_end(_pipe: Any, step: int, _timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
-            if on_step is not None:
-                on_step(step + 1, first.steps)
-            return tensors
-
-        output = self.pipeline(
-            prompt=[p.prompt for p in padded],
-            negative_prompt=[p.negative_prompt for p in padded],
-            num_inference_steps=first.steps,
-            guidance_scale=first.guidance_scale,
-            generator=[torch.Generator("cpu").manual_seed(p.seed) for p in padded],
-            callback_on_step_end=step_end,
-        )
+        output = self.pipeline(**pipeline_arguments(padded, on_step))
         return list(output.images[: len(batch)])
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """One full batch: the compiled graph has one shape (`size` is always it), so one run warms everything."""
-        params = GenerationParams("warm-up", "", steps, 7.5, self.shape.width, self.shape.height, 0)
-        self.generate([params])
+        self.generate([warm_up_params(steps, self.shape.width, self.shape.height)])
 
     def describe(self) -> dict[str, Any]:
         """Compiled shape and versions for /v1/info."""
@@ -153,7 +137,7 @@ class NeuronBackend:
 
 def load_neuron_backend(settings: Settings) -> NeuronBackend:
     """Load compiled artifacts (local folder, s3:// prefix or hub id) onto the NeuronCores."""
-    if settings.model_id.startswith("builtin:"):
+    if settings.model_id.startswith(BUILTIN_PREFIX):
         raise RuntimeError(
             f"MODEL_ID={settings.model_id} is not Neuron-compiled; point MODEL_ID at artifacts saved by "
             "NeuronStableDiffusionPipeline.save_pretrained (a folder or an s3:// prefix)"

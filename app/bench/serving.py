@@ -120,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
         print(render(rows, None))
         return 1 if any(r.failures for r in rows) else 0
 
-    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     import httpx
 
     from app.bench.inprocess import serve_in_thread

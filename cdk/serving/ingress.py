@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from app.probe_paths import HEALTH_PATH
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import (
     CAPACITY_SERVICE_NAME,
@@ -19,7 +20,6 @@ from cdk.serving.routing import (
 )
 
 INGRESS_NAME: Final = "sd"
-HEALTH_CHECK_PATH: Final = "/health"
 ACCESS_LOG_PREFIX: Final = "alb"
 _LBC: Final = "alb.ingress.kubernetes.io/"
 
@@ -45,7 +45,7 @@ def annotations(
         f"{_LBC}load-balancer-name": cfg.load_balancer_name,
         f"{_LBC}scheme": "internet-facing" if cfg.internet_facing else "internal",
         f"{_LBC}target-type": "ip",
-        f"{_LBC}healthcheck-path": HEALTH_CHECK_PATH,
+        f"{_LBC}healthcheck-path": HEALTH_PATH,
         f"{_LBC}healthcheck-port": "traffic-port",
         f"{_LBC}healthcheck-interval-seconds": "10",
         f"{_LBC}healthy-threshold-count": "2",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from cdk import versions
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
@@ -155,7 +156,6 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "METRICS", "value": cfg.metrics_mode},
         {"name": "DEPLOYMENT_UNIT", "value": acc.deployment_name},
         {"name": "MODEL_CACHE_DIR", "value": CACHE_DIR},
-        {"name": "GRADIO_ANALYTICS_ENABLED", "value": "False"},
     ]
     if acc.name == "neuron":
         shape = cfg.compile_settings
@@ -184,20 +184,20 @@ def probes(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     return {
         # Until the model is loaded and warmed up /readiness is 503; liveness waits for this to pass.
         "startupProbe": {
-            "httpGet": http("/readiness"),
+            "httpGet": http(READINESS_PATH),
             "periodSeconds": STARTUP_PERIOD_S,
             "timeoutSeconds": 5,
             "failureThreshold": -(-budget // STARTUP_PERIOD_S),  # ceiling division
         },
         "readinessProbe": {
-            "httpGet": http("/readiness"),
+            "httpGet": http(READINESS_PATH),
             "periodSeconds": READINESS_PERIOD_S,
             "timeoutSeconds": 3,
             "failureThreshold": 2,
         },
         # /health answers from the event loop; a batch in flight does not block it.
         "livenessProbe": {
-            "httpGet": http("/health"),
+            "httpGet": http(HEALTH_PATH),
             "periodSeconds": LIVENESS_PERIOD_S,
             "timeoutSeconds": 5,
             "failureThreshold": 6,
