@@ -4,7 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node 22 from npm (package.json's optionalDependencies: the one platform package that fits this
+# machine), first on PATH for the CDK CLI and for the jsii runtime that the Python CDK spawns as `node`:
+# jsii no longer supports the Node 20 that many systems (and CI images) still ship.
+NODE_BIN := $(abspath node_modules/.bin)
+export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -24,6 +28,8 @@ $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	@$(NODE_BIN)/node --version | grep -q '^v22\.' || { \
+	  echo "npm installed no Node 22 for this platform: add its package to package.json's optionalDependencies" >&2; exit 1; }
 	touch $@
 
 ## Serve the UI and API on http://127.0.0.1:8000/ with the built-in model, on the CPU.

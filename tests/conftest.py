@@ -7,6 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.app.live_server import LiveServer, serve
+from tests.support.pinned_node import use_pinned_node
+
+use_pinned_node()  # before any test imports aws_cdk, whose jsii runtime spawns `node` from PATH
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pytest
 from cdk import versions
 from cdk.config import AppConfig, ConfigError
 from tests.cdk.conftest import DEFAULT_CONTEXT, REPO_ROOT
+from tests.support.pinned_node import NODE_BIN
 
 
 def _config(**overrides):
@@ -114,8 +115,7 @@ def test_app_exits_with_the_message_on_a_bad_setting():
         cwd=REPO_ROOT,
         # What the CLI passes: cdk.json's context merged with -c nodeProvisioner=fargate.
         env={
-            "PATH": "/usr/bin:/bin",
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            "PATH": f"{NODE_BIN}:/usr/bin:/bin",  # the pinned Node, as `make` provides it
             "CDK_CONTEXT_JSON": json.dumps({**DEFAULT_CONTEXT, "nodeProvisioner": "fargate"}),
         },
         capture_output=True,
