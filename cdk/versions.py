@@ -2,6 +2,13 @@
 
 Nothing here floats: an unpinned chart, add-on or AMI changes what a redeploy creates without a
 code change (an unpinned accelerated AMI has broken stacks like this one before).
+
+Each pin carries its provenance in the comment right above it, in one of two forms, checked by
+tests/cdk/test_versions_provenance.py:
+- `Verified: <owner>/<repo>@<tag or commit> <file>` (or `Verified: PyPI|npm <package>==<version> ...`):
+  read at that tag in the upstream source;
+- `Verify on first deploy: ...`: no offline source exists (an ECR tag, an SSM parameter, an EKS
+  add-on build); the pin is listed with its checking command in docs/platform.md.
 """
 
 from __future__ import annotations
@@ -9,60 +16,111 @@ from __future__ import annotations
 from typing import Final
 
 # Kubernetes: the newest minor that both aws-cdk-lib (KubernetesVersion.V1_36) and Karpenter 1.14 support.
+# Verified: PyPI aws-cdk-lib==2.275.0 (aws_eks_v2.KubernetesVersion.V1_36); aws/karpenter-provider-aws@v1.14.1
+# hack/docs/compatibilitymatrix_gen/compatibility.yaml (1.14.x: minK8sVersion 1.26, maxK8sVersion 1.36).
 KUBERNETES_VERSION: Final = "1.36"
+# Verified: aws/karpenter-provider-aws@v1.14.1 hack/docs/compatibilitymatrix_gen/compatibility.yaml (1.26-1.36),
+# within aws-cdk-lib 2.275.0's KubernetesVersion (V1_30..V1_36).
 SUPPORTED_KUBERNETES_VERSIONS: Final = ("1.34", "1.35", "1.36")
 
 # The kubectl/helm Lambda layer is aws-cdk.lambda-layer-kubectl-v36 (requirements-cdk.txt,
 # cdk/constructs/cluster.py): bump it with KUBERNETES_VERSION.
 
 # Karpenter (OCI chart; ships the karpenter.sh/v1 and karpenter.k8s.aws/v1 CRDs in crds/).
+# Verified: aws/karpenter-provider-aws@1d927085dd81 website/content/en/docs/getting-started/
+# getting-started-with-karpenter/_index.md (`helm upgrade karpenter oci://public.ecr.aws/karpenter/karpenter`).
 KARPENTER_CHART_REPOSITORY: Final = "oci://public.ecr.aws/karpenter/karpenter"
+# Verified: aws/karpenter-provider-aws@1d927085dd81 charts/karpenter/Chart.yaml (version 1.14.1: the commit
+# "docs: update for patch release v1.14.1"; its getting-started guide sets KARPENTER_VERSION="1.14.1",
+# K8S_VERSION="1.36").
 KARPENTER_CHART_VERSION: Final = "1.14.1"
 
 # AL2023 accelerated AMIs for Karpenter, pinned by alias version (EC2NodeClass amiSelectorTerms).
+# Karpenter resolves `al2023@<version>` to the SSM parameter /aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/
+# <arch>/<variant>/amazon-eks-node-al2023-<arch>-<variant>-<k8s>-<version>/image_id
+# (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go, resolvePath).
+# Verify on first deploy: the SSM parameters of the nvidia and neuron variants for this version (docs/platform.md).
 AL2023_AMI_ALIAS: Final = "al2023@v20260828"
 
 # AWS Load Balancer Controller: the newest version aws-cdk-lib ships an IAM policy for
 # (AlbControllerVersion.V3_2_2); CDK pins its chart version with it.
+# Verified: PyPI aws-cdk-lib==2.275.0 (aws_eks_v2.AlbControllerVersion.V3_2_2: version v3.2.2, helm chart 3.2.2).
 ALB_CONTROLLER_VERSION: Final = "v3.2.2"
 
 # KEDA.
+# Verified: kedacore/charts@v2.20.1 README.md (`helm repo add kedacore https://kedacore.github.io/charts`).
 KEDA_CHART_REPOSITORY: Final = "https://kedacore.github.io/charts"
+# Verified: kedacore/charts@v2.20.1 keda/Chart.yaml (version 2.20.1, appVersion 2.20.1, kubeVersion >=v1.23.0-0).
 KEDA_CHART_VERSION: Final = "2.20.1"
 
 # NVIDIA device plugin.
+# Verified: NVIDIA/k8s-device-plugin@v0.20.0 README.md (`helm repo add nvdp https://nvidia.github.io/k8s-device-plugin`).
 NVIDIA_DEVICE_PLUGIN_CHART_REPOSITORY: Final = "https://nvidia.github.io/k8s-device-plugin"
+# Verified: NVIDIA/k8s-device-plugin@v0.20.0 deployments/helm/nvidia-device-plugin/Chart.yaml (version 0.20.0).
 NVIDIA_DEVICE_PLUGIN_CHART_VERSION: Final = "0.20.0"
 
-# Neuron Helm chart: device plugin + scheduler extension (+ node problem detector, kept off).
-# Pods that need the extension set schedulerName: my-scheduler (the chart's custom scheduler).
+# Neuron Helm chart: the device plugin (aws.amazon.com/neuron); its scheduler extension only when a pod asks
+# for more than one device (cdk/constructs/addons/neuron.py says why).
+# Verified: aws-neuron/neuron-helm-charts@2f5072d772b5 charts/neuron-helm-chart/README.md
+# (`helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart`).
 NEURON_CHART_REPOSITORY: Final = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+# Verified: aws-neuron/neuron-helm-charts@1a1d41e3611b charts/neuron-helm-chart/Chart.yaml (version 1.1.2) and
+# values.yaml at the same commit (devicePlugin.nodeSelector/tolerations, scheduler.enabled default false,
+# scheduler.customScheduler.image {repository, tag: v1.28.5-eks-1-28-latest}, npd.enabled).
 NEURON_CHART_VERSION: Final = "1.1.2"
-NEURON_SCHEDULER_NAME: Final = "my-scheduler"  # the chart's custom scheduler, named in Neuron pods' schedulerName
-NEURON_CORES_PER_DEVICE: Final = 2  # inf2 / trn1: one aws.amazon.com/neuron device holds 2 NeuronCores
+# Verified: aws-neuron/neuron-helm-charts@1a1d41e3611b charts/neuron-helm-chart/values.yaml
+# (scheduler.customScheduler.fullnameOverride: my-scheduler, the schedulerName of the second scheduler).
+NEURON_SCHEDULER_NAME: Final = "my-scheduler"
+# The chart's second kube-scheduler must be of the cluster's own minor (chart 1.1.2 ships 1.28, the newest chart
+# README 1.31); upstream publishes one per Kubernetes release.
+# Verified: kubernetes/kubernetes@008b3652959c CHANGELOG/CHANGELOG-1.36.md (v1.36.0 container images:
+# registry.k8s.io/kube-scheduler:v1.36.0).
+NEURON_KUBE_SCHEDULER_IMAGE_REPOSITORY: Final = "registry.k8s.io/kube-scheduler"
+# Verified: kubernetes/kubernetes@008b3652959c CHANGELOG/CHANGELOG-1.36.md (registry.k8s.io/kube-scheduler:v1.36.0).
+NEURON_KUBE_SCHEDULER_IMAGE_TAG: Final = "v1.36.0"
 
 # Neuron SDK: part of the compiled-artifact key, since artifacts compiled by one SDK do not load on
 # another. The Neuron base image below is named from it, so a bump changes both (and recompiles).
-NEURON_SDK_VERSION: Final = "2.31.1"
+# Verified: aws-neuron/deep-learning-containers@2.26.1 pytorch/inference/2.8.0/Dockerfile.neuronx
+# (neuronx-cc 2.21.33363.0, torch-neuronx 2.8.0.2.10.16998: exactly the pins of optimum-neuron 0.4.5's `neuronx` extra).
+NEURON_SDK_VERSION: Final = "2.26.1"
 # optimum-neuron, installed into the Neuron image (app/Dockerfile's OPTIMUM_NEURON_VERSION build-arg).
+# Verified: PyPI optimum-neuron==0.4.5 wheel METADATA (Requires-Python <3.12,>=3.10; transformers~=4.57.1;
+# extra neuronx: torch-neuronx==2.8.0.2.10.16998, neuronx-cc==2.21.33363.0, torch==2.8.0.*;
+# extra diffusers: diffusers==0.35.*).
 OPTIMUM_NEURON_VERSION: Final = "0.4.5"
 
 # EKS managed add-ons.
+# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/platform.md); only
+# third-party configurations name this build offline.
 POD_IDENTITY_AGENT_ADDON_VERSION: Final = "v1.3.10-eksbuild.2"
+# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/platform.md); the CloudWatch
+# User Guide ("Install the CloudWatch agent with the Amazon CloudWatch Observability EKS add-on") names this build.
 CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: Final = "v6.0.1-eksbuild.1"
 
 # Deep Learning Container bases for the service image, per accelerator. The GPU
 # `pytorch-inference` line ended support in mid-2026; its successor is the unified PyTorch DLC.
+# Verified: aws/deep-learning-containers@e0ecedea6a1c docs/src/global.yml (example_ecr_account 763104351884,
+# example_region us-west-2); other regions' accounts differ (the deploy resolves them).
 DLC_REGISTRY_ACCOUNT: Final = "763104351884"
 _DLC_REGISTRY: Final = DLC_REGISTRY_ACCOUNT + ".dkr.ecr.{region}.amazonaws.com"  # {region}: the stack's
+# Python 3.11, torch-neuronx 2.8, Neuron SDK 2.26.1, Ubuntu 22.04 (the line optimum-neuron 0.4.5 pins).
+# Verified: aws/deep-learning-containers@e0ecedea6a1c docs/src/data/pytorch-inference-neuronx/2.8-neuronx-sdk2.26.1.yml
+# (tag 2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04); aws-neuron/deep-learning-containers@2.27.0 README.md (same tag).
 NEURON_BASE_IMAGE: Final = (
-    f"{_DLC_REGISTRY}/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk{NEURON_SDK_VERSION}-ubuntu24.04"
+    f"{_DLC_REGISTRY}/pytorch-inference-neuronx:2.8.0-neuronx-py311-sdk{NEURON_SDK_VERSION}-ubuntu22.04"
 )
-NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.9.0-gpu-py312-cu130-ubuntu22.04-ec2"
+# Python 3.12, torch 2.13.0, CUDA 13.3, Amazon Linux 2023: the same torch line as the CPU service (requirements).
+# Verified: aws/deep-learning-containers@e0ecedea6a1c docs/src/data/pytorch/2.13-cuda-ec2.yml (tag
+# 2.13.0-cu133-amzn2023, py312, repository `pytorch`) and .github/config/image/pytorch/2.13-ec2-cuda.yml
+# (python 3.12, torch 2.13.0, os amzn2023).
+NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.13.0-cu133-amzn2023"
 BASE_IMAGES: Final = {"neuron": NEURON_BASE_IMAGE, "nvidia": NVIDIA_BASE_IMAGE}
 
 # Runtime of the image-build trigger handlers in lambdas/ (tested against this runtime's boto3).
+# Verified: PyPI aws-cdk-lib==2.275.0 (aws_lambda.Runtime.PYTHON_3_13.name == "python3.13").
 LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 
 # CodeBuild image that runs `docker build` (privileged).
+# Verified: PyPI aws-cdk-lib==2.275.0 (aws_codebuild.LinuxBuildImage.AMAZON_LINUX_2023_5.image_id).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
