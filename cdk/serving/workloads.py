@@ -35,12 +35,13 @@ def service_account_name(acc: Accelerator) -> str:
 
 
 def needs_neuron_scheduler(acc: Accelerator, devices: int) -> bool:
-    """The Neuron scheduler extension is needed when a pod asks for more than one NeuronCore.
+    """The Neuron scheduler extension is needed when a pod asks for more than one Neuron device.
 
-    The default scheduler only counts devices; for multi-core requests the extension picks cores
-    that are contiguous on the device ring, without which the runtime may fail to load the model.
+    The default scheduler only counts devices; for multi-device requests the extension picks devices
+    that are contiguous on the ring. One `aws.amazon.com/neuron` device (with all its cores) needs no
+    extension (aws-neuron/aws-neuron-sdk containers/tutorials/k8s-neuron-scheduler.rst).
     """
-    return acc.name == "neuron" and devices * versions.NEURON_CORES_PER_DEVICE > 1
+    return acc.name == "neuron" and devices > 1
 
 
 def namespace(cfg: ServingConfig) -> Manifest:

@@ -22,6 +22,7 @@ from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
 from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.serving.workloads import needs_neuron_scheduler
 
 
 class ClusterStack(Stack):
@@ -68,7 +69,16 @@ class ClusterStack(Stack):
         self.nvidia_device_plugin = (
             nvidia_device_plugin(self, "NvidiaDevicePlugin", cluster=cluster) if NVIDIA.name in enabled else None
         )
-        self.neuron = neuron_chart(self, "NeuronChart", cluster=cluster) if NEURON.name in enabled else None
+        self.neuron = (
+            neuron_chart(
+                self,
+                "NeuronChart",
+                cluster=cluster,
+                scheduler_extension=needs_neuron_scheduler(NEURON, config.serving.neuron_devices),
+            )
+            if NEURON.name in enabled
+            else None
+        )
 
         # Controllers need nodes to run on, and credentials before their first API call.
         for chart in (self.keda.chart, self.load_balancer_controller, self.nvidia_device_plugin, self.neuron):

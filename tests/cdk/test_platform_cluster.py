@@ -79,7 +79,7 @@ def test_device_plugins_target_our_nodes_and_tolerate_our_taints(platform_synth)
     assert {"key": NVIDIA.taint_key, "operator": "Exists", "effect": "NoSchedule"} in nvidia["tolerations"]
 
     neuron = charts["neuron"]["Values"]
-    assert neuron["scheduler"]["enabled"] is True
+    assert neuron["scheduler"] == {"enabled": False}  # servingNeuronDevices=1: no pod needs the extension
     assert neuron["devicePlugin"]["nodeSelector"] == NEURON.node_label
     assert {"key": NEURON.taint_key, "operator": "Exists", "effect": "NoSchedule"} in neuron["devicePlugin"][
         "tolerations"

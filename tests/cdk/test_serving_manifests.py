@@ -43,9 +43,10 @@ def test_deployment_lands_on_its_node_pool(serving_manifests, name):
     assert env["MODEL_ID"].startswith("s3://")
 
 
-def test_neuron_uses_scheduler_extension_and_compiled_artifacts(serving_manifests, serving):
+def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_places(serving_manifests, serving):
     pod = by_kind(serving_manifests, "Deployment")["sd-neuron"]["spec"]["template"]["spec"]
-    assert pod["schedulerName"] == versions.NEURON_SCHEDULER_NAME
+    assert serving.config.neuron_devices == 1
+    assert "schedulerName" not in pod  # one whole device needs no Neuron scheduler extension
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
     shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
