@@ -3,7 +3,10 @@ custom resource that runs the builds during `cdk deploy` and waits for them."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy, Stack
@@ -36,6 +39,27 @@ SOURCE_EXCLUDES = [
 ]
 LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+
+
+def build_args(accelerator: str) -> dict[str, str]:
+    """The `docker build --build-arg`s of one accelerator's image (besides BASE_IMAGE), from cdk/versions.py."""
+    args = {"ACCELERATOR": accelerator}
+    if accelerator == "neuron":
+        # The Dockerfile has no default for it, so the pin lives in versions.py alone.
+        args["OPTIMUM_NEURON_VERSION"] = versions.OPTIMUM_NEURON_VERSION
+    return args
+
+
+def image_tag(accelerator: str, *, source_hash: str, base_image: str, args: Mapping[str, str]) -> str:
+    """`<accelerator>-<sha256>` of everything that goes into the image, so that any change rebuilds it.
+
+    `source_hash` covers the asset (app/, the Dockerfile, the requirement and lock files, the
+    buildspec); `base_image` is the DLC in its `{region}` form (the same image in every region);
+    `args` are the build args. Tags are immutable: an unchanged input set reuses the pushed image.
+    """
+    inputs = {"source": source_hash, "base_image": base_image, "build_args": dict(sorted(args.items()))}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return f"{accelerator}-{digest}"
 
 
 def repository_name(cluster_name: str) -> str:
@@ -83,8 +107,9 @@ class ImageBuilds(Construct):
         self.image_uris: dict[str, str] = {}
         builds = []
         for item in capacity:
-            tag = f"{item.name}-{source_hash}"
-            project = self._project(item, tag=tag, region=region)
+            args = build_args(item.name)
+            tag = image_tag(item.name, source_hash=source_hash, base_image=item.base_image, args=args)
+            project = self._project(item, tag=tag, region=region, args=args)
             self.projects[item.name] = project
             self.image_uris[item.name] = image_uri(cluster_name, tag)
             builds.append(
@@ -137,7 +162,9 @@ class ImageBuilds(Construct):
             properties={"Builds": builds, "SourceHash": source_hash},
         )
 
-    def _project(self, item: AcceleratorCapacity, *, tag: str, region: str) -> codebuild.Project:
+    def _project(
+        self, item: AcceleratorCapacity, *, tag: str, region: str, args: Mapping[str, str]
+    ) -> codebuild.Project:
         """A privileged project that builds and pushes one accelerator's image."""
         base_image = item.base_image.replace("{region}", region)
         dlc_registry = base_image.split("/", 1)[0]
@@ -159,10 +186,8 @@ class ImageBuilds(Construct):
                     "REPOSITORY_URI": self.repository.repository_uri,
                     "IMAGE_TAG": tag,
                     "BASE_IMAGE": base_image,
-                    "ACCELERATOR": item.name,
                     "DLC_REGISTRY": dlc_registry,
-                    # The Dockerfile has no default for it, so the pin lives in versions.py alone.
-                    **({"OPTIMUM_NEURON_VERSION": versions.OPTIMUM_NEURON_VERSION} if item.name == "neuron" else {}),
+                    **args,  # the build args the tag hashes (ACCELERATOR, OPTIMUM_NEURON_VERSION)
                 }.items()
             },
             encryption_key=self.artifacts_key,

@@ -43,6 +43,9 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "endpointAccess": "public-and-private",
     "endpointPublicCidrs": "203.0.113.0/24,198.51.100.0/24",
     "routingMode": "capacity",
+    # Another base image than cdk/versions.py's (the 2.11 DLC, aws/deep-learning-containers
+    # docs/src/data/pytorch/2.11-cuda-ec2.yml): its image tag must differ from the default synth's.
+    "nvidiaBaseImage": "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.11.0-cu130-amzn2023",
 }
 
 

@@ -105,3 +105,38 @@ def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
     }
     assert {"app", "buildspecs", "requirements.txt"} <= top
     assert not list(copied.rglob("__pycache__"))
+
+
+def test_image_tag_changes_with_every_input_and_only_then():
+    from cdk.constructs.image_builds import build_args, image_tag
+
+    base = {"source_hash": "a" * 64, "base_image": versions.NVIDIA_BASE_IMAGE, "args": build_args("nvidia")}
+    tag = image_tag("nvidia", **base)
+    assert tag == image_tag("nvidia", **base) and tag.startswith("nvidia-")
+    assert image_tag("nvidia", **{**base, "source_hash": "b" * 64}) != tag
+    assert image_tag("nvidia", **{**base, "base_image": base["base_image"].replace("2.13.0", "2.14.0")}) != tag
+    neuron = {**base, "base_image": versions.NEURON_BASE_IMAGE, "args": build_args("neuron")}
+    bumped = {**neuron["args"], "OPTIMUM_NEURON_VERSION": "0.4.6"}
+    assert image_tag("neuron", **{**neuron, "args": bumped}) != image_tag("neuron", **neuron)
+
+
+def _synth_tags(synth):
+    """accelerator -> (IMAGE_TAG, the source asset hash) of one synth."""
+    template = synth.raw_templates[IMAGES]
+    (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
+    return {name: (v["IMAGE_TAG"], resource["Properties"]["SourceHash"]) for name, (_, v) in _projects(synth).items()}
+
+
+def test_synthesized_tags_hash_source_base_image_and_build_args(platform_synth, variant_synth):
+    from cdk.constructs.image_builds import build_args, image_tag
+
+    for synth in (platform_synth, variant_synth):
+        for name, (tag, source_hash) in _synth_tags(synth).items():
+            base_image = synth.config.capacity_for(name).base_image
+            assert tag == image_tag(name, source_hash=source_hash, base_image=base_image, args=build_args(name))
+    # Same sources, another base image (the variant's nvidiaBaseImage): another image.
+    default_tag, default_source = _synth_tags(platform_synth)["nvidia"]
+    variant_tag, variant_source = _synth_tags(variant_synth)["nvidia"]
+    assert variant_source == default_source
+    assert variant_synth.config.capacity_for("nvidia").base_image != versions.NVIDIA_BASE_IMAGE
+    assert variant_tag != default_tag
