@@ -39,8 +39,11 @@ KARPENTER_CHART_VERSION: Final = "1.14.1"
 # Karpenter resolves `al2023@<version>` to the SSM parameter /aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/
 # <arch>/<variant>/amazon-eks-node-al2023-<arch>-<variant>-<k8s>-<version>/image_id
 # (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go, resolvePath).
-# Verify on first deploy: the SSM parameters of the nvidia and neuron variants for this version (docs/platform.md).
-AL2023_AMI_ALIAS: Final = "al2023@v20260828"
+# Verified: awslabs/amazon-eks-ami@81fec2e89585 CHANGELOG.md ("AMI Release v20260714": for Kubernetes 1.36
+# amazon-eks-node-al2023-x86_64-nvidia-1.36-v20260714 with NVIDIA driver 580.159.03 and
+# amazon-eks-node-al2023-x86_64-neuron-1.36-v20260714 with aws-neuronx-dkms 2.29.0.0), the newest release
+# the stored sources show; the region's SSM parameters are on docs/platform.md's first-deploy list.
+AL2023_AMI_ALIAS: Final = "al2023@v20260714"
 
 # AWS Load Balancer Controller: the newest version aws-cdk-lib ships an IAM policy for
 # (AlbControllerVersion.V3_2_2); CDK pins its chart version with it.
