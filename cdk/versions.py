@@ -116,7 +116,7 @@ NEURON_BASE_IMAGE: Final = (
 # Python 3.12, torch 2.13.0, CUDA 13.3, Amazon Linux 2023: the same torch line as the CPU service (requirements).
 # Verified: aws/deep-learning-containers@e0ecedea6a1c docs/src/data/pytorch/2.13-cuda-ec2.yml (tag
 # 2.13.0-cu133-amzn2023, py312, repository `pytorch`) and .github/config/image/pytorch/2.13-ec2-cuda.yml
-# (python 3.12, torch 2.13.0, os amzn2023).
+# (python 3.12, torch 2.13.0, os amzn2023, release to the private and public registries).
 NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.13.0-cu133-amzn2023"
 BASE_IMAGES: Final = {"neuron": NEURON_BASE_IMAGE, "nvidia": NVIDIA_BASE_IMAGE}
 
