@@ -22,6 +22,13 @@ $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Checkov keeps its own environment: its pins would fight the app's (requirements-checkov.txt).
+CHECKOV_VENV := .cache/checkov-venv
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -31,7 +38,7 @@ run: $(VENV)/.local-installed
 	HOST=127.0.0.1 $(BIN)/python -m app
 
 ## Lint and run the whole test suite, offline.
-test: $(VENV)/.dev-installed node_modules/.installed
+test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
