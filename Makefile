@@ -22,11 +22,11 @@ $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# Checkov keeps its own environment: its pins would fight the app's (requirements-checkov.txt).
+# Checkov keeps its own environment: its pins would fight the app's (tests/support/checkov-requirements.txt).
 CHECKOV_VENV := .cache/checkov-venv
-$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+$(CHECKOV_VENV)/.installed: tests/support/checkov-requirements.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tests/support/checkov-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

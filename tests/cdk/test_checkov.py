@@ -2,7 +2,7 @@
 
 A finding fails the suite unless it is fixed or suppressed next to its resource with a reason
 (cdk/checkov.py). Checkov runs from its own virtual environment, which `make test` builds in
-.cache/checkov-venv from requirements-checkov.txt; under CI a missing one is an error, elsewhere
+.cache/checkov-venv from tests/support/checkov-requirements.txt; under CI a missing one is an error, elsewhere
 the test skips and says how to get it.
 """
 
@@ -25,7 +25,7 @@ CHECKOV = REPO_ROOT / ".cache" / "checkov-venv" / "bin" / "checkov"
 @pytest.fixture(scope="module")
 def checkov() -> Path:
     if not CHECKOV.exists():
-        message = f"no Checkov at {CHECKOV}: `make test` builds it from requirements-checkov.txt"
+        message = f"no Checkov at {CHECKOV}: `make test` builds it from tests/support/checkov-requirements.txt"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
