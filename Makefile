@@ -26,6 +26,13 @@ $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Checkov keeps its own environment: its pins would fight the app's (tests/support/checkov-requirements.txt).
+CHECKOV_VENV := .cache/checkov-venv
+$(CHECKOV_VENV)/.installed: tests/support/checkov-requirements.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tests/support/checkov-requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@$(NODE_BIN)/node --version | grep -q '^v22\.' || { \
@@ -37,7 +44,7 @@ run: $(VENV)/.local-installed
 	HOST=127.0.0.1 $(BIN)/python -m app
 
 ## Lint and run the whole test suite, offline.
-test: $(VENV)/.dev-installed node_modules/.installed
+test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

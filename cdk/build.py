@@ -12,6 +12,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from cdk.checkov import CustomResourceHandlerSkips
 from cdk.config import AppConfig
 from cdk.nag import add_nag_checks
 from cdk.platform_handle import PlatformHandle
@@ -84,4 +85,5 @@ def build_app(app: cdk.App, config: AppConfig) -> PlatformHandle:
     )
     platform.add_workload(serving)
     add_nag_checks(app, platform)
+    cdk.Aspects.of(app).add(CustomResourceHandlerSkips())
     return platform.handle

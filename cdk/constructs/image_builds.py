@@ -15,13 +15,13 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import versions
 from cdk.config import AcceleratorCapacity
+from cdk.constructs.log_groups import encrypted_log_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDSPEC = "buildspecs/image.yml"
@@ -149,9 +149,9 @@ class ImageBuilds(Construct):
             query_interval=Duration.seconds(30),
             # The provider framework's ceiling; a Neuron image build takes 15-30 minutes.
             total_timeout=Duration.hours(2),
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+            log_group=encrypted_log_group(self, "ProviderLogs"),
             waiter_state_machine_log_options=cr.LogOptions(
-                destination=logs.LogGroup(self, "WaiterLogs", retention=logs.RetentionDays.ONE_MONTH),
+                destination=encrypted_log_group(self, "WaiterLogs"),
             ),
         )
         self.resource = CustomResource(
@@ -168,7 +168,7 @@ class ImageBuilds(Construct):
         """A privileged project that builds and pushes one accelerator's image."""
         base_image = item.base_image.replace("{region}", region)
         dlc_registry = base_image.split("/", 1)[0]
-        logs_group = logs.LogGroup(self, f"{item.name.capitalize()}BuildLogs", retention=logs.RetentionDays.ONE_MONTH)
+        logs_group = encrypted_log_group(self, f"{item.name.capitalize()}BuildLogs")
         project = codebuild.Project(
             self,
             f"{item.name.capitalize()}Build",

@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdk import versions
+from cdk.checkov import skip_cfn_child
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 from cdk.constructs.node_role import worker_node_role
 from cdk.constructs.pod_identity import PodIdentityRole
@@ -60,6 +61,15 @@ class Karpenter(Construct):
             retention_period=Duration.minutes(5),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+        )
+        skip_cfn_child(
+            self.queue,
+            {
+                "CKV_AWS_27": "Encrypted at rest with SQS-managed SSE (SqsManagedSseEnabled), as Karpenter's own "
+                "CloudFormation does; the check only recognises a KMS key, which EventBridge could not use "
+                "without a key policy for events.amazonaws.com and which would add nothing for 5-minute "
+                "interruption notices."
+            },
         )
         for name, pattern in INTERRUPTION_EVENTS.items():
             events.Rule(self, f"{name}Rule", event_pattern=pattern, targets=[targets.SqsQueue(self.queue)])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk.config import AppConfig
+from cdk.constructs.log_groups import encrypted_log_group
 
 # Tags the AWS Load Balancer Controller uses to pick subnets for internet-facing/internal ALBs,
 # and the one Karpenter's EC2NodeClass selects subnets by.
@@ -41,11 +41,7 @@ class Network(Construct):
             ],
             restrict_default_security_group=True,
         )
-        log_group = logs.LogGroup(
-            self,
-            "FlowLogs",
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        log_group = encrypted_log_group(self, "FlowLogs", removal_policy=RemovalPolicy.DESTROY)
         # RetentionDays is a named enum; the validated day count goes straight to the L1 property.
         log_group.node.default_child.retention_in_days = config.flow_log_retention_days
         vpc.add_flow_log(

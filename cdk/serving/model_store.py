@@ -7,6 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk.checkov import skip_cfn_child
 from cdk.serving.ingress import ACCESS_LOG_PREFIX
 
 SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
@@ -37,6 +38,9 @@ class ModelStore(Construct):
                 id="AwsSolutions-S1",
                 reason="This is the access-log bucket itself; logging it into itself would loop.",
             )
+        )
+        skip_cfn_child(
+            self.log_bucket, {"CKV_AWS_18": "This is the access-log bucket itself; logging it into itself would loop."}
         )
         self.bucket = s3.Bucket(
             self,

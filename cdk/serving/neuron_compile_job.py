@@ -13,9 +13,11 @@ from typing import Any, Final
 from app.model_store_layout import CompileShape, compiled_prefix
 from cdk import versions
 from cdk.accelerators import NEURON
+from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.serving.workloads import (
     CACHE_DIR,
+    POD_CHECKOV_SKIPS,
     TMP_DIR,
     base_env,
     container_security_context,
@@ -77,6 +79,7 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
             "name": job_name(cfg, image),
             "namespace": cfg.namespace,
             "labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT},
+            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
         },
         "spec": {
             "backoffLimit": 2,
@@ -87,6 +90,7 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": False,  # no Kubernetes API calls; Pod Identity has its own
                     "securityContext": pod_security_context(cfg),
                     "containers": [container],
                     "volumes": volumes,
@@ -105,6 +109,7 @@ def compile_service_account(cfg: ServingConfig) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": cfg.namespace},
+        "automountServiceAccountToken": False,
     }
 
 

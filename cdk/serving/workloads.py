@@ -12,6 +12,7 @@ from typing import Any, Final
 from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from cdk import versions
 from cdk.accelerators import Accelerator
+from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import CAPACITY_SERVICE_NAME, CONTAINER_PORT, PORT_NAME, SERVICE_PORT
 
@@ -22,6 +23,16 @@ CACHE_DIR: Final = "/cache"
 TMP_DIR: Final = "/tmp"  # noqa: S108
 SHM_DIR: Final = "/dev/shm"  # noqa: S108
 Manifest = dict[str, Any]
+
+# Checkov findings on the pods that are the design, not an oversight (tests/cdk/test_checkov.py).
+POD_CHECKOV_SKIPS: Final = {
+    "CKV_K8S_11": "No CPU limit on purpose: the CFS quota would throttle the pipeline's threads mid-step; "
+    "the CPU request reserves the node's cores and memory is limited.",
+    "CKV_K8S_15": "IfNotPresent is exact here: image tags are immutable in ECR and name a hash of the "
+    "image's inputs, so a cached image is always the right one.",
+    "CKV_K8S_43": "Tags are immutable and content-addressed (ECR tag immutability); the digest only exists "
+    "after the build that runs during the same deploy.",
+}
 
 
 def selector_labels(acc: Accelerator) -> dict[str, str]:
@@ -67,6 +78,8 @@ def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": service_account_name(acc), "namespace": cfg.namespace, "labels": selector_labels(acc)},
+        # The service never calls the Kubernetes API; Pod Identity mounts its own token.
+        "automountServiceAccountToken": False,
     }
 
 
@@ -234,7 +247,9 @@ def deployment(
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(acc),
-        "automountServiceAccountToken": True,  # Pod Identity needs the projected token
+        # The service never calls the Kubernetes API. EKS Pod Identity injects its own projected
+        # token (volume eks-pod-identity-token), which does not depend on this setting.
+        "automountServiceAccountToken": False,
         "securityContext": pod_security_context(cfg),
         "terminationGracePeriodSeconds": cfg.termination_grace_s,
         "containers": [container],
@@ -246,7 +261,12 @@ def deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace, "labels": labels},
+        "metadata": {
+            "name": acc.deployment_name,
+            "namespace": cfg.namespace,
+            "labels": labels,
+            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+        },
         "spec": {
             "replicas": max(per.min_replicas, 1),
             "revisionHistoryLimit": 5,

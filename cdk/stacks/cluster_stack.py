@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, CfnResource, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdk.accelerators import NEURON, NVIDIA
+from cdk.checkov import skip_cfn
 from cdk.config import AppConfig
 from cdk.constructs.addons.cloudwatch_observability import CloudWatchObservability
 from cdk.constructs.addons.keda import Keda
@@ -16,6 +17,7 @@ from cdk.constructs.addons.load_balancer_controller import load_balancer_control
 from cdk.constructs.addons.neuron import neuron_chart
 from cdk.constructs.addons.nvidia_device_plugin import nvidia_device_plugin
 from cdk.constructs.addons.pod_identity_agent import pod_identity_agent
+from cdk.constructs.addons.vpc_cni import vpc_cni
 from cdk.constructs.cluster import Cluster
 from cdk.constructs.karpenter import Karpenter
 from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
@@ -41,6 +43,7 @@ class ClusterStack(Stack):
         enabled = {a.name for a in config.accelerators}
 
         agent = pod_identity_agent(cluster)
+        self.vpc_cni = vpc_cni(self, "VpcCni", cluster=cluster)
         self.karpenter: Karpenter | None = None
         self.node_pools: AcceleratorNodePools | None = None
         self.node_groups: AcceleratedNodeGroups | None = None
@@ -88,9 +91,23 @@ class ClusterStack(Stack):
             if isinstance(association, PodIdentityRole):
                 association.association.node.add_dependency(agent)
 
+        self._acknowledge_oidc_provider_handler()
         CfnOutput(self, "ClusterName", value=cluster.cluster_name)
         CfnOutput(
             self,
             "UpdateKubeconfig",
             value=f"aws eks update-kubeconfig --name {cluster.cluster_name} --region {self.region}",
         )
+
+    def _acknowledge_oidc_provider_handler(self) -> None:
+        """aws-cdk-lib's IAM OIDC provider handler (for IRSA, used by the load balancer controller)."""
+        provider = self.node.try_find_child("Custom::AWSCDKOpenIdConnectProviderCustomResourceProvider")
+        role = provider.node.try_find_child("Role") if provider is not None else None
+        if isinstance(role, CfnResource):
+            skip_cfn(
+                role,
+                {
+                    "CKV_AWS_109": "aws-cdk-lib's own handler role for the cluster's IAM OIDC provider: it must "
+                    "create, update and delete that provider, whose ARN is not known before it exists."
+                },
+            )

@@ -27,8 +27,8 @@ from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, ServingDashboard
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
+from cdk.serving import network_policy, scaling, workloads
 from cdk.serving import neuron_compile_job as njob
-from cdk.serving import scaling, workloads
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
@@ -81,6 +81,15 @@ class ServingStack(Stack):
             m.node.add_dependency(ns, *deps)
             return m
 
+        # Inbound traffic is denied before any pod of the namespace starts.
+        policies = manifest(
+            "NetworkPolicies",
+            [
+                network_policy.default_deny_ingress(cfg),
+                network_policy.allow_service_port(cfg, platform.vpc.vpc_cidr_block),
+            ],
+        )
+
         compile_job: eks.KubernetesManifest | None = None
         neuron = next((a for a in platform.accelerators if a.name == "neuron"), None)
         if neuron is not None:
@@ -107,6 +116,7 @@ class ServingStack(Stack):
                     njob.compile_job(cfg, image=image, bucket=bucket.bucket_name, region=region),
                 ],
                 compile_role.association,
+                policies,
             )
 
         self.identities: dict[str, PodIdentityRole] = {}
@@ -144,7 +154,9 @@ class ServingStack(Stack):
                 workloads.pod_disruption_budget(acc, cfg),
                 scaling.scaled_object(acc, cfg, region),
             ]
-            workload_manifests.append(manifest(f"{acc.name.capitalize()}Workload", objects, identity.association))
+            workload_manifests.append(
+                manifest(f"{acc.name.capitalize()}Workload", objects, identity.association, policies)
+            )
 
         shared = [scaling.trigger_authentication(cfg)]
         if self.weights is None:

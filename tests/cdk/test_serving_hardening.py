@@ -1,0 +1,65 @@
+"""What the serving pods may do and who may reach them: no API token, the image's own user, ingress
+only to the service port from the VPC, and a CNI that enforces it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.cdk.conftest import REPO_ROOT, resources_of
+
+
+def _pod_specs(manifests):
+    for obj in manifests:
+        if obj["kind"] in ("Deployment", "Job"):
+            yield obj["metadata"]["name"], obj["spec"]["template"]["spec"]
+
+
+def test_no_pod_or_service_account_mounts_a_kubernetes_api_token(serving_manifests):
+    specs = dict(_pod_specs(serving_manifests))
+    assert specs
+    for name, spec in specs.items():
+        assert spec["automountServiceAccountToken"] is False, name
+    for obj in serving_manifests:
+        if obj["kind"] == "ServiceAccount":
+            assert obj["automountServiceAccountToken"] is False, obj["metadata"]["name"]
+
+
+def test_pods_run_as_the_images_own_user(serving_manifests):
+    dockerfile = (REPO_ROOT / "app" / "Dockerfile").read_text()
+    image_uid = int(re.search(r"^USER (\d+)", dockerfile, re.MULTILINE).group(1))
+    for name, spec in _pod_specs(serving_manifests):
+        assert spec["securityContext"]["runAsUser"] == image_uid, name
+        assert spec["securityContext"]["runAsUser"] >= 10000, f"{name}: a low UID may collide with the host's"
+
+
+def test_only_the_service_port_is_reachable_and_only_from_the_vpc(serving, serving_manifests):
+    policies = {o["metadata"]["name"]: o["spec"] for o in serving_manifests if o["kind"] == "NetworkPolicy"}
+    deny = [p for p in policies.values() if p["podSelector"] == {} and "ingress" not in p]
+    assert deny and deny[0]["policyTypes"] == ["Ingress"], "no default deny for the namespace"
+    allows = [p for p in policies.values() if p.get("ingress")]
+    assert len(allows) == 1
+    (rule,) = allows[0]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    assert [list(peer) for peer in rule["from"]] == [["ipBlock"]]
+    containers = [c for _, spec in _pod_specs(serving_manifests) for c in spec["containers"]]
+    ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
+    assert ports == {8000}
+    pods = [o for o in serving_manifests if o["kind"] == "Deployment"]
+    for pod in pods:
+        labels = pod["spec"]["template"]["metadata"]["labels"]
+        assert all(labels.get(k) == v for k, v in allows[0]["podSelector"]["matchLabels"].items())
+
+
+def test_the_cni_enforces_network_policies(platform_synth):
+    addons = resources_of(platform_synth.raw_templates["SdOnEksCluster"], "AWS::EKS::Addon")
+    cni = [a["Properties"] for a in addons.values() if a["Properties"]["AddonName"] == "vpc-cni"]
+    assert len(cni) == 1
+    assert json.loads(cni[0]["ConfigurationValues"])["enableNetworkPolicy"] == "true"
+    assert cni[0]["ResolveConflicts"] == "OVERWRITE"
+
+
+def test_every_log_group_is_encrypted_with_a_customer_key(platform_synth):
+    for name, template in platform_synth.raw_templates.items():
+        for logical_id, group in resources_of(template, "AWS::Logs::LogGroup").items():
+            assert "KmsKeyId" in group["Properties"], f"{name}/{logical_id}"
