@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from aws_cdk import CfnResource
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from cdk import versions
+from cdk import deploy_limits, versions
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 
 # Built-in versions come with the IAM policy AWS publishes for that controller release (IRSA).
@@ -14,7 +15,7 @@ _VERSIONS = {"v3.2.2": eks.AlbControllerVersion.V3_2_2}
 
 def load_balancer_controller(scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> eks.AlbController:
     """Install the controller on the system nodes with its published, per-release IAM policy."""
-    return eks.AlbController(
+    controller = eks.AlbController(
         scope,
         construct_id,
         cluster=cluster,
@@ -26,3 +27,10 @@ def load_balancer_controller(scope: Construct, construct_id: str, *, cluster: ek
             "enableServiceMutatorWebhook": False,
         },
     )
+    # aws-cdk-lib gives this chart helm --timeout 15 min with --wait, the kubectl handler's own
+    # Lambda timeout: a stuck install would kill the Lambda unreported and CloudFormation would
+    # wait its full hour. Wait less, so helm's error reaches the stack events.
+    for child in controller.node.find_all():
+        if isinstance(child, CfnResource) and child.cfn_resource_type == "Custom::AWSCDK-EKS-HelmChart":
+            child.add_property_override("Timeout", f"{int(deploy_limits.HELM_WAIT.to_seconds())}s")
+    return controller
