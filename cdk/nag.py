@@ -200,8 +200,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
         for policy in WORKER_NODE_POLICIES:
             _ack(role, f"IAM4[{_MANAGED}{policy}]", NODE_POLICIES_REASON)
 
-    if stack.spot_role is not None:
-        _acknowledge_aws_custom_resource_provider(stack)
+    _acknowledge_aws_custom_resource_provider(stack)
 
     alb_role = stack.load_balancer_controller.node.find_child("alb-sa").node.find_child("Role")
     _ack(
