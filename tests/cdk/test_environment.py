@@ -62,12 +62,19 @@ def test_the_example_environment_is_only_a_stand_in_for_a_missing_account():
         _config(region=NEW_REGION, **EXAMPLE_ENVIRONMENT)
 
 
+# A base image named the way versions.py names DLC images: the default DLC account, "{region}".
+DLC_IMAGE = f"{versions.DLC_REGISTRY_ACCOUNT}.dkr.ecr.{{region}}.amazonaws.com/pytorch:a-tag"
+
+
 def test_dlc_base_images_come_from_the_regions_dlc_registry():
     # aws/deep-learning-containers available_images.md: eu-south-1 (Milan) serves DLCs from 692866216735.
-    milan = _config(account="111122223333", region="eu-south-1")
-    assert milan.capacity_for("nvidia").base_image.startswith("692866216735.dkr.ecr.eu-south-1.amazonaws.com/")
-    oregon = _config(account="111122223333", region="us-west-2")
-    assert oregon.capacity_for("nvidia").base_image.startswith("763104351884.dkr.ecr.us-west-2.amazonaws.com/")
+    milan = _config(account="111122223333", region="eu-south-1", nvidiaBaseImage=DLC_IMAGE)
+    assert milan.capacity_for("nvidia").base_image == "692866216735.dkr.ecr.eu-south-1.amazonaws.com/pytorch:a-tag"
+    oregon = _config(account="111122223333", region="us-west-2", nvidiaBaseImage=DLC_IMAGE)
+    assert oregon.capacity_for("nvidia").base_image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch:a-tag"
+    # China: its own DLC account and domain (available_images.md: 727897471807, .amazonaws.com.cn).
+    beijing = _config(account="111122223333", region="cn-north-1", nvidiaBaseImage=DLC_IMAGE)
+    assert beijing.capacity_for("nvidia").base_image == "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/pytorch:a-tag"
     # A base outside the DLC registry is left as given.
     public = "public.ecr.aws/neuron/pytorch-inference-neuronx:2.8.0-neuronx-py311-sdk2.26.1-ubuntu22.04"
     assert (
@@ -77,10 +84,8 @@ def test_dlc_base_images_come_from_the_regions_dlc_registry():
 
 
 def test_a_region_without_a_known_dlc_registry_asks_for_the_full_image():
-    if not versions.NVIDIA_BASE_IMAGE.startswith(versions.DLC_REGISTRY_ACCOUNT):
-        pytest.skip("the GPU base image is not from the DLC registry")
     with pytest.raises(ConfigError, match="nvidiaBaseImage"):
-        _config(account="111122223333", region="af-south-1", accelerators="nvidia")
+        _config(account="111122223333", region="af-south-1", accelerators="nvidia", nvidiaBaseImage=DLC_IMAGE)
 
 
 def _log_policy_principals(region: str) -> list[object]:
