@@ -25,7 +25,7 @@ def test_defaults_are_complete_and_valid():
     assert config.node_provisioner == "karpenter"
     assert config.endpoint_access == "private"
     assert config.vpc_id is None
-    assert config.capacity_for("neuron").base_image == versions.NEURON_BASE_IMAGE.replace("{region}", "us-east-1")
+    assert config.capacity_for("neuron").base_image == versions.NEURON_BASE_IMAGE.replace("{region}", config.region)
     assert config.capacity_for("nvidia").instance_families == ("g5", "g6")
 
 
