@@ -52,9 +52,10 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## Synthesize the CloudFormation templates into cdk.out/ (offline, no AWS account).
+## Synthesize the CloudFormation templates into cdk.out/: for your account and region when the CLI
+## finds credentials, else offline for the labelled, not deployable example environment.
 synth: $(VENV)/.dev-installed node_modules/.installed
-	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet
+	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet -c exampleEnvironment=true
 
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed

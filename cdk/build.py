@@ -47,16 +47,26 @@ class PlatformStacks:
 def read_config(app: cdk.App) -> AppConfig:
     """The AppConfig from the app's context, with account/region from the CLI's environment."""
     values: dict[str, Any] = dict(app.node.get_all_context())
-    values.setdefault("account", os.environ.get("CDK_DEFAULT_ACCOUNT"))
-    values.setdefault("region", os.environ.get("CDK_DEFAULT_REGION"))
-    return AppConfig.from_context(values)
+    return AppConfig.from_context(values, os.environ)
 
 
 def environment(config: AppConfig) -> cdk.Environment:
-    """Env-agnostic unless an existing VPC is used (a lookup needs the account and region)."""
-    if config.vpc_id is None:
-        return cdk.Environment()
+    """Always explicit: the log-bucket principal, DLC registry and AZs all depend on the region."""
     return cdk.Environment(account=config.account, region=config.region)
+
+
+EXAMPLE_WARNING = (
+    "synthesized for the EXAMPLE environment {account}/{region} (exampleEnvironment=true, no account "
+    "found): NOT deployable. Run the CDK CLI with credentials (CDK_DEFAULT_ACCOUNT) or pass -c account=... "
+    "-c region=..."
+)
+
+
+def mark_example(stack: cdk.Stack, config: AppConfig) -> None:
+    """Say on the stack (a synth warning and an output) that it targets the example environment."""
+    message = EXAMPLE_WARNING.format(account=config.account, region=config.region)
+    cdk.Annotations.of(stack).add_warning_v2("sd-on-eks:exampleEnvironment", message)
+    cdk.CfnOutput(stack, "ExampleEnvironment", value=message, description="This template is not deployable")
 
 
 def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
@@ -84,6 +94,10 @@ def build_app(app: cdk.App, config: AppConfig) -> PlatformHandle:
         app, f"{STACK_PREFIX}Serving", config=config.serving, platform=platform.handle, env=platform.env
     )
     platform.add_workload(serving)
+    if config.environment.example:
+        for stack in (platform.network, platform.cluster, platform.images, serving):
+            if stack is not None:
+                mark_example(stack, config)
     add_nag_checks(app, platform)
     cdk.Aspects.of(app).add(CustomResourceHandlerSkips())
     return platform.handle

@@ -2,7 +2,10 @@
 
 `on_event` starts one CodeBuild build per project on Create/Update and returns their ids;
 `is_complete` polls them until all succeed, and fails the deployment with the failed build's log
-link otherwise. Delete does nothing: the images stay in ECR and its lifecycle rule expires them.
+link otherwise. CloudFormation waits at most an hour for a custom resource, so once builds have run
+REPORT_AFTER_SECONDS it stops waiting and says which are still running: they go on in CodeBuild,
+push their image, and the next deploy finds it already pushed. Delete does nothing: the images
+stay in ECR and its lifecycle rule expires them.
 Plain boto3 only, so the handler runs on the stock Lambda runtime.
 """
 
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -23,6 +28,16 @@ FAILED_STATES = frozenset({"FAILED", "FAULT", "STOPPED", "TIMED_OUT"})
 
 class BuildFailedError(RuntimeError):
     """A build ended in a state other than SUCCEEDED."""
+
+
+class BuildStillRunningError(RuntimeError):
+    """Builds outlasted what the deployment can wait for; they keep running in CodeBuild."""
+
+
+def _report_after_seconds() -> float | None:
+    """How long builds may run before the deployment stops waiting (unset: as long as the caller waits)."""
+    value = os.environ.get("REPORT_AFTER_SECONDS")
+    return float(value) if value else None
 
 
 def _codebuild() -> Any:
@@ -81,4 +96,25 @@ def is_complete(event: dict[str, Any], context: object = None) -> dict[str, Any]
         props = event.get("ResourceProperties", {})
         data = {f"{b['Accelerator']}ImageUri": b["ImageUri"] for b in _builds(props)}
         return {"IsComplete": True, "Data": data}
+    _stop_waiting_if_overdue([by_id[b] for b in build_ids])
     return {"IsComplete": False}
+
+
+def _stop_waiting_if_overdue(builds: list[dict[str, Any]]) -> None:
+    """Raise BuildStillRunningError once running builds have used up the deployment's wait."""
+    limit = _report_after_seconds()
+    running = [b for b in builds if b.get("buildStatus", "IN_PROGRESS") == "IN_PROGRESS"]
+    started = [b["startTime"] for b in running if isinstance(b.get("startTime"), datetime)]
+    if limit is None or not started:
+        return
+    elapsed = (datetime.now(UTC) - min(started)).total_seconds()
+    if elapsed < limit:
+        return
+    names = "; ".join(
+        f"{b.get('projectName', b['id'])}: {b.get('logs', {}).get('deepLink', '(no log link)')}" for b in running
+    )
+    raise BuildStillRunningError(
+        f"image builds still running after {elapsed / 60:.0f} minutes, longer than a deployment can wait: "
+        f"{names}. They continue in CodeBuild and push their images; run `cdk deploy` again once they "
+        "have finished, and it reuses the pushed images."
+    )

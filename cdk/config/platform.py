@@ -3,8 +3,9 @@
 Every key is a flat camelCase context key in `cdk.json`, so `cdk synth -c neuronMaxVcpu=256` works.
 `cdk.json` is the one place their values are written: a key missing from it is an error, except
 the optional ones (account, region, vpcId) and the version pins whose defaults live in
-cdk/versions.py (kubernetesVersion, <accelerator>BaseImage). A bad value stops the synth with a
-`ConfigError` that names the setting and what it accepts.
+cdk/versions.py (kubernetesVersion, <accelerator>BaseImage). Account and region may also come from
+the CDK CLI (CDK_DEFAULT_ACCOUNT/REGION); without them the synth stops (cdk/config/environment.py).
+A bad value stops the synth with a `ConfigError` that names the setting and what it accepts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, Accelerator
 from cdk.config.context import ConfigError, Context
+from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
 from cdk.config.serving import ServingConfig
 
 NodeProvisioner = Literal["karpenter", "managed"]
@@ -60,7 +62,7 @@ class AcceleratorCapacity:
     capacity_type: CapacityType
     max_vcpu: int  # Karpenter NodePool limit on cpu
     max_nodes: int  # managed node group max size
-    base_image: str  # DLC image URI; "{region}" is replaced with the stack's region
+    base_image: str  # base image URI resolved for the deploy's region (and its DLC registry account)
 
     @property
     def name(self) -> str:
@@ -72,8 +74,7 @@ class AcceleratorCapacity:
 class AppConfig:
     """All deploy-time settings; frozen so no construct changes what another one reads."""
 
-    account: str | None
-    region: str | None
+    environment: DeployEnvironment  # the one account and region every stack is synthesized for
     cluster_name: str
     kubernetes_version: str
     node_provisioner: NodeProvisioner
@@ -90,6 +91,16 @@ class AppConfig:
     serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
 
     @property
+    def account(self) -> str:
+        """The AWS account every stack deploys to."""
+        return self.environment.account
+
+    @property
+    def region(self) -> str:
+        """The AWS region every stack deploys to."""
+        return self.environment.region
+
+    @property
     def accelerators(self) -> tuple[Accelerator, ...]:
         """The enabled accelerators in a stable order."""
         return tuple(c.accelerator for c in self.capacity)
@@ -102,13 +113,12 @@ class AppConfig:
         raise KeyError(name)
 
     @classmethod
-    def from_context(cls, values: Mapping[str, Any]) -> AppConfig:
-        """Read and validate every platform setting; raise ConfigError naming the first bad one."""
+    def from_context(cls, values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> AppConfig:
+        """Read and validate every platform setting; raise ConfigError naming the first bad one.
+
+        `environ` holds the CDK CLI's CDK_DEFAULT_ACCOUNT/REGION (the app passes os.environ).
+        """
         ctx = Context(values)
-        account = ctx.string("account", None, pattern=r"\d{12}", description="a 12-digit AWS account id")
-        region = ctx.string(
-            "region", None, pattern=r"[a-z]{2}(-[a-z]+)+-\d", description="an AWS region such as us-east-1"
-        )
         cluster_name = ctx.string(
             "clusterName", pattern=_CLUSTER_NAME, description="1-100 letters, digits and hyphens, starting a letter"
         )
@@ -117,7 +127,10 @@ class AppConfig:
         )
         provisioner = ctx.string("nodeProvisioner", allowed=("karpenter", "managed"))
         enabled = ctx.string_list("accelerators", allowed=tuple(ACCELERATORS))
-        capacity = tuple(_read_capacity(ctx, ACCELERATORS[name]) for name in ACCELERATORS if name in enabled)
+        environment = resolve_environment(values, environ or {})
+        capacity = tuple(
+            _read_capacity(ctx, ACCELERATORS[name], environment.region) for name in ACCELERATORS if name in enabled
+        )
 
         endpoint_access = ctx.string("endpointAccess", allowed=("public-and-private", "private"))
         public_cidrs = tuple(ctx.cidr_list("endpointPublicCidrs", allow_empty=True))
@@ -132,10 +145,10 @@ class AppConfig:
             raise ConfigError("setting 'endpointPublicCidrs' must not contain 0.0.0.0/0: restrict the public API")
 
         vpc_id = ctx.string("vpcId", None, pattern=_VPC_ID, description="a VPC id such as vpc-0123456789abcdef0")
-        if vpc_id is not None and (account is None or region is None):
+        if vpc_id is not None and environment.example:
             raise ConfigError(
-                "setting 'vpcId' needs an explicit environment: set 'account' and 'region' (or CDK_DEFAULT_ACCOUNT "
-                "and CDK_DEFAULT_REGION) so that the VPC can be looked up"
+                "setting 'vpcId' needs a real environment: set 'account' and 'region' (or CDK_DEFAULT_ACCOUNT "
+                "and CDK_DEFAULT_REGION) so that the VPC can be looked up; the example environment has no VPCs"
             )
         vpc_cidr = ctx.cidr_list("vpcCidr")
         if len(vpc_cidr) != 1 or not 16 <= int(vpc_cidr[0].split("/")[1]) <= 20:
@@ -162,8 +175,7 @@ class AppConfig:
                 + ", ".join(str(d) for d in sorted(_LOG_RETENTION_DAYS))
             )
         return cls(
-            account=account,
-            region=region,
+            environment=environment,
             cluster_name=cluster_name,
             kubernetes_version=kubernetes_version,
             node_provisioner=provisioner,
@@ -187,7 +199,7 @@ _LOG_RETENTION_DAYS = frozenset(
 )
 
 
-def _read_capacity(ctx: Context, accelerator: Accelerator) -> AcceleratorCapacity:
+def _read_capacity(ctx: Context, accelerator: Accelerator, region: str) -> AcceleratorCapacity:
     """Read `<name>InstanceFamilies`, `<name>CapacityType`, `<name>MaxVcpu`, `<name>MaxNodes`, `<name>BaseImage`."""
     name = accelerator.name
     families = tuple(ctx.string_list(f"{name}InstanceFamilies", allowed=sorted(ALLOWED_FAMILIES[name])))
@@ -200,6 +212,13 @@ def _read_capacity(ctx: Context, accelerator: Accelerator) -> AcceleratorCapacit
         pattern=_IMAGE_URI,
         description="an image URI registry/repository:tag ({region} is replaced with the stack's region)",
     )
+    try:
+        base_image = resolve_base_image(base_image, region, default_dlc_account=versions.DLC_REGISTRY_ACCOUNT)
+    except ValueError as exc:
+        raise ConfigError(
+            f"setting '{name}BaseImage': {exc}; give the full image URI for {region} (see the Deep Learning "
+            "Containers available_images.md)"
+        ) from None
     return AcceleratorCapacity(
         accelerator=accelerator,
         instance_families=families,

@@ -19,7 +19,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk import versions
+from cdk import deploy_limits, versions
 from cdk.config import AcceleratorCapacity
 from cdk.constructs.log_groups import encrypted_log_group
 
@@ -141,14 +141,20 @@ class ImageBuilds(Construct):
         self.is_complete.add_to_role_policy(
             iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=project_arns)
         )
+        # A build that outlasts the wait keeps running in CodeBuild (its own timeout is longer) and
+        # pushes; the handler says so and the next deploy reuses the pushed image (buildspec skip).
+        self.is_complete.add_environment(
+            "REPORT_AFTER_SECONDS", str(int(deploy_limits.IMAGE_BUILD_REPORT_AFTER.to_seconds()))
+        )
         provider = cr.Provider(
             self,
             "Provider",
             on_event_handler=self.on_event,
             is_complete_handler=self.is_complete,
             query_interval=Duration.seconds(30),
-            # The provider framework's ceiling; a Neuron image build takes 15-30 minutes.
-            total_timeout=Duration.hours(2),
+            # Inside CloudFormation's one-hour custom-resource limit (cdk/deploy_limits.py); a Neuron
+            # image build takes 15-30 minutes.
+            total_timeout=deploy_limits.IMAGE_BUILD_WAIT,
             log_group=encrypted_log_group(self, "ProviderLogs"),
             waiter_state_machine_log_options=cr.LogOptions(
                 destination=encrypted_log_group(self, "WaiterLogs"),

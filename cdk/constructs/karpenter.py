@@ -19,12 +19,17 @@ from cdk.constructs.pod_identity import PodIdentityRole
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
 # The EC2 events that warn of a node going away; Karpenter drains the node when one arrives.
+# The rules of Karpenter's own template (aws/karpenter-provider-aws v1.14.1,
+# website/content/en/preview/getting-started/getting-started-with-karpenter/cloudformation.yaml).
 INTERRUPTION_EVENTS: dict[str, events.EventPattern] = {
     "ScheduledChange": events.EventPattern(source=["aws.health"], detail_type=["AWS Health Event"]),
     "SpotInterruption": events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
     "Rebalance": events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Instance Rebalance Recommendation"]),
     "InstanceStateChange": events.EventPattern(
         source=["aws.ec2"], detail_type=["EC2 Instance State-change Notification"]
+    ),
+    "CapacityReservationInterruption": events.EventPattern(
+        source=["aws.ec2"], detail_type=["EC2 Capacity Reservation Instance Interruption Warning"]
     ),
 }
 
@@ -43,7 +48,7 @@ class Karpenter(Construct):
             extra_policies=("AmazonSSMManagedInstanceCore",),
         )
         # We own the instance profile (EC2NodeClass.spec.instanceProfile), so the controller needs
-        # no iam:*InstanceProfile permissions at all.
+        # no instance-profile write permissions (see controller_statements).
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.node_role)
         # Nodes join through an EC2_LINUX access entry (no aws-auth ConfigMap).
         self.node_access = eks.AccessEntry(
@@ -88,7 +93,6 @@ class Karpenter(Construct):
             cluster_arn=cluster.cluster_arn,
             queue_arn=self.queue.queue_arn,
             node_role_arn=self.node_role.role_arn,
-            instance_profile_arn=self.instance_profile.instance_profile_arn,
             region=stack.region,
         ):
             self.controller_role.add_to_principal_policy(statement)
@@ -118,13 +122,28 @@ class Karpenter(Construct):
 
 
 def controller_statements(
-    *, cluster_name: str, cluster_arn: str, queue_arn: str, node_role_arn: str, instance_profile_arn: str, region: str
+    *, cluster_name: str, cluster_arn: str, queue_arn: str, node_role_arn: str, region: str
 ) -> list[iam.PolicyStatement]:
-    """Karpenter v1's controller policy, scoped to this cluster's tags, minus instance-profile management."""
+    """Karpenter's controller policy, action for action and condition for condition, minus
+    instance-profile management.
+
+    Source: aws/karpenter-provider-aws tag v1.14.1,
+    website/content/en/preview/getting-started/getting-started-with-karpenter/cloudformation.yaml
+    (the same file as website/content/en/v1.14/... on main); tests/cdk/test_karpenter_policy.py
+    holds its action list. Two deliberate differences, both narrower:
+    - the five instance-profile write actions (Create/Tag/AddRoleTo/RemoveRoleFrom/DeleteInstanceProfile)
+      are left out: the EC2NodeClass names our own instance profile (spec.instanceProfile), so
+      Karpenter creates none. Its finalizer still lists and reads profiles (ListInstanceProfiles,
+      GetInstanceProfile on any profile: it probes a legacy profile name), which is granted: without
+      them the finalizer fails and `cdk destroy` hangs on the EC2NodeClass.
+    - resources Karpenter creates (instances, fleets, launch templates, ...) are named in this
+      account instead of any account (`*`); what may be shared from another account (subnets,
+      security groups, capacity reservations, placement groups) keeps upstream's `*` account.
+    """
     partition, account = Aws.PARTITION, Aws.ACCOUNT_ID
 
-    def ec2_arn(resource: str, *, with_account: bool = True) -> str:
-        return f"arn:{partition}:ec2:{region}:{account if with_account else ''}:{resource}"
+    def ec2_arn(resource: str, *, owner: str = account) -> str:
+        return f"arn:{partition}:ec2:{region}:{owner}:{resource}"
 
     owned = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}
     request_owned = {
@@ -139,11 +158,12 @@ def controller_statements(
             sid="AllowScopedEC2InstanceAccessActions",
             actions=["ec2:RunInstances", "ec2:CreateFleet"],
             resources=[
-                ec2_arn("image/*", with_account=False),
-                ec2_arn("snapshot/*", with_account=False),
-                ec2_arn("security-group/*"),
-                ec2_arn("subnet/*"),
-                ec2_arn("capacity-reservation/*"),
+                ec2_arn("image/*", owner=""),
+                ec2_arn("snapshot/*", owner=""),
+                *(
+                    ec2_arn(f"{kind}/*", owner="*")
+                    for kind in ("security-group", "subnet", "capacity-reservation", "placement-group")
+                ),
             ],
         ),
         iam.PolicyStatement(
@@ -203,13 +223,14 @@ def controller_statements(
         iam.PolicyStatement(
             sid="AllowRegionalReadActions",
             actions=[
-                "ec2:DescribeAvailabilityZones",
                 "ec2:DescribeCapacityReservations",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeLaunchTemplates",
+                "ec2:DescribePlacementGroups",
                 "ec2:DescribeSecurityGroups",
                 "ec2:DescribeSpotPriceHistory",
                 "ec2:DescribeSubnets",
@@ -233,14 +254,25 @@ def controller_statements(
             sid="AllowPassingInstanceRole",
             actions=["iam:PassRole"],
             resources=[node_role_arn],
-            conditions={"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com"]}},
+            conditions={"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
+        ),
+        # iam:ListInstanceProfiles supports no resource-level permissions.
+        iam.PolicyStatement(
+            sid="AllowUnscopedInstanceProfileListAction", actions=["iam:ListInstanceProfiles"], resources=["*"]
         ),
         iam.PolicyStatement(
             sid="AllowInstanceProfileReadActions",
             actions=["iam:GetInstanceProfile"],
-            resources=[instance_profile_arn],
+            resources=[f"arn:{partition}:iam::{account}:instance-profile/*"],
         ),
         iam.PolicyStatement(
             sid="AllowAPIServerEndpointDiscovery", actions=["eks:DescribeCluster"], resources=[cluster_arn]
+        ),
+        # GetManagedResource is authorized on "*" narrowed by the resource-identifier condition, as upstream.
+        iam.PolicyStatement(
+            sid="AllowZonalShiftStatusReadOnly",
+            actions=["arc-zonal-shift:GetManagedResource"],
+            resources=["*"],
+            conditions={"StringEquals": {"arc-zonal-shift:ResourceIdentifier": cluster_arn}},
         ),
     ]

@@ -11,6 +11,22 @@ from cdk.checkov import skip_cfn_child
 from cdk.serving.ingress import ACCESS_LOG_PREFIX
 
 SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
+ELB_LOG_DELIVERY_SERVICE = "logdelivery.elasticloadbalancing.amazonaws.com"
+
+
+def elb_log_delivery_principal(region: str) -> iam.IPrincipal:
+    """Who writes ALB access logs in `region`: the regional ELB account in regions opened before
+    August 2022, the log-delivery service principal in newer ones.
+
+    The same choice aws-cdk-lib makes for its own load balancers (v2.275.0,
+    aws-elasticloadbalancingv2/lib/shared/base-load-balancer.ts `resourcePolicyPrincipal`), from its
+    region facts (`RegionInfo.elbv2Account`), so no table is kept here. A region-agnostic stack
+    cannot know which, hence the error rather than a guess.
+    """
+    if Token.is_unresolved(region):
+        raise ValueError("ALB access logs need a stack with an explicit region (see cdk/config/environment.py)")
+    account = region_info.RegionInfo.get(region).elbv2_account
+    return iam.AccountPrincipal(account) if account else iam.ServicePrincipal(ELB_LOG_DELIVERY_SERVICE)
 
 
 class ModelStore(Construct):
@@ -83,16 +99,10 @@ class ModelStore(Construct):
     def _allow_alb_access_logs(self) -> None:
         """Let the ALB write its access logs under `alb/AWSLogs/<account>/`."""
         stack = Stack.of(self)
-        principals: list[iam.IPrincipal] = [iam.ServicePrincipal("logdelivery.elasticloadbalancing.amazonaws.com")]
-        # Regions opened before August 2022 deliver ALB logs as the regional ELB account instead.
-        if not Token.is_unresolved(stack.region):
-            elb_account = region_info.RegionInfo.get(stack.region).elbv2_account
-            if elb_account:
-                principals.append(iam.AccountPrincipal(elb_account))
         self.log_bucket.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject"],
-                principals=principals,
+                principals=[elb_log_delivery_principal(stack.region)],
                 resources=[self.log_bucket.arn_for_objects(f"{ACCESS_LOG_PREFIX}/AWSLogs/{stack.account}/*")],
             )
         )

@@ -228,8 +228,13 @@ def deployment(
     region: str,
     init_containers: Sequence[dict[str, Any]] = (),
 ) -> Manifest:
-    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation."""
-    per = cfg.per_accelerator[acc.name]
+    """The Deployment serving on one accelerator, without `replicas`: its ScaledObject owns that.
+
+    KEDA scales through an HPA, which writes spec.replicas. A manifest that names it would put it
+    back to its own value on every `kubectl apply` (each serving update); one that leaves it out
+    and never had it in the last-applied annotation leaves the HPA's value alone. A new Deployment
+    starts at 1 replica (the API default) until KEDA applies minReplicaCount.
+    """
     volumes, mounts = scratch_volumes(cfg)
     labels = {**selector_labels(acc), **acc.node_label}
     container = {
@@ -268,7 +273,6 @@ def deployment(
             "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
         },
         "spec": {
-            "replicas": max(per.min_replicas, 1),
             "revisionHistoryLimit": 5,
             "selector": {"matchLabels": selector_labels(acc)},
             # Accelerator capacity is scarce: never surge above max, replace one pod at a time.

@@ -24,6 +24,7 @@ from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
 from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.constructs.spot_role import SpotServiceLinkedRole
 from cdk.serving.workloads import needs_neuron_scheduler
 
 
@@ -92,6 +93,14 @@ class ClusterStack(Stack):
                 association.association.node.add_dependency(agent)
 
         self._acknowledge_oidc_provider_handler()
+        # Spot launches need the account's EC2 Spot service-linked role before the first node.
+        self.spot_role: SpotServiceLinkedRole | None = None
+        if any(c.capacity_type == "spot" for c in config.capacity):
+            self.spot_role = SpotServiceLinkedRole(self, "SpotServiceLinkedRole")
+            for capacity in (self.node_pools, self.node_groups):
+                if capacity is not None:
+                    capacity.node.add_dependency(self.spot_role)
+
         CfnOutput(self, "ClusterName", value=cluster.cluster_name)
         CfnOutput(
             self,

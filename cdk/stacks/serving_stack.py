@@ -1,6 +1,6 @@
 """The serving stack: model store, Neuron compile job, per-accelerator workloads, ALB, KEDA, dashboard.
 
-    ServingStack(app, "SdServing", config=ServingConfig.from_context(...), platform=platform_handle, env=...)
+    ServingStack(app, "SdOnEksServing", config=config.serving, platform=platform_handle, env=env)
 
 The ALB is created by the AWS Load Balancer Controller at run time from the Ingress, so its DNS
 name is read back from the Ingress status with a kubectl-backed `KubernetesObjectValue`, and its
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Duration, Fn, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Fn, Stack, Validations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -20,6 +20,7 @@ from constructs import Construct
 
 from app import metric_names
 from app.model_store_layout import s3_uri, weights_prefix
+from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
@@ -178,7 +179,8 @@ class ServingStack(Stack):
             object_name=ing.INGRESS_NAME,
             object_namespace=cfg.namespace,
             json_path=".status.loadBalancer.ingress[0].hostname",
-            timeout=Duration.minutes(15),
+            # Shorter than the kubectl handler's own timeout, so a wait that ends is reported.
+            timeout=deploy_limits.HOSTNAME_WAIT,
         )
         hostname.node.add_dependency(front)
         scheme = "https" if cfg.certificate_arn else "http"

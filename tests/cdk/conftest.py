@@ -23,6 +23,8 @@ from tests.cdk.manifests import manifests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+# What `make synth` adds offline: with no account, the labelled example environment (not deployable).
+EXAMPLE_ENVIRONMENT: dict[str, Any] = {"exampleEnvironment": True}
 
 # The default synth also turns on the serving stack's optional features, so they are checked too.
 DEFAULT_OVERRIDES: dict[str, Any] = {
@@ -107,7 +109,7 @@ def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
     # account/region come only from the overrides, never from a developer's shell.
     os.environ.pop("CDK_DEFAULT_ACCOUNT", None)
     os.environ.pop("CDK_DEFAULT_REGION", None)
-    context = {**DEFAULT_CONTEXT, **(overrides or {}), "aws:cdk:disable-asset-staging": True}
+    context = {**DEFAULT_CONTEXT, **EXAMPLE_ENVIRONMENT, **(overrides or {}), "aws:cdk:disable-asset-staging": True}
     if overrides and "vpcId" in overrides:
         context.update(vpc_lookup_context(overrides["account"], overrides["region"], overrides["vpcId"]))
     app = cdk.App(context=context, outdir=str(outdir), builtin_cloud_formation_validation=False)

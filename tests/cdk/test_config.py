@@ -10,12 +10,12 @@ import pytest
 
 from cdk import versions
 from cdk.config import AppConfig, ConfigError
-from tests.cdk.conftest import DEFAULT_CONTEXT, REPO_ROOT
+from tests.cdk.conftest import DEFAULT_CONTEXT, EXAMPLE_ENVIRONMENT, REPO_ROOT
 from tests.support.pinned_node import NODE_BIN
 
 
 def _config(**overrides):
-    return AppConfig.from_context({**DEFAULT_CONTEXT, **overrides})
+    return AppConfig.from_context({**DEFAULT_CONTEXT, **EXAMPLE_ENVIRONMENT, **overrides})
 
 
 def test_defaults_are_complete_and_valid():
@@ -26,7 +26,7 @@ def test_defaults_are_complete_and_valid():
     assert config.node_provisioner == "karpenter"
     assert config.endpoint_access == "private"
     assert config.vpc_id is None
-    assert config.capacity_for("neuron").base_image == versions.NEURON_BASE_IMAGE
+    assert config.capacity_for("neuron").base_image == versions.NEURON_BASE_IMAGE.replace("{region}", config.region)
     assert config.capacity_for("nvidia").instance_families == ("g5", "g6")
 
 
@@ -97,7 +97,7 @@ def test_public_endpoint_needs_cidrs_and_never_the_whole_internet():
 
 
 def test_existing_vpc_needs_an_explicit_environment():
-    with pytest.raises(ConfigError, match="'vpcId' needs an explicit environment"):
+    with pytest.raises(ConfigError, match="'vpcId' needs a real environment"):
         _config(vpcId="vpc-0123456789abcdef0")
     config = _config(vpcId="vpc-0123456789abcdef0", account="123456789012", region="eu-west-1")
     assert config.vpc_id == "vpc-0123456789abcdef0"
@@ -105,7 +105,7 @@ def test_existing_vpc_needs_an_explicit_environment():
 
 def test_disabled_accelerator_settings_are_not_required():
     context = {k: v for k, v in DEFAULT_CONTEXT.items() if not k.startswith("neuron")}
-    config = AppConfig.from_context({**context, "accelerators": ["nvidia"]})
+    config = AppConfig.from_context({**context, **EXAMPLE_ENVIRONMENT, "accelerators": ["nvidia"]})
     assert [a.name for a in config.accelerators] == ["nvidia"]
 
 

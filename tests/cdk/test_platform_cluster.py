@@ -120,6 +120,7 @@ def test_karpenter_interruption_queue_and_rules(platform_synth):
         "AWS Health Event",
         "EC2 Spot Instance Interruption Warning",
         "EC2 Instance Rebalance Recommendation",
+        "EC2 Capacity Reservation Instance Interruption Warning",
         "EC2 Instance State-change Notification",
     }
 

@@ -50,7 +50,8 @@ def test_one_privileged_project_per_accelerator_on_its_dlc_base(platform_synth):
         assert props["Source"]["Type"] == "S3"
         assert props["Source"]["BuildSpec"] == "buildspecs/image.yml"
         assert props["EncryptionKey"]
-        assert _region_free(variables["BASE_IMAGE"]) == versions.BASE_IMAGES[name]
+        # Resolved for the deploy's region (and its DLC registry account: 763104351884 in the example's).
+        assert variables["BASE_IMAGE"] == versions.BASE_IMAGES[name].replace("{region}", platform_synth.config.region)
         assert variables["IMAGE_TAG"].startswith(f"{name}-")
         # The Dockerfile has no default for it: the pin reaches the Neuron build only from versions.py.
         assert variables.get("OPTIMUM_NEURON_VERSION") == (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -131,3 +133,31 @@ def test_bad_properties_are_rejected():
     event["ResourceProperties"]["Builds"] = []
     with pytest.raises(ValueError, match="Builds"):
         handler.on_event(event)
+
+
+def _running_since(monkeypatch, seconds_ago):
+    """Make moto report every build IN_PROGRESS, started `seconds_ago`."""
+    original = CodeBuildBackend.batch_get_builds
+
+    def batch_get_builds(self, ids):
+        builds = original(self, ids)
+        for build in builds:
+            build["buildStatus"] = "IN_PROGRESS"
+            build["startTime"] = time.time() - seconds_ago
+            build["logs"] = {"deepLink": "https://logs.example/" + build["projectName"]}
+        return builds
+
+    monkeypatch.setattr(CodeBuildBackend, "batch_get_builds", batch_get_builds)
+
+
+def test_builds_longer_than_a_deploy_can_wait_end_the_wait_with_a_way_forward(codebuild, monkeypatch):
+    monkeypatch.setenv("REPORT_AFTER_SECONDS", "2700")
+    started = handler.on_event(_event())
+    _running_since(monkeypatch, 600)
+    assert handler.is_complete({**_event(), **started}) == {"IsComplete": False}
+    _running_since(monkeypatch, 2800)
+    with pytest.raises(handler.BuildStillRunningError) as raised:
+        handler.is_complete({**_event(), **started})
+    message = str(raised.value)
+    assert "https://logs.example/neuron-build" in message and "https://logs.example/nvidia-build" in message
+    assert "run `cdk deploy` again" in message

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from aws_cdk import CfnResource
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk import versions
+from cdk import deploy_limits, versions
 from cdk.checkov import skip_cfn
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 
@@ -38,4 +39,10 @@ def load_balancer_controller(scope: Construct, construct_id: str, *, cluster: ek
                     "where the API allows, and it creates load balancers and security groups by design."
                 },
             )
+    # aws-cdk-lib gives this chart helm --timeout 15 min with --wait, the kubectl handler's own
+    # Lambda timeout: a stuck install would kill the Lambda unreported and CloudFormation would
+    # wait its full hour. Wait less, so helm's error reaches the stack events.
+    for child in controller.node.find_all():
+        if isinstance(child, CfnResource) and child.cfn_resource_type == "Custom::AWSCDK-EKS-HelmChart":
+            child.add_property_override("Timeout", f"{int(deploy_limits.HELM_WAIT.to_seconds())}s")
     return controller

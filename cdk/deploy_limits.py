@@ -1,0 +1,27 @@
+"""How long the deploy may wait on anything, inside what CloudFormation and its Lambdas allow.
+
+CloudFormation waits at most one hour for a custom resource to answer (AWS::CloudFormation::CustomResource
+`ServiceTimeout`: 1 to 3600 seconds, default 3600; CloudFormation User Guide / aws-cdk-lib 2.275
+CfnCustomResourceProps), and a Lambda that waits inside one invocation dies at its own timeout
+without answering: the aws-eks-v2 kubectl provider's Handler (KubernetesManifest, HelmChart,
+KubernetesObjectValue) has 15 minutes (aws-cdk v2.275.0,
+packages/aws-cdk-lib/aws-eks-v2/lib/kubectl-provider.ts). Every wait here ends early enough to
+report its own failure; tests/cdk/test_deploy_time_limits.py checks the synthesized templates.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import Duration
+
+# The ALB hostname wait (KubernetesObjectValue): the controller creates an ALB in a few minutes once
+# its subnets and log bucket are right; 3 minutes stay for the handler to report a wait that ended.
+HOSTNAME_WAIT: Final = Duration.minutes(12)
+# A Helm install/upgrade with --wait, run by the same 15-minute handler (helm's --timeout).
+HELM_WAIT: Final = Duration.minutes(12)
+# The image builds' waiter (provider framework state machine): ends before CloudFormation's hour.
+IMAGE_BUILD_WAIT: Final = Duration.minutes(50)
+# The is-complete handler gives up this long after the builds started, before the waiter's end, so
+# its own message ("still running, re-run the deploy") reaches the stack events.
+IMAGE_BUILD_REPORT_AFTER: Final = Duration.minutes(45)
