@@ -94,8 +94,11 @@ class ImageBuilds(Construct):
                     max_image_count=20,
                 )
             ],
-            # Images outlive `cdk destroy` unless removed by hand (docs/platform.md).
-            removal_policy=RemovalPolicy.RETAIN,
+            # The name is fixed (image URIs are built from it without an export), so a repository left
+            # behind by a rolled-back first deploy would block the next one. Images are rebuilt from
+            # source, so deleting them with the stack loses nothing (CloudFormation's EmptyOnDelete).
+            removal_policy=RemovalPolicy.DESTROY,
+            empty_on_delete=True,
         )
         self.source = s3_assets.Asset(self, "Source", path=str(REPO_ROOT), exclude=SOURCE_EXCLUDES)
         source_hash = self.source.asset_hash

@@ -21,8 +21,11 @@ def test_repository_scans_on_push_immutable_with_lifecycle(platform_synth):
             "ImageTagMutability": "IMMUTABLE",
             "EncryptionConfiguration": {"EncryptionType": "KMS"},
             "LifecyclePolicy": {"LifecyclePolicyText": Match.string_like_regexp('"countNumber":20')},
+            # A rolled-back first deploy must not leave the fixed-name repository behind.
+            "EmptyOnDelete": True,
         },
     )
+    template.has_resource("AWS::ECR::Repository", {"DeletionPolicy": "Delete"})
 
 
 def _projects(synth):
