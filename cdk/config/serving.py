@@ -193,7 +193,7 @@ class ServingConfig:
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
         try:
-            from app.model_store_layout import model_slug
+            from app.model_store.layout import model_slug
 
             model_slug(self.model_id)
         except ValueError as exc:

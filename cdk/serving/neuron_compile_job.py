@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from app.model_store_layout import CompileShape, compiled_prefix
+from app.model_store.layout import CompileShape, compiled_prefix
 from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.config.serving import ServingConfig
@@ -52,7 +52,7 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
     container = {
         "name": "compile",
         "image": image,
-        "command": ["python", "-m", "app.neuron_compile", "compile"],
+        "command": ["python", "-m", "app.model_store.neuron_compile", "compile"],
         "args": [
             f"--bucket={bucket}",
             f"--model-id={cfg.model_id}",
@@ -113,7 +113,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
     return {
         "name": "wait-for-compiled-model",
         "image": image,
-        "command": ["python", "-m", "app.neuron_compile", "wait"],
+        "command": ["python", "-m", "app.model_store.neuron_compile", "wait"],
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",

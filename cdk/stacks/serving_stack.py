@@ -19,7 +19,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from app import metric_names
-from app.model_store_layout import s3_uri, weights_prefix
+from app.model_store.layout import s3_uri, weights_prefix
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole

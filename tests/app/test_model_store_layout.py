@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.model_store_layout import (
+from app.model_store.layout import (
     CompileShape,
     compiled_prefix,
     model_slug,

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app import neuron_compile as nc
-from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store import neuron_compile as nc
+from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
 
 BUCKET = "model-store"
 MODEL = "org/tiny-sd"

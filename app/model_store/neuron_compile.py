@@ -1,8 +1,8 @@
 """Compile a Stable Diffusion model for Neuron once and publish it to the model store.
 
-    python -m app.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.31.1 \
+    python -m app.model_store.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.31.1 \
         --batch-size 1 --height 512 --width 512
-    python -m app.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
+    python -m app.model_store.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
 
 `compile` reads the weights from `models/<slug>/` in the bucket (staged there beforehand, so no
 third-party hub is involved), compiles them with optimum-neuron for one static shape, uploads the
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.model_store import download_s3_prefix
-from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store.download import download_s3_prefix
+from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
 
 log = logging.getLogger("neuron_compile")
 
@@ -152,7 +152,9 @@ def wait_for_compiled(
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line: `compile` and `wait` sub-commands."""
-    parser = argparse.ArgumentParser(prog="python -m app.neuron_compile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m app.model_store.neuron_compile", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile for one static shape and upload (skipped if already there)")
     c.add_argument("--bucket", required=True)
