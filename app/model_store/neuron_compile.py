@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from typing import Any
 
 from app.model_store.download import download_s3_prefix
 from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store.marker import marker_exists, write_marker
+from app.model_store.upload import upload_files
 
 log = logging.getLogger("neuron_compile")
 
@@ -64,25 +65,12 @@ def optimum_compile(weights_dir: Path, shape: CompileShape, out_dir: Path) -> No
 
 def is_compiled(s3: Any, bucket: str, prefix: str) -> bool:
     """True when the completion marker exists under `prefix`."""
-    from botocore.exceptions import ClientError
-
-    try:
-        s3.head_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
+    return marker_exists(s3, bucket, prefix)
 
 
 def upload_dir(s3: Any, bucket: str, src: Path, prefix: str) -> list[str]:
     """Upload every file under `src` below `prefix`; returns the relative paths uploaded."""
-    uploaded = []
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        relative = path.relative_to(src).as_posix()
-        s3.upload_file(str(path), bucket, prefix + relative)
-        uploaded.append(relative)
-    return uploaded
+    return upload_files(s3, bucket, src, (p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()), prefix)
 
 
 def compile_and_publish(
@@ -124,7 +112,7 @@ def compile_and_publish(
         "files": files,
     }
     # The marker goes last: readers treat the prefix as complete only once it exists.
-    s3.put_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER, Body=json.dumps(marker, indent=2).encode())
+    write_marker(s3, bucket, prefix, marker)
     log.info("published %d files to s3://%s/%s", len(files), bucket, prefix)
     return prefix
 
