@@ -4,10 +4,11 @@
         --batch-size 1 --height 512 --width 512
     python -m app.model_store.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
 
-`compile` reads the weights from `models/<slug>/` in the bucket (staged there beforehand, so no
-third-party hub is involved), compiles them with optimum-neuron for one static shape, uploads the
-artifacts to `compiled/<slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/` and writes a completion
-marker last. If the marker is already there it does nothing, so re-running the Job is cheap.
+`compile` reads the weights from `models/<slug>/` in the bucket (the deploy staged them there, so no
+third-party hub is involved), or from the model id itself when it is an s3:// URI, compiles them
+with optimum-neuron for one static shape, uploads the artifacts to
+`compiled/<slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/` and writes a completion marker last.
+If the marker is already there it does nothing, so re-running the Job is cheap.
 `wait` blocks until that marker exists: the Neuron Deployment runs it as an init container so its
 pods do not crash-loop while the first compile is still running.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from app.model_store.download import download_s3_prefix
-from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_location
 from app.model_store.marker import marker_exists, write_marker
 from app.model_store.upload import upload_files
 
@@ -88,15 +89,16 @@ def compile_and_publish(
     if is_compiled(s3, bucket, prefix):
         log.info("already compiled: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
         return prefix
-    source = weights_prefix(model_id)
+    weights_bucket, source = weights_location(model_id, bucket)
     weights_dir = work_dir / "weights"
     out_dir = work_dir / "compiled"
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        download_s3_prefix(bucket, source, weights_dir, client=s3)
+        download_s3_prefix(weights_bucket, source, weights_dir, client=s3)
     except FileNotFoundError:
         raise CompileError(
-            f"no weights under s3://{bucket}/{source}: stage them first (docs/serving.md, 'Stage the model')"
+            f"no weights under s3://{weights_bucket}/{source}: the deploy stages them (docs/serving.md, "
+            "'The model store'); run it again, or upload your own there"
         ) from None
     log.info("compiling %s for %s with Neuron SDK %s", model_id, shape.key, sdk_version)
     compile_fn(weights_dir, shape, out_dir)
@@ -146,7 +148,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile for one static shape and upload (skipped if already there)")
     c.add_argument("--bucket", required=True)
-    c.add_argument("--model-id", required=True, help="org/name; weights are read from models/<slug>/")
+    c.add_argument("--model-id", required=True, help="org/name (weights in models/<slug>/) or s3://bucket/prefix")
     c.add_argument("--sdk-version", required=True, help="Neuron SDK version, part of the artifact key")
     c.add_argument("--batch-size", type=int, required=True)
     c.add_argument("--height", type=int, required=True)
