@@ -114,7 +114,7 @@ def test_another_shape_or_sdk_is_not_skipped(s3, tmp_path):
 
 
 def test_missing_weights_say_how_to_stage(s3, tmp_path):
-    with pytest.raises(nc.CompileError, match="stage them first"):
+    with pytest.raises(nc.CompileError, match="the deploy stages them"):
         nc.compile_and_publish(
             s3,
             bucket=BUCKET,
@@ -200,7 +200,7 @@ def test_cli_parses_and_reports_errors_as_exit_status(s3, caplog):
         ],
         s3=s3,
     )
-    assert rc == 1 and "stage them first" in caplog.text
+    assert rc == 1 and "the deploy stages them" in caplog.text
     s3.put_object(Bucket=BUCKET, Key="compiled/x/" + COMPLETE_MARKER, Body=b"{}")
     assert nc.main(["wait", f"--bucket={BUCKET}", "--prefix=compiled/x", "--timeout-s=1"], s3=s3) == 0
 
