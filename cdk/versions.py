@@ -66,3 +66,7 @@ LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 
 # CodeBuild image that runs `docker build` (privileged).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+# Python of the weights-staging build on that image (runtime-versions; the image lists python 3.9-3.14 in
+# aws/aws-codebuild-docker-images al/x86_64/standard/5.0/runtimes.yml at 0c5eb16). requirements-stage.txt
+# is resolved for it.
+STAGE_PYTHON_VERSION: Final = "3.12"
