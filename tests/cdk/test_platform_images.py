@@ -102,6 +102,7 @@ def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
         "requirements-local.txt",
         "requirements-cdk.txt",
         "requirements-dev.txt",
+        "requirements-stage.txt",  # matched by requirements*.txt; read by the weights staging build only
     }
     assert {"app", "buildspecs", "requirements.txt"} <= top
     assert not list(copied.rglob("__pycache__"))
