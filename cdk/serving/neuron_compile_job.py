@@ -10,10 +10,12 @@ The pod asks for more CPU and memory than an inf2.xlarge has, so Karpenter launc
 or larger from the neuron NodePool (optimum-neuron: "We recommend using a inf2.8xlarge or a larger
 instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/stable_diffusion),
 and carries `karpenter.sh/do-not-disrupt: "true"` so consolidation does not take the node away
-mid-compile (Karpenter v1.14 docs, concepts/disruption.md, "Pod-Level Controls").
+mid-compile; a finished (Succeeded/Failed) pod no longer blocks, so the node is then reclaimed
+(aws/karpenter-provider-aws website/content/en/v1.14/concepts/disruption.md at 388ed61, "Pod-Level Controls").
 
 A suspended CronJob with the same pod template never runs by itself; it is there so that a failed
-compile can be re-run with one command:
+compile can be re-run with one command (`kubectl create job NAME --from=cronjob/CRONJOB`: kubectl's
+createJobFromCronJob in pkg/cmd/create/create_job.go copies spec.jobTemplate.spec and never reads `suspend`):
     kubectl -n <namespace> create job --from=cronjob/sd-neuron-compile sd-neuron-compile-rerun-$(date +%s)
 """
 
