@@ -93,20 +93,22 @@ def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetche
         # returns .sha and .siblings[].rfilename; snapshot_download(repo_id, *, revision, local_dir,
         # token, allow_patterns) (signatures read from the installed package, tests/app/test_model_stage.py).
         from huggingface_hub import HfApi, snapshot_download
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
         try:
             info = HfApi().model_info(repo_id, revision=revision, token=token)
-        except GatedRepoError as exc:
+            files = select_weight_files(s.rfilename for s in info.siblings or [])
+            local = scratch / "hub"
+            snapshot_download(repo_id, revision=info.sha, local_dir=local, token=token, allow_patterns=files)
+        except GatedRepoError as exc:  # a subclass of RepositoryNotFoundError: test it first
             raise StageError(
                 f"{repo_id} is gated: accept its licence on the Hub and give the deploy a token "
                 "(servingHubTokenSecretName, docs/serving.md)"
             ) from exc
         except RepositoryNotFoundError as exc:
             raise StageError(f"{repo_id} is not on the Hub, or it is private and no token was given") from exc
-        files = select_weight_files(s.rfilename for s in info.siblings or [])
-        local = scratch / "hub"
-        snapshot_download(repo_id, revision=info.sha, local_dir=local, token=token, allow_patterns=files)
+        except HfHubHTTPError as exc:
+            raise StageError(f"the Hub refused the download of {repo_id}: {exc}") from exc
         return Fetched(root=local, files=tuple(files), source=f"hf://{repo_id}", revision=info.sha)
 
     return fetch

@@ -197,3 +197,19 @@ def test_the_staging_build_installs_the_huggingface_hub_the_tests_ran_against():
     )
     assert pins["huggingface_hub"] == huggingface_hub.__version__
     assert pins["boto3"] == boto3.__version__
+
+
+def test_a_gated_model_without_token_says_how_to_give_one(s3, tmp_path, monkeypatch, caplog):
+    import httpx2
+
+    def gated(self, *args, **kwargs):
+        request = httpx2.Request("GET", f"https://huggingface.co/api/models/{MODEL}")
+        raise huggingface_hub.errors.GatedRepoError(
+            "401 gated", response=httpx2.Response(401, request=request, headers={"X-Error-Code": "GatedRepo"})
+        )
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", gated)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--work-dir", str(tmp_path)], s3=s3) == 1
+    assert "servingHubTokenSecretName" in caplog.text
+    assert keys(s3) == []
