@@ -269,7 +269,23 @@ def _env(construct: IConstruct) -> tuple[str, str]:
 
 def _acknowledge_images(platform: PlatformStacks) -> None:
     builds = platform.images.builds
-    for function in (builds.on_event, builds.is_complete):
+    acknowledge_build_runner(
+        builds.on_event, builds.is_complete, builds.node.find_child("Provider"), list(builds.projects.values())
+    )
+    for project in builds.projects.values():
+        _ack(
+            project,
+            "IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken supports no resource-level permissions (docker login)",
+        )
+
+
+def acknowledge_build_runner(
+    on_event: IConstruct, is_complete: IConstruct, provider: IConstruct, projects: list[IConstruct]
+) -> None:
+    """The findings of a "run CodeBuild builds and wait" custom resource (lambdas/codebuild_runner.py):
+    its two handlers, the provider framework around them, and the CodeBuild projects' CDK grants."""
+    for function in (on_event, is_complete):
         _ack(function, f"IAM4[{_MANAGED}service-role/AWSLambdaBasicExecutionRole]", LAMBDA_BASIC_REASON)
         _ack(
             function,
@@ -277,9 +293,8 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
             "pinned to Python 3.13 on purpose: the handler is tested against that runtime's boto3; "
             "bumped with the versions module",
         )
-    provider = builds.node.find_child("Provider")
     _ack(provider, f"IAM4[{_MANAGED}service-role/AWSLambdaBasicExecutionRole]", LAMBDA_BASIC_REASON)
-    for function in (builds.on_event, builds.is_complete):
+    for function in (on_event, is_complete):
         _ack(
             provider,
             f"IAM5[Resource::<{_logical(function)}.Arn>:*]",
@@ -298,14 +313,9 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
         "ALL would log every 30-second poll",
     )
     _ack(provider, "SF2", "the waiter only loops over the is-complete Lambda; X-Ray adds nothing there")
-    for project in builds.projects.values():
-        _ack(
-            project,
-            "IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken supports no resource-level permissions (docker login)",
-        )
+    for project in projects:
         for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*"):
-            _ack(project, f"IAM5[Action::{action}]", "CDK's read grant on the app source asset object only")
+            _ack(project, f"IAM5[Action::{action}]", "CDK's read grant on the build's source asset object only")
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
             _ack(project, f"IAM5[Action::{action}]", "CDK's grant on the build's own artifacts key only")
         logical = _logical(project)

@@ -127,3 +127,6 @@ LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 # CodeBuild image that runs `docker build` (privileged).
 # Verified: PyPI aws-cdk-lib==2.275.0 (aws_codebuild.LinuxBuildImage.AMAZON_LINUX_2023_5.image_id).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+# Python of the weights-staging build on that image (runtime-versions). requirements-stage.txt is resolved for it.
+# Verified: aws/aws-codebuild-docker-images@0c5eb16 al/x86_64/standard/5.0/runtimes.yml (python 3.9-3.14)
+STAGE_PYTHON_VERSION: Final = "3.12"

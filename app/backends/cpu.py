@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
-from app.model_source import resolve_model_source
+from app.model_store.source import resolve_model_source
 from app.settings import Settings
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.backends.cuda_tuning import WARM_UP_STEPS, apply_speed_settings, load_dtype, served_shapes, warm_up
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
-from app.model_source import resolve_model_source
+from app.model_store.source import resolve_model_source
 from app.settings import Settings
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
-from app.model_source import resolve_model_source
+from app.model_store.source import resolve_model_source
 from app.models.builtin import BUILTIN_PREFIX
 from app.settings import Settings
 

@@ -2,8 +2,8 @@
 
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
 ingress*, alarm*, modelStore*, neuronCompile*). Their values are written once, in `cdk.json`
-(docs/serving.md explains each); only routingWeight*, ingressCertificateArn and alarmTopicArn
-are optional.
+(docs/serving.md explains each); only routingWeight*, ingressCertificateArn, alarmTopicArn and
+servingHubTokenSecretName are optional.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
 """
 
@@ -25,6 +25,11 @@ _CERT_ARN = r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+"
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _LB_NAME = r"[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
+# A secret name (letters, digits, /_+=.@-) or a secret ARN.
+_SM_ID = (
+    r"[A-Za-z0-9/_+=.@-]{1,512}"
+    r"|arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+"
+)
 
 
 def _suffix(accelerator: str) -> str:
@@ -54,6 +59,8 @@ class NeuronCompile:
     height: int
     width: int
     timeout_s: int
+    cpu: float  # the compile pod's requests: large enough that only a node fit to compile takes it
+    memory_gi: int
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,15 @@ class ServingConfig:
     alarm_topic_arn: str | None
     model_store_retain: bool
     neuron_compile: NeuronCompile | None  # None when Neuron is not enabled
+    stage_weights: bool  # copy a Hub model id into the model store during the deploy
+    hub_token_secret: str | None  # Secrets Manager secret (name or ARN) holding a Hub token; never the token
+
+    @property
+    def stages_weights(self) -> bool:
+        """True when the deploy copies the model from the Hub (not for s3:// ids, which are read where they are)."""
+        from app.model_store.layout import is_s3_uri
+
+        return self.stage_weights and not is_s3_uri(self.model_id)
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -176,11 +192,23 @@ class ServingConfig:
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
             neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
+            stage_weights=ctx.boolean("servingStageWeights"),
+            hub_token_secret=ctx.string(
+                "servingHubTokenSecretName",
+                None,
+                pattern=_SM_ID,
+                description="a Secrets Manager secret name or ARN (the secret holds the token, never the key)",
+            ),
         )
         cfg._check_consistency()
         return cfg
 
     def _check_consistency(self) -> None:
+        if self.hub_token_secret and self.hub_token_secret.startswith("hf_"):
+            raise ConfigError(
+                "setting 'servingHubTokenSecretName' looks like a Hub token: store the token in Secrets Manager "
+                "and give the secret's name here (the token must not be in context or the template)"
+            )
         if self.idle_timeout_s < self.request_timeout_s:
             raise ConfigError(
                 f"setting 'ingressIdleTimeoutSeconds' = {self.idle_timeout_s} is below "
@@ -193,9 +221,9 @@ class ServingConfig:
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
         try:
-            from app.model_store_layout import model_slug
+            from app.model_store.layout import is_s3_uri, model_slug, split_s3_uri
 
-            model_slug(self.model_id)
+            split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
 
@@ -207,6 +235,10 @@ def _read_neuron_compile(ctx: Context) -> NeuronCompile:
         height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
         width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
         timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+        # Above an inf2.xlarge (4 vCPU, 16 GiB), where compiling SD 2.1 runs out of memory; optimum-neuron
+        # recommends an inf2.8xlarge (32 vCPU, 128 GiB) or larger for compiling (docs/serving.md).
+        cpu=ctx.number("neuronCompileCpu", minimum=4.5, maximum=190),
+        memory_gi=ctx.integer("neuronCompileMemoryGi", minimum=17, maximum=760),
     )
     for key, value in (
         ("neuronCompileHeight", shape.height),

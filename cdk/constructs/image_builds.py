@@ -130,12 +130,12 @@ class ImageBuilds(Construct):
             "memory_size": 256,
         }
         self.on_event = lambda_.Function(
-            self, "OnEvent", handler="image_build_trigger.on_event", description="Starts image builds", **handler_props
+            self, "OnEvent", handler="codebuild_runner.on_event", description="Starts image builds", **handler_props
         )
         self.is_complete = lambda_.Function(
             self,
             "IsComplete",
-            handler="image_build_trigger.is_complete",
+            handler="codebuild_runner.is_complete",
             description="Polls image builds",
             **handler_props,
         )

@@ -1,8 +1,22 @@
-"""The Kubernetes Job that compiles the model for Neuron once, and the init container that waits for it.
+"""The Kubernetes Job that compiles the model for Neuron once, its re-run CronJob, and the init container
+that waits for it.
 
-A Job's pod template is immutable, so the Job's name carries a hash of what it compiles (model,
-SDK version, shape, image): a change creates a new Job instead of failing the update, and an
-unchanged deploy leaves the finished Job alone. The Job itself skips work when the artifacts exist.
+A Job's pod template is immutable, so the Job's name carries a hash of what it compiles and how
+(model, SDK version, shape, image, node size): a change creates a new Job instead of failing the
+update, and an unchanged deploy leaves the finished Job alone. The Job itself skips work when the
+artifacts exist. The serving stack applies it only after the weights are staged.
+
+The pod asks for more CPU and memory than an inf2.xlarge has, so Karpenter launches an inf2.8xlarge
+or larger from the neuron NodePool (optimum-neuron: "We recommend using a inf2.8xlarge or a larger
+instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/stable_diffusion),
+and carries `karpenter.sh/do-not-disrupt: "true"` so consolidation does not take the node away
+mid-compile; a finished (Succeeded/Failed) pod no longer blocks, so the node is then reclaimed
+(aws/karpenter-provider-aws website/content/en/v1.14/concepts/disruption.md at 388ed61, "Pod-Level Controls").
+
+A suspended CronJob with the same pod template never runs by itself; it is there so that a failed
+compile can be re-run with one command (`kubectl create job NAME --from=cronjob/CRONJOB`: kubectl's
+createJobFromCronJob in pkg/cmd/create/create_job.go copies spec.jobTemplate.spec and never reads `suspend`):
+    kubectl -n <namespace> create job --from=cronjob/sd-neuron-compile sd-neuron-compile-rerun-$(date +%s)
 """
 
 from __future__ import annotations
@@ -10,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from app.model_store_layout import CompileShape, compiled_prefix
+from app.model_store.layout import CompileShape, compiled_prefix
 from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.checkov import k8s_skip_annotations
@@ -27,7 +41,12 @@ from cdk.serving.workloads import (
 )
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
+RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
+# Karpenter's pod annotation that blocks voluntary disruption (consolidation, drift) of the pod's node.
+DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
+# A valid schedule is required even when suspended; the CronJob never runs on its own.
+NEVER_SCHEDULE: Final = "0 0 1 1 *"
 
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
@@ -42,19 +61,31 @@ def artifact_prefix(cfg: ServingConfig) -> str:
 
 
 def job_name(cfg: ServingConfig, image: str) -> str:
-    """`sd-neuron-compile-<hash>` of the inputs that change the output."""
-    key = "|".join((cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg).key, image))
+    """`sd-neuron-compile-<hash>` of every input of the (immutable) pod template."""
+    settings = cfg.compile_settings
+    key = "|".join(
+        (
+            cfg.model_id,
+            versions.NEURON_SDK_VERSION,
+            compile_shape(cfg).key,
+            image,
+            f"{settings.cpu:g}",
+            str(settings.memory_gi),
+            str(settings.timeout_s),
+        )
+    )
     return f"{SERVICE_ACCOUNT}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
-def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
-    """The Job: one Neuron device, same restricted pod security as the service."""
+def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
+    """The Job spec shared by the Job and the re-run CronJob: one Neuron device on a node fit to compile."""
     shape = compile_shape(cfg)
+    settings = cfg.compile_settings
     volumes, mounts = scratch_volumes(cfg)
     container = {
         "name": "compile",
         "image": image,
-        "command": ["python", "-m", "app.neuron_compile", "compile"],
+        "command": ["python", "-m", "app.model_store.neuron_compile", "compile"],
         "args": [
             f"--bucket={bucket}",
             f"--model-id={cfg.model_id}",
@@ -66,12 +97,35 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
         ],
         "env": base_env(cfg, region),
         "resources": {
-            "requests": {"cpu": "3", "memory": "12Gi", NEURON.resource_name: 1},
-            "limits": {"memory": "12Gi", NEURON.resource_name: 1},
+            "requests": {"cpu": f"{settings.cpu:g}", "memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},
+            "limits": {"memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},
         },
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
+    return {
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": settings.timeout_s,
+        "ttlSecondsAfterFinished": 7 * 24 * 3600,
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT}, "annotations": dict(DO_NOT_DISRUPT)},
+            "spec": {
+                "restartPolicy": "Never",
+                "serviceAccountName": SERVICE_ACCOUNT,
+                "automountServiceAccountToken": False,  # no Kubernetes API calls; Pod Identity has its own
+                "securityContext": pod_security_context(cfg),
+                "containers": [container],
+                "volumes": volumes,
+                # One device only: the compiler needs one, and the scheduler extension is for >1 core.
+                "nodeSelector": scheduling(NEURON, cfg)["nodeSelector"],
+                "tolerations": scheduling(NEURON, cfg)["tolerations"],
+            },
+        },
+    }
+
+
+def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
+    """The Job that compiles once after the weights are staged."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -81,26 +135,36 @@ def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> 
             "labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT},
             "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
         },
+        "spec": compile_job_spec(cfg, image=image, bucket=bucket, region=region),
+    }
+
+
+def rerun_cronjob(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
+    """A suspended CronJob holding the same Job spec: `kubectl create job --from=cronjob/...` re-runs it."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": RERUN_CRONJOB,
+            "namespace": cfg.namespace,
+            "labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT},
+            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+        },
         "spec": {
-            "backoffLimit": 2,
-            "activeDeadlineSeconds": cfg.compile_settings.timeout_s,
-            "ttlSecondsAfterFinished": 7 * 24 * 3600,
-            "template": {
+            "schedule": NEVER_SCHEDULE,
+            "suspend": True,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {
                 "metadata": {"labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": SERVICE_ACCOUNT,
-                    "automountServiceAccountToken": False,  # no Kubernetes API calls; Pod Identity has its own
-                    "securityContext": pod_security_context(cfg),
-                    "containers": [container],
-                    "volumes": volumes,
-                    # One device only: the compiler needs one, and the scheduler extension is for >1 core.
-                    "nodeSelector": scheduling(NEURON, cfg)["nodeSelector"],
-                    "tolerations": scheduling(NEURON, cfg)["tolerations"],
-                },
+                "spec": compile_job_spec(cfg, image=image, bucket=bucket, region=region),
             },
         },
     }
+
+
+def rerun_command(cfg: ServingConfig) -> str:
+    """The one command that re-runs a failed compile (documented in docs/serving.md and a stack output)."""
+    return f"kubectl -n {cfg.namespace} create job --from=cronjob/{RERUN_CRONJOB} {RERUN_CRONJOB}-rerun-$(date +%s)"
 
 
 def compile_service_account(cfg: ServingConfig) -> dict[str, Any]:
@@ -118,7 +182,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
     return {
         "name": "wait-for-compiled-model",
         "image": image,
-        "command": ["python", "-m", "app.neuron_compile", "wait"],
+        "command": ["python", "-m", "app.model_store.neuron_compile", "wait"],
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",

@@ -8,16 +8,19 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 
 
-def read_statements(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[iam.PolicyStatement]:
-    """s3:GetObject under the prefixes and s3:ListBucket limited to them, nothing else."""
+def read_statements(bucket: s3.IBucket, prefixes: Sequence[str], *, sid_suffix: str = "") -> list[iam.PolicyStatement]:
+    """s3:GetObject under the prefixes and s3:ListBucket limited to them, nothing else.
+
+    `sid_suffix` keeps statement ids unique when one role reads from two buckets.
+    """
     return [
         iam.PolicyStatement(
-            sid="ReadModelPrefix",
+            sid="ReadModelPrefix" + sid_suffix,
             actions=["s3:GetObject"],
             resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
         ),
         iam.PolicyStatement(
-            sid="ListModelPrefix",
+            sid="ListModelPrefix" + sid_suffix,
             actions=["s3:ListBucket"],
             resources=[bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},

@@ -19,7 +19,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from app import metric_names
-from app.model_store_layout import s3_uri, weights_prefix
+from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
@@ -30,14 +30,16 @@ from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import network_policy, scaling, workloads
 from cdk.serving import neuron_compile_job as njob
+from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
 
 
-def model_prefix_for(acc: Accelerator, cfg: ServingConfig) -> str:
-    """Neuron pods load the compiled artifacts; GPU pods load the weights."""
-    return njob.artifact_prefix(cfg) if acc.name == "neuron" else weights_prefix(cfg.model_id)
+def model_location_for(acc: Accelerator, cfg: ServingConfig, store: str) -> tuple[str, str]:
+    """(bucket, prefix) a pod loads: Neuron the compiled artifacts in the store, GPU the weights
+    (in the store, or where an s3:// model id says)."""
+    return (store, njob.artifact_prefix(cfg)) if acc.name == "neuron" else weights_location(cfg.model_id, store)
 
 
 def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -> dict[str, int] | None:
@@ -74,6 +76,21 @@ class ServingStack(Stack):
         bucket = store.bucket
         region = self.region
         self.weights = routing_weights(cfg, platform.accelerators)
+        # The weights: staged from the Hub by the deploy itself, or brought (s3:// id or servingStageWeights=false).
+        weights_bucket_name, weights_key = weights_location(cfg.model_id, bucket.bucket_name)
+        weights_bucket = (
+            s3.Bucket.from_bucket_name(self, "BroughtWeights", weights_bucket_name)
+            if is_s3_uri(cfg.model_id)
+            else bucket
+        )
+        self.staging = (
+            WeightsStaging(
+                self, "WeightsStaging", bucket=bucket, model_id=cfg.model_id, token_secret=cfg.hub_token_secret
+            )
+            if cfg.stages_weights
+            else None
+        )
+        after_weights: list[Construct] = [self.staging.resource] if self.staging is not None else []
 
         ns = eks.KubernetesManifest(self, "Namespace", cluster=cluster, manifest=[workloads.namespace(cfg)])
 
@@ -102,38 +119,40 @@ class ServingStack(Stack):
                 namespace=cfg.namespace,
                 service_account=njob.SERVICE_ACCOUNT,
                 statements=[
-                    *read_statements(bucket, [weights_prefix(cfg.model_id), njob.artifact_prefix(cfg)]),
+                    *self._read_weights_and(bucket, weights_bucket, weights_key, [njob.artifact_prefix(cfg)]),
                     write_statement(bucket, njob.artifact_prefix(cfg)),
                 ],
                 description="Neuron compile job: read the model's weights, write its compiled artifacts",
             )
-            self._acknowledge_prefix_wildcards(
-                compile_role, bucket, [weights_prefix(cfg.model_id), njob.artifact_prefix(cfg)]
-            )
+            self._acknowledge_reads(compile_role, bucket, weights_bucket, weights_key, [njob.artifact_prefix(cfg)])
+            compile_args = {"image": image, "bucket": bucket.bucket_name, "region": region}
             compile_job = manifest(
                 "NeuronCompileJob",
                 [
                     njob.compile_service_account(cfg),
-                    njob.compile_job(cfg, image=image, bucket=bucket.bucket_name, region=region),
+                    njob.compile_job(cfg, **compile_args),
+                    njob.rerun_cronjob(cfg, **compile_args),
                 ],
                 compile_role.association,
                 policies,
+                *after_weights,
             )
 
         self.identities: dict[str, PodIdentityRole] = {}
         workload_manifests = []
         for acc in platform.accelerators:
-            prefix = model_prefix_for(acc, cfg)
+            model_bucket_name, prefix = model_location_for(acc, cfg, bucket.bucket_name)
+            model_bucket = bucket if acc.name == "neuron" else weights_bucket
             identity = PodIdentityRole(
                 self,
                 f"{acc.name.capitalize()}Identity",
                 cluster=cluster,
                 namespace=cfg.namespace,
                 service_account=workloads.service_account_name(acc),
-                statements=[*read_statements(bucket, [prefix]), put_metrics_statement(metric_names.NAMESPACE)],
+                statements=[*read_statements(model_bucket, [prefix]), put_metrics_statement(metric_names.NAMESPACE)],
                 description=f"{acc.deployment_name}: read {prefix} of the model store, publish service metrics",
             )
-            self._acknowledge_prefix_wildcards(identity, bucket, [prefix], metrics=True)
+            self._acknowledge_reads(identity, bucket, model_bucket, prefix, [], metrics=True)
             self.identities[acc.name] = identity
             image = platform.image_uris[acc.name]
             init = (
@@ -147,7 +166,7 @@ class ServingStack(Stack):
                     acc,
                     cfg,
                     image=image,
-                    model_uri=s3_uri(bucket.bucket_name, prefix),
+                    model_uri=s3_uri(model_bucket_name, prefix),
                     region=region,
                     init_containers=init,
                 ),
@@ -155,8 +174,10 @@ class ServingStack(Stack):
                 workloads.pod_disruption_budget(acc, cfg),
                 scaling.scaled_object(acc, cfg, region),
             ]
+            # GPU pods load the weights at start, Neuron pods wait for the compile that needs them: neither
+            # is applied before the weights are staged.
             workload_manifests.append(
-                manifest(f"{acc.name.capitalize()}Workload", objects, identity.association, policies)
+                manifest(f"{acc.name.capitalize()}Workload", objects, identity.association, policies, *after_weights)
             )
 
         shared = [scaling.trigger_authentication(cfg)]
@@ -199,9 +220,15 @@ class ServingStack(Stack):
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
         CfnOutput(self, "ModelStoreBucket", value=bucket.bucket_name, description="Stage weights under models/<slug>/")
-        CfnOutput(self, "ModelWeightsUri", value=s3_uri(bucket.bucket_name, weights_prefix(cfg.model_id)))
+        CfnOutput(self, "ModelWeightsUri", value=s3_uri(weights_bucket_name, weights_key))
         if compile_job is not None:
             CfnOutput(self, "NeuronArtifactsUri", value=s3_uri(bucket.bucket_name, njob.artifact_prefix(cfg)))
+            CfnOutput(
+                self,
+                "NeuronCompileRerunCommand",
+                value=njob.rerun_command(cfg),
+                description="Re-runs a failed Neuron compile (docs/serving.md)",
+            )
 
     def _load_balancer_dimension(self, cfg: ServingConfig, hostname: eks.KubernetesObjectValue) -> str:
         """`app/<name>/<id>` of the ALB the controller created, looked up once it exists."""
@@ -244,6 +271,41 @@ class ServingStack(Stack):
                 function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
         arn = lookup.get_response_field("LoadBalancers.0.LoadBalancerArn")
         return Fn.select(1, Fn.split("loadbalancer/", arn))
+
+    def _read_weights_and(
+        self, store: s3.IBucket, weights_bucket: s3.IBucket, weights_key: str, store_prefixes: list[str]
+    ) -> list[iam.PolicyStatement]:
+        """Read the weights (wherever they are) and `store_prefixes` of the model store."""
+        if weights_bucket is store:
+            return read_statements(store, [weights_key, *store_prefixes])
+        return [
+            *read_statements(store, store_prefixes),
+            *read_statements(weights_bucket, [weights_key], sid_suffix="Brought"),
+        ]
+
+    def _acknowledge_reads(
+        self,
+        identity: PodIdentityRole,
+        store: s3.IBucket,
+        other: s3.IBucket,
+        other_prefix: str,
+        store_prefixes: list[str],
+        *,
+        metrics: bool = False,
+    ) -> None:
+        """Acknowledge the prefix wildcards of `_read_weights_and` / one-bucket reads, by name."""
+        if other is store:
+            self._acknowledge_prefix_wildcards(identity, store, [other_prefix, *store_prefixes], metrics=metrics)
+            return
+        if store_prefixes or metrics:
+            self._acknowledge_prefix_wildcards(identity, store, store_prefixes, metrics=metrics)
+        Validations.of(identity).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{other.bucket_name}/{other_prefix}*]",
+                reason="Read access to the weights you brought is scoped to their one prefix (servingModelId); "
+                "S3 needs the trailing wildcard to name the objects under it.",
+            )
+        )
 
     def _acknowledge_prefix_wildcards(
         self, identity: PodIdentityRole, bucket: s3.IBucket, prefixes: list[str], *, metrics: bool = False

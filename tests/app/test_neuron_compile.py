@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app import neuron_compile as nc
-from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store import neuron_compile as nc
+from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
 
 BUCKET = "model-store"
 MODEL = "org/tiny-sd"
@@ -114,7 +114,7 @@ def test_another_shape_or_sdk_is_not_skipped(s3, tmp_path):
 
 
 def test_missing_weights_say_how_to_stage(s3, tmp_path):
-    with pytest.raises(nc.CompileError, match="stage them first"):
+    with pytest.raises(nc.CompileError, match="the deploy stages them"):
         nc.compile_and_publish(
             s3,
             bucket=BUCKET,
@@ -200,6 +200,24 @@ def test_cli_parses_and_reports_errors_as_exit_status(s3, caplog):
         ],
         s3=s3,
     )
-    assert rc == 1 and "stage them first" in caplog.text
+    assert rc == 1 and "the deploy stages them" in caplog.text
     s3.put_object(Bucket=BUCKET, Key="compiled/x/" + COMPLETE_MARKER, Body=b"{}")
     assert nc.main(["wait", f"--bucket={BUCKET}", "--prefix=compiled/x", "--timeout-s=1"], s3=s3) == 0
+
+
+def test_bring_your_own_weights_are_compiled_from_their_own_bucket(s3, tmp_path):
+    s3.create_bucket(Bucket="my-weights")
+    s3.put_object(Bucket="my-weights", Key="sd/v2/model_index.json", Body=b"{}")
+    s3.put_object(Bucket="my-weights", Key="sd/v2/unet/weights.bin", Body=b"\x00")
+    calls = []
+    prefix = nc.compile_and_publish(
+        s3,
+        bucket=BUCKET,
+        model_id="s3://my-weights/sd/v2/",
+        sdk_version="2.31.1",
+        shape=SHAPE,
+        work_dir=tmp_path,
+        compile_fn=fake_compile(calls),
+    )
+    assert calls[0][0] == ["model_index.json", "unet/weights.bin"]
+    assert prefix.startswith("compiled/s3-v2-") and keys(s3, prefix)[0] == prefix + COMPLETE_MARKER

@@ -26,15 +26,17 @@ DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(
 # What `make synth` adds offline: with no account, the labelled example environment (not deployable).
 EXAMPLE_ENVIRONMENT: dict[str, Any] = {"exampleEnvironment": True}
 
-# The default synth also turns on the serving stack's optional features, so they are checked too.
+# The default synth also turns on the serving stack's optional features (HTTPS, allow-list, alarm topic, a Hub
+# token secret), so they are checked too.
 DEFAULT_OVERRIDES: dict[str, Any] = {
     "ingressCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666",
     "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
     "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",
+    "servingHubTokenSecretName": "arn:aws:secretsmanager:us-east-1:123456789012:secret:sd/hub-token-AbCdEf",
 }
 
 # The variant: capacity routing, one accelerator off, managed node groups, an existing VPC (its lookup answered
-# from context so no AWS call is made), a public endpoint restricted by CIDR.
+# from context so no AWS call is made), a public endpoint restricted by CIDR, weights brought as an s3:// URI.
 VARIANT_ACCOUNT, VARIANT_REGION, VARIANT_VPC = "123456789012", "us-east-1", "vpc-0123456789abcdef0"
 VARIANT_OVERRIDES: dict[str, Any] = {
     "accelerators": "nvidia",  # a string, as `-c accelerators=nvidia` gives it
@@ -48,6 +50,7 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     # Another base image than cdk/versions.py's (the 2.11 DLC, aws/deep-learning-containers
     # docs/src/data/pytorch/2.11-cuda-ec2.yml): its image tag must differ from the default synth's.
     "nvidiaBaseImage": "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.11.0-cu130-amzn2023",
+    "servingModelId": "s3://example-weights/sd21/",  # weights brought, so nothing is staged
 }
 
 

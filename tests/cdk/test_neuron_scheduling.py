@@ -11,11 +11,11 @@ from cdk.accelerators import NEURON, NVIDIA
 from cdk.config import AppConfig
 from cdk.constructs.addons.neuron import values
 from cdk.serving.workloads import needs_neuron_scheduler, scheduling
-from tests.cdk.conftest import DEFAULT_CONTEXT
+from tests.cdk.conftest import DEFAULT_CONTEXT, EXAMPLE_ENVIRONMENT
 
 
 def _serving(**overrides):
-    return AppConfig.from_context({**DEFAULT_CONTEXT, **overrides}).serving
+    return AppConfig.from_context({**DEFAULT_CONTEXT, **EXAMPLE_ENVIRONMENT, **overrides}).serving
 
 
 def test_only_multi_device_neuron_pods_need_the_extension():

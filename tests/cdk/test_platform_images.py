@@ -73,9 +73,9 @@ def test_custom_resource_starts_and_waits_for_every_build(platform_synth):
     handlers = {
         r["Properties"]["Handler"]
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::Lambda::Function" and "image_build_trigger" in str(r["Properties"].get("Handler"))
+        if r["Type"] == "AWS::Lambda::Function" and "codebuild_runner" in str(r["Properties"].get("Handler"))
     }
-    assert handlers == {"image_build_trigger.on_event", "image_build_trigger.is_complete"}
+    assert handlers == {"codebuild_runner.on_event", "codebuild_runner.is_complete"}
     # The provider framework's waiter (is-complete) is a state machine.
     assert resources_of(template, "AWS::StepFunctions::StateMachine")
 
@@ -106,6 +106,7 @@ def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
         "requirements-local.txt",
         "requirements-cdk.txt",
         "requirements-dev.txt",
+        "requirements-stage.txt",  # matched by requirements*.txt; read by the weights staging build only
     }
     assert {"app", "buildspecs", "requirements.txt"} <= top
     assert not list(copied.rglob("__pycache__"))

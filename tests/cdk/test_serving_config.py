@@ -42,3 +42,28 @@ def test_command_line_strings_are_accepted():
 def test_bad_values_name_their_key(values, key):
     with pytest.raises(ConfigError, match=key):
         ServingConfig.from_context(DEFAULT_CONTEXT | values)
+
+
+def test_weights_are_staged_from_the_hub_unless_they_are_brought():
+    cfg = ServingConfig.from_context(DEFAULT_CONTEXT)
+    assert cfg.stages_weights and cfg.hub_token_secret is None
+    brought = ServingConfig.from_context(DEFAULT_CONTEXT | {"servingModelId": "s3://my-weights/sd21/"})
+    assert not brought.stages_weights
+    assert not ServingConfig.from_context(DEFAULT_CONTEXT | {"servingStageWeights": "false"}).stages_weights
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf"
+    assert ServingConfig.from_context(DEFAULT_CONTEXT | {"servingHubTokenSecretName": arn}).hub_token_secret == arn
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"servingHubTokenSecretName": "hf_abcdefghijklmnopqrstuvwxyz"}, "servingHubTokenSecretName"),
+        ({"servingHubTokenSecretName": "my token"}, "servingHubTokenSecretName"),
+        ({"servingModelId": "s3://bucket-only"}, "servingModelId"),
+        ({"neuronCompileMemoryGi": 12}, "neuronCompileMemoryGi"),
+        ({"servingStageWeights": "maybe"}, "servingStageWeights"),
+    ],
+)
+def test_bad_staging_and_compile_values_name_their_key(values, key):
+    with pytest.raises(ConfigError, match=key):
+        ServingConfig.from_context(DEFAULT_CONTEXT | values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from app import metric_names
-from app.model_store_layout import weights_prefix
+from app.model_store.layout import weights_prefix
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 from cdk.serving import neuron_compile_job as njob
 

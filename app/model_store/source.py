@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.model_store import download_s3_prefix, parse_s3_uri
+from app.model_store.download import download_s3_prefix, parse_s3_uri
 from app.models.builtin import BUILTIN_PREFIX, builtin_spec
 from app.models.random_pipeline import materialize
 

@@ -1,7 +1,8 @@
-"""The image-build custom resource handler against moto's CodeBuild."""
+"""The run-CodeBuild-and-wait custom resource handler (image builds, weights staging) against moto."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import boto3
@@ -10,7 +11,7 @@ from moto import mock_aws
 from moto.codebuild.models import CodeBuildBackend
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from lambdas import image_build_trigger as handler
+from lambdas import codebuild_runner as handler
 
 REGION = "us-east-1"
 URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sd-on-eks/stable-diffusion"
@@ -23,7 +24,7 @@ def codebuild(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     with mock_aws():
         client = boto3.client("codebuild", region_name=REGION)
-        for name in ("neuron-build", "nvidia-build"):
+        for name in ("neuron-build", "nvidia-build", "stage-weights"):
             client.create_project(
                 name=name,
                 source={"type": "S3", "location": "bucket/source.zip"},
@@ -161,3 +162,50 @@ def test_builds_longer_than_a_deploy_can_wait_end_the_wait_with_a_way_forward(co
     message = str(raised.value)
     assert "https://logs.example/neuron-build" in message and "https://logs.example/nvidia-build" in message
     assert "run `cdk deploy` again" in message
+
+
+def _staging_event(request="Create", **extra):
+    return {
+        "RequestType": request,
+        "ResourceProperties": {
+            "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:provider",
+            "PhysicalResourceId": "weights-org--tiny-sd",
+            "Builds": [{"Project": "stage-weights", "Outputs": {"WeightsUri": "s3://store/models/org--tiny-sd/"}}],
+        },
+        **extra,
+    }
+
+
+def test_any_build_runs_under_the_given_id_and_returns_its_outputs(codebuild):
+    started = handler.on_event(_staging_event())
+    assert started["PhysicalResourceId"] == "weights-org--tiny-sd"
+    assert started["Data"]["BuildIds"].startswith("stage-weights:")
+    assert handler.is_complete({**_staging_event(), **started}) == {
+        "IsComplete": True,
+        "Data": {"WeightsUri": "s3://store/models/org--tiny-sd/"},
+    }
+
+
+def test_a_failed_staging_build_fails_the_deploy_with_its_log_link(codebuild, monkeypatch):
+    started = handler.on_event(_staging_event())
+    _set_status(monkeypatch, "FAILED", link="https://logs.example/stage-weights")
+    with pytest.raises(
+        handler.BuildFailedError, match=re.escape("stage-weights FAILED: https://logs.example/stage-weights")
+    ):
+        handler.is_complete({**_staging_event(), **started})
+
+
+def test_a_build_without_image_uri_needs_a_physical_id(codebuild):
+    event = _staging_event()
+    del event["ResourceProperties"]["PhysicalResourceId"]
+    with pytest.raises(ValueError, match="PhysicalResourceId"):
+        handler.on_event(event)
+    assert codebuild.list_builds()["ids"] == []
+
+
+@pytest.mark.parametrize("builds", [[{}], [{"Project": ""}], ["stage-weights"]])
+def test_builds_without_a_project_are_rejected(builds):
+    event = _staging_event()
+    event["ResourceProperties"]["Builds"] = builds
+    with pytest.raises(ValueError, match="Project"):
+        handler.on_event(event)

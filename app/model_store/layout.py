@@ -7,10 +7,15 @@ other. Keep this module free of heavy imports: the CDK app imports it at synth t
 Layout:
     models/<model-slug>/                                             weights in diffusers layout
     compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/  Neuron-compiled artifacts
+
+A model id is a Hugging Face repo id (`org/name`, staged into `models/<slug>/` by the deploy) or an
+`s3://bucket/prefix/` URI (weights you bring; they are read where they are, and compiled under
+`compiled/s3-<last folder>-<hash>/`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -58,6 +63,38 @@ class CompileShape:
         return f"b{self.batch_size}-h{self.height}-w{self.width}"
 
 
+def is_s3_uri(model_id: str) -> bool:
+    """True for bring-your-own weights given as `s3://bucket/prefix`."""
+    return model_id.startswith("s3://")
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/some/prefix` -> (`bucket`, `some/prefix/`); ValueError without bucket or prefix."""
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/")
+    if not is_s3_uri(uri) or not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket) or not prefix:
+        raise ValueError(f"{uri!r} is not of the form s3://bucket/prefix")
+    if any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ValueError(f"{uri!r} has an empty, '.' or '..' path segment")
+    return bucket, prefix + "/"
+
+
+def model_key(model_id: str) -> str:
+    """The model's name under `compiled/`: its slug, or for an s3:// URI its last folder plus a short hash
+    of the whole URI (two buckets may hold folders of the same name)."""
+    if not is_s3_uri(model_id):
+        return model_slug(model_id)
+    bucket, prefix = split_s3_uri(model_id)
+    last = re.sub(r"[^a-z0-9._-]+", "-", prefix.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-._") or "weights"
+    digest = hashlib.sha256(f"s3://{bucket}/{prefix}".encode()).hexdigest()[:10]
+    return f"s3-{last[:40]}-{digest}"
+
+
+def weights_location(model_id: str, store_bucket: str) -> tuple[str, str]:
+    """(bucket, prefix) of the weights: the model store's `models/<slug>/`, or the given s3:// URI."""
+    return split_s3_uri(model_id) if is_s3_uri(model_id) else (store_bucket, weights_prefix(model_id))
+
+
 def weights_prefix(model_id: str) -> str:
     """The prefix holding the model's weights in diffusers layout, ending in '/'."""
     return f"{WEIGHTS_ROOT}/{model_slug(model_id)}/"
@@ -65,7 +102,7 @@ def weights_prefix(model_id: str) -> str:
 
 def compiled_model_prefix(model_id: str) -> str:
     """The prefix holding every compiled variant of one model, ending in '/'."""
-    return f"{COMPILED_ROOT}/{model_slug(model_id)}/"
+    return f"{COMPILED_ROOT}/{model_key(model_id)}/"
 
 
 def compiled_prefix(model_id: str, neuron_sdk_version: str, shape: CompileShape) -> str:

@@ -1,13 +1,14 @@
 """Compile a Stable Diffusion model for Neuron once and publish it to the model store.
 
-    python -m app.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.31.1 \
+    python -m app.model_store.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.31.1 \
         --batch-size 1 --height 512 --width 512
-    python -m app.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
+    python -m app.model_store.neuron_compile wait --bucket B --prefix compiled/.../ [--timeout-s 7200]
 
-`compile` reads the weights from `models/<slug>/` in the bucket (staged there beforehand, so no
-third-party hub is involved), compiles them with optimum-neuron for one static shape, uploads the
-artifacts to `compiled/<slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/` and writes a completion
-marker last. If the marker is already there it does nothing, so re-running the Job is cheap.
+`compile` reads the weights from `models/<slug>/` in the bucket (the deploy staged them there, so no
+third-party hub is involved), or from the model id itself when it is an s3:// URI, compiles them
+with optimum-neuron for one static shape, uploads the artifacts to
+`compiled/<slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/` and writes a completion marker last.
+If the marker is already there it does nothing, so re-running the Job is cheap.
 `wait` blocks until that marker exists: the Neuron Deployment runs it as an init container so its
 pods do not crash-loop while the first compile is still running.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 import tempfile
@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.model_store import download_s3_prefix
-from app.model_store_layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from app.model_store.download import download_s3_prefix
+from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_location
+from app.model_store.marker import marker_exists, write_marker
+from app.model_store.upload import upload_files
 
 log = logging.getLogger("neuron_compile")
 
@@ -64,25 +66,12 @@ def optimum_compile(weights_dir: Path, shape: CompileShape, out_dir: Path) -> No
 
 def is_compiled(s3: Any, bucket: str, prefix: str) -> bool:
     """True when the completion marker exists under `prefix`."""
-    from botocore.exceptions import ClientError
-
-    try:
-        s3.head_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
+    return marker_exists(s3, bucket, prefix)
 
 
 def upload_dir(s3: Any, bucket: str, src: Path, prefix: str) -> list[str]:
     """Upload every file under `src` below `prefix`; returns the relative paths uploaded."""
-    uploaded = []
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        relative = path.relative_to(src).as_posix()
-        s3.upload_file(str(path), bucket, prefix + relative)
-        uploaded.append(relative)
-    return uploaded
+    return upload_files(s3, bucket, src, (p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()), prefix)
 
 
 def compile_and_publish(
@@ -100,15 +89,16 @@ def compile_and_publish(
     if is_compiled(s3, bucket, prefix):
         log.info("already compiled: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
         return prefix
-    source = weights_prefix(model_id)
+    weights_bucket, source = weights_location(model_id, bucket)
     weights_dir = work_dir / "weights"
     out_dir = work_dir / "compiled"
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        download_s3_prefix(bucket, source, weights_dir, client=s3)
+        download_s3_prefix(weights_bucket, source, weights_dir, client=s3)
     except FileNotFoundError:
         raise CompileError(
-            f"no weights under s3://{bucket}/{source}: stage them first (docs/serving.md, 'Stage the model')"
+            f"no weights under s3://{weights_bucket}/{source}: the deploy stages them (docs/serving.md, "
+            "'The model store'); run it again, or upload your own there"
         ) from None
     log.info("compiling %s for %s with Neuron SDK %s", model_id, shape.key, sdk_version)
     compile_fn(weights_dir, shape, out_dir)
@@ -124,7 +114,7 @@ def compile_and_publish(
         "files": files,
     }
     # The marker goes last: readers treat the prefix as complete only once it exists.
-    s3.put_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER, Body=json.dumps(marker, indent=2).encode())
+    write_marker(s3, bucket, prefix, marker)
     log.info("published %d files to s3://%s/%s", len(files), bucket, prefix)
     return prefix
 
@@ -152,11 +142,13 @@ def wait_for_compiled(
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line: `compile` and `wait` sub-commands."""
-    parser = argparse.ArgumentParser(prog="python -m app.neuron_compile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m app.model_store.neuron_compile", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile for one static shape and upload (skipped if already there)")
     c.add_argument("--bucket", required=True)
-    c.add_argument("--model-id", required=True, help="org/name; weights are read from models/<slug>/")
+    c.add_argument("--model-id", required=True, help="org/name (weights in models/<slug>/) or s3://bucket/prefix")
     c.add_argument("--sdk-version", required=True, help="Neuron SDK version, part of the artifact key")
     c.add_argument("--batch-size", type=int, required=True)
     c.add_argument("--height", type=int, required=True)

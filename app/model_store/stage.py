@@ -1,0 +1,206 @@
+"""Stage a model's weights into the model store, once.
+
+    python -m app.model_store.stage --bucket B --model-id org/name [--revision REV]
+    python -m app.model_store.stage --bucket B --model-id org/name --from-dir ./weights
+
+The deploy runs the first form in CodeBuild (buildspecs/stage-weights.yml): it downloads the
+diffusers-layout files of a Hugging Face Hub repository and uploads them to `models/<slug>/`,
+writing the completion marker last. A prefix that already has the marker is left alone, so a
+redeploy costs one HEAD request; a prefix without it (an interrupted earlier run) is staged again
+and objects the new set does not contain are removed. A Hub token for gated models comes from the
+HF_TOKEN environment variable (CodeBuild fills it from Secrets Manager at build time).
+`--from-dir` stages a local folder instead of the Hub (for weights you have, or offline tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.model_store.layout import COMPLETE_MARKER, weights_prefix
+from app.model_store.marker import marker_exists, write_marker
+from app.model_store.upload import upload_files
+
+log = logging.getLogger("stage")
+
+MODEL_INDEX = "model_index.json"
+# Component files other than weights: configs, tokenizer vocabularies, sentencepiece models.
+_SIDE_FILES = (".json", ".txt", ".model")
+_WEIGHT_FORMATS = (".safetensors", ".bin")
+
+
+class StageError(RuntimeError):
+    """The weights cannot be staged; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A local folder holding the model, the files to publish from it, and where they came from."""
+
+    root: Path
+    files: tuple[str, ...]
+    source: str
+    revision: str | None
+
+
+# (scratch folder) -> Fetched
+Fetcher = Callable[[Path], Fetched]
+
+
+def _is_variant(name: str) -> bool:
+    """`model.fp16.safetensors`, `diffusion_pytorch_model.non_ema.bin`: a precision/EMA variant."""
+    parts = name.split(".")
+    return len(parts) >= 3 and parts[-1] in ("safetensors", "bin")
+
+
+def select_weight_files(files: Iterable[str]) -> list[str]:
+    """The files a diffusers pipeline loads: `model_index.json` and, per component folder, its configs,
+    tokenizer files and one weight format (safetensors if the folder has any, else .bin), without
+    precision variants. Single-file checkpoints at the top level (`*.ckpt`, `*.safetensors`) and other
+    frameworks' exports are left out: they can be larger than the pipeline itself.
+
+    Raises StageError when there is no `model_index.json` (not a diffusers-layout repository).
+    """
+    all_files = sorted(set(files))
+    if MODEL_INDEX not in all_files:
+        raise StageError(f"no {MODEL_INDEX} at the top: not a diffusers-layout model")
+    by_folder: dict[str, list[str]] = {}
+    for path in all_files:
+        folder, _, name = path.rpartition("/")
+        if folder and "/" not in folder and not folder.startswith("."):
+            by_folder.setdefault(folder, []).append(name)
+    selected = [MODEL_INDEX]
+    for folder, names in sorted(by_folder.items()):
+        weights = [n for n in names if n.endswith(_WEIGHT_FORMATS) and not _is_variant(n)]
+        preferred = [n for n in weights if n.endswith(".safetensors")] or weights
+        side = [n for n in names if n.endswith(_SIDE_FILES)]
+        selected += [f"{folder}/{n}" for n in sorted(set(side) | set(preferred))]
+    return selected
+
+
+def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetcher:
+    """Download the selected files of `repo_id` at one commit from the Hugging Face Hub."""
+
+    def fetch(scratch: Path) -> Fetched:
+        # huggingface_hub 2.4.0 (requirements-stage.txt): HfApi.model_info(repo_id, *, revision, token)
+        # returns .sha and .siblings[].rfilename; snapshot_download(repo_id, *, revision, local_dir,
+        # token, allow_patterns) (signatures read from the installed package, tests/app/test_model_stage.py).
+        from huggingface_hub import HfApi, snapshot_download
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+        try:
+            info = HfApi().model_info(repo_id, revision=revision, token=token)
+            files = select_weight_files(s.rfilename for s in info.siblings or [])
+            local = scratch / "hub"
+            snapshot_download(repo_id, revision=info.sha, local_dir=local, token=token, allow_patterns=files)
+        except GatedRepoError as exc:  # a subclass of RepositoryNotFoundError: test it first
+            raise StageError(
+                f"{repo_id} is gated: accept its licence on the Hub and give the deploy a token "
+                "(servingHubTokenSecretName, docs/serving.md)"
+            ) from exc
+        except RepositoryNotFoundError as exc:
+            raise StageError(f"{repo_id} is not on the Hub, or it is private and no token was given") from exc
+        except HfHubHTTPError as exc:
+            raise StageError(f"the Hub refused the download of {repo_id}: {exc}") from exc
+        return Fetched(root=local, files=tuple(files), source=f"hf://{repo_id}", revision=info.sha)
+
+    return fetch
+
+
+def dir_fetcher(folder: Path) -> Fetcher:
+    """Stage the selected files of a local folder in diffusers layout."""
+
+    def fetch(scratch: Path) -> Fetched:
+        if not folder.is_dir():
+            raise StageError(f"{folder} is not a directory")
+        present = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+        return Fetched(root=folder, files=tuple(select_weight_files(present)), source=str(folder), revision=None)
+
+    return fetch
+
+
+def _existing_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [obj["Key"] for obj in page.get("Contents", [])]
+    return keys
+
+
+def _delete(s3: Any, bucket: str, keys: list[str]) -> None:
+    for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1,000 keys
+        batch = [{"Key": k} for k in keys[start : start + 1000]]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+
+
+def stage(s3: Any, *, bucket: str, prefix: str, fetch: Fetcher, scratch: Path) -> bool:
+    """Publish the fetched model under `prefix` unless its marker exists; True when it staged."""
+    if marker_exists(s3, bucket, prefix):
+        log.info("already staged: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
+        return False
+    fetched = fetch(scratch)
+    missing = [f for f in fetched.files if not (fetched.root / f).is_file()]
+    if missing:
+        raise StageError(f"the download did not produce {missing[:5]}")
+    stale = [k for k in _existing_keys(s3, bucket, prefix) if k[len(prefix) :] not in fetched.files]
+    if stale:
+        log.info("removing %d objects an earlier, unfinished run left under s3://%s/%s", len(stale), bucket, prefix)
+        _delete(s3, bucket, stale)
+    size = sum((fetched.root / f).stat().st_size for f in fetched.files)
+    log.info("uploading %d files (%.2f GB) to s3://%s/%s", len(fetched.files), size / 1e9, bucket, prefix)
+    uploaded = upload_files(s3, bucket, fetched.root, fetched.files, prefix)
+    # The marker goes last: the compile job and a re-run treat the prefix as complete only once it exists.
+    write_marker(
+        s3,
+        bucket,
+        prefix,
+        {"source": fetched.source, "revision": fetched.revision, "bytes": size, "files": uploaded},
+    )
+    log.info("staged %s into s3://%s/%s", fetched.source, bucket, prefix)
+    return True
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m app.model_store.stage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bucket", required=True, help="the model store bucket")
+    parser.add_argument("--model-id", required=True, help="Hub repo id org/name; staged under models/<slug>/")
+    parser.add_argument("--revision", default=None, help="branch, tag or commit on the Hub (default: main)")
+    parser.add_argument("--from-dir", type=Path, default=None, help="stage this local folder instead of the Hub")
+    parser.add_argument("--work-dir", type=Path, default=None, help="scratch space for the download")
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
+    """Stage once; returns the exit status (errors are one readable line)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        prefix = weights_prefix(args.model_id)
+        if args.from_dir is not None:
+            fetch = dir_fetcher(args.from_dir)
+        else:
+            # Set by CodeBuild from Secrets Manager when a token secret is configured; never logged.
+            fetch = hub_fetcher(args.model_id, args.revision, os.environ.get("HF_TOKEN") or None)
+        if s3 is None:
+            import boto3
+
+            s3 = boto3.client("s3")
+        if args.work_dir is not None:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="stage-", dir=args.work_dir) as scratch:
+            stage(s3, bucket=args.bucket, prefix=prefix, fetch=fetch, scratch=Path(scratch))
+    except (StageError, ValueError) as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Stage the model's weights into the model store during `cdk deploy`, so nothing waits on a manual copy.
+
+A CodeBuild project runs the project's own `python -m app.model_store.stage` (from a small source
+asset: `app/model_store/` and `requirements-stage.txt`), and a `Custom::ModelStaging` resource
+starts it and waits for it with the same handler as the image builds (`lambdas/codebuild_runner.py`).
+The compile Job and the serving workloads depend on that resource, so they are applied only once
+the weights are complete. The program skips a model whose completion marker exists, so a redeploy
+costs one build of about a minute.
+
+CodeBuild rather than a Kubernetes Job: it needs no cluster capacity, its disk and bandwidth suit a
+multi-GB download, and its `SECRETS_MANAGER` environment variable type resolves the Hub token at build
+time, so the token never appears in the template, the project definition or a pod spec.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from app.model_store.layout import model_slug, s3_uri, weights_prefix
+from cdk import versions
+from cdk.constructs.log_groups import encrypted_log_group
+from cdk.nag import acknowledge_build_runner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Only what `python -m app.model_store.stage` imports, so a service change does not re-run staging.
+SOURCE_EXCLUDES = [
+    "*",
+    ".*",
+    "!app",
+    "!app/__init__.py",
+    "!app/model_store",
+    "!app/model_store/**",
+    "!requirements-stage.txt",
+    "**/__pycache__",
+    "**/*.pyc",
+]
+LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
+# CloudFormation gives a custom resource at most one hour; the build's own limit ends first, so
+# the failure the deploy reports is CodeBuild's, with its log link.
+BUILD_TIMEOUT = Duration.minutes(45)
+WAIT_TIMEOUT = Duration.minutes(55)
+HUB_AUTH_ENV_NAME = "HF_TOKEN"  # huggingface_hub's own variable name; app/model_store/stage.py reads it
+
+
+def buildspec() -> dict[str, object]:
+    """Install the pinned staging requirements and run the staging program once."""
+    return {
+        "version": "0.2",
+        "env": {"shell": "bash"},
+        "phases": {
+            "install": {
+                "runtime-versions": {"python": versions.STAGE_PYTHON_VERSION},
+                "commands": [
+                    "python -m venv .stage-venv",
+                    # Every package is pinned in the file; --no-deps keeps anything else from floating in.
+                    ".stage-venv/bin/pip install --quiet --no-deps --only-binary=:all: -r requirements-stage.txt",
+                ],
+            },
+            "build": {
+                "commands": [
+                    '.stage-venv/bin/python -m app.model_store.stage --bucket "$MODEL_BUCKET" --model-id "$MODEL_ID"',
+                ]
+            },
+        },
+    }
+
+
+class WeightsStaging(Construct):
+    """Copies `model_id` from the Hugging Face Hub into `models/<slug>/` of the bucket, once."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket,
+        model_id: str,
+        token_secret: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        prefix = weights_prefix(model_id)
+        self.weights_uri = s3_uri(bucket.bucket_name, prefix)
+        source = s3_assets.Asset(self, "Source", path=str(REPO_ROOT), exclude=SOURCE_EXCLUDES)
+        variables = {
+            "MODEL_BUCKET": codebuild.BuildEnvironmentVariable(value=bucket.bucket_name),
+            "MODEL_ID": codebuild.BuildEnvironmentVariable(value=model_id),
+        }
+        if token_secret:
+            # Resolved by CodeBuild at build time; the template holds only the secret's name or ARN, and
+            # CDK grants secretsmanager:GetSecretValue on that secret (aws-cdk-lib 2.275.0,
+            # aws-codebuild/lib/project.js, SECRETS_MANAGER branch).
+            variables[HUB_AUTH_ENV_NAME] = codebuild.BuildEnvironmentVariable(
+                type=codebuild.BuildEnvironmentVariableType.SECRETS_MANAGER, value=token_secret
+            )
+        key = kms.Key(self, "BuildKey", description="Encrypts the weights-staging build", enable_key_rotation=True)
+        log_group = encrypted_log_group(self, "Logs")
+        self.project = codebuild.Project(
+            self,
+            "Project",
+            description=f"Stages {model_id} from the Hugging Face Hub into s3://.../{prefix}",
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_object(buildspec()),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
+                # LARGE for its network bandwidth; nothing here needs Docker, so not privileged.
+                compute_type=codebuild.ComputeType.LARGE,
+            ),
+            environment_variables=variables,
+            encryption_key=key,
+            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=log_group)),
+            timeout=BUILD_TIMEOUT,
+        )
+        self._grant_prefix(bucket, prefix)
+        handler_props = {
+            "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
+            "code": lambda_.Code.from_asset(str(REPO_ROOT / "lambdas"), exclude=LAMBDA_EXCLUDES),
+            "timeout": Duration.minutes(1),
+            "memory_size": 256,
+        }
+        on_event = lambda_.Function(
+            self, "OnEvent", handler="codebuild_runner.on_event", description="Starts weights staging", **handler_props
+        )
+        is_complete = lambda_.Function(
+            self,
+            "IsComplete",
+            handler="codebuild_runner.is_complete",
+            description="Polls weights staging",
+            **handler_props,
+        )
+        on_event.add_to_role_policy(
+            iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=[self.project.project_arn])
+        )
+        is_complete.add_to_role_policy(
+            iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=[self.project.project_arn])
+        )
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=on_event,
+            is_complete_handler=is_complete,
+            query_interval=Duration.seconds(30),
+            total_timeout=WAIT_TIMEOUT,
+            log_group=encrypted_log_group(self, "ProviderLogs"),
+            waiter_state_machine_log_options=cr.LogOptions(
+                destination=encrypted_log_group(self, "WaiterLogs"),
+            ),
+        )
+        acknowledge_build_runner(on_event, is_complete, provider, [self.project])
+        self._acknowledge_writes(bucket, prefix, token_secret)
+        self.resource = CustomResource(
+            self,
+            "Weights",
+            service_token=provider.service_token,
+            resource_type="Custom::ModelStaging",
+            properties={
+                "Builds": [{"Project": self.project.project_name, "Outputs": {"WeightsUri": self.weights_uri}}],
+                # A new model is a new resource; a changed staging program re-runs it (and is skipped by the
+                # marker if the weights are already complete).
+                "PhysicalResourceId": f"weights-{model_slug(model_id)}",
+                "ModelId": model_id,
+                "SourceHash": source.asset_hash,
+                "TokenSecret": token_secret or "",
+            },
+        )
+
+    def _acknowledge_writes(self, bucket: s3.IBucket, prefix: str, token_secret: str | None) -> None:
+        """The prefix wildcard of the weights grant, and the secret's ARN suffix wildcard, by name."""
+        stack = Stack.of(self)
+        bucket_id = stack.resolve(stack.get_logical_id(bucket.node.default_child))
+        acks = [
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]",
+                reason="Staging reads, writes and deletes only under the model's own weights prefix; S3 needs the "
+                "trailing wildcard to name the objects under it.",
+            )
+        ]
+        if token_secret:
+            # As CDK names it: pseudo parameters for a secret name, the ARN's own parts for an ARN.
+            resource = f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{token_secret}*"
+            if token_secret.startswith("arn:"):
+                _, partition, _, region, account, _, name = token_secret.split(":", 6)
+                resource = f"arn:{partition}:secretsmanager:{region}:{account}:secret:{name.split(':')[0]}*"
+            acks.append(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{resource}]",
+                    reason="CDK's grant for the SECRETS_MANAGER build variable: the one secret holding the Hub "
+                    "token, by name plus the random suffix Secrets Manager appends to its ARN.",
+                )
+            )
+        Validations.of(self.project).acknowledge(*acks)
+
+    def _grant_prefix(self, bucket: s3.IBucket, prefix: str) -> None:
+        """Read, write and delete under the model's weights prefix only (delete: leftovers of an unfinished run)."""
+        self.project.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="StageWeightsPrefix",
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[bucket.arn_for_objects(f"{prefix}*")],
+            )
+        )
+        self.project.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ListWeightsPrefix",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
