@@ -274,7 +274,8 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
         "ALL would log every 30-second poll",
     )
     _ack(provider, "SF2", "the waiter only loops over the is-complete Lambda; X-Ray adds nothing there")
-    for project in builds.projects.values():
+    controller = [builds.routing_controller_project] if builds.routing_controller_project is not None else []
+    for project in [*builds.projects.values(), *controller]:
         _ack(
             project,
             "IAM5[Resource::*]",

@@ -66,3 +66,8 @@ LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 
 # CodeBuild image that runs `docker build` (privileged).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+
+# Base of the routing controller's own image (routing_controller/Dockerfile): the Docker official
+# Python image through its ECR Public mirror (no Docker Hub pull limits in CodeBuild). Python 3.13
+# matches LAMBDA_PYTHON_RUNTIME. Not verifiable offline: on docs/platform.md's verify-on-first-deploy list.
+ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"

@@ -2,26 +2,20 @@
 
 Calls (checked in the installed kubernetes==36.0.3 package): AppsV1Api.read_namespaced_deployment,
 CoreV1Api.list_namespaced_pod, CustomObjectsApi.list_cluster_custom_object for Karpenter's
-cluster-scoped `karpenter.sh/v1` `nodeclaims` (kubernetes-sigs/karpenter v1.14.1:
-pkg/apis/crds/karpenter.sh_nodeclaims.yaml; label `karpenter.sh/nodepool` and the Launched /
-Initialized conditions from pkg/apis/v1/labels.go and nodeclaim_status.go).
+cluster-scoped NodeClaims (coordinates in routing_controller/nodeclaims.py).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from routing_controller import nodeclaims
 from routing_controller.decision import PoolObservation
 from routing_controller.settings import Pool
-
-NODECLAIM_GROUP: Final = "karpenter.sh"
-NODECLAIM_VERSION: Final = "v1"
-NODECLAIM_PLURAL: Final = "nodeclaims"
-NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 
 LOG = logging.getLogger(__name__)
 
@@ -60,7 +54,10 @@ class ClusterReader:
             return 0, ""
         try:
             listed = self.custom.list_cluster_custom_object(
-                NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, label_selector=f"{NODEPOOL_LABEL}={node_pool}"
+                nodeclaims.GROUP,
+                nodeclaims.VERSION,
+                nodeclaims.PLURAL,
+                label_selector=f"{nodeclaims.NODEPOOL_LABEL}={node_pool}",
             )
         except ApiException as exc:
             if exc.status == 404:  # no Karpenter (managed node groups): nothing to read, ever
@@ -73,10 +70,10 @@ class ClusterReader:
             if claim.get("metadata", {}).get("deletionTimestamp"):
                 continue
             conditions = {c.get("type"): c for c in claim.get("status", {}).get("conditions", [])}
-            if conditions.get("Initialized", {}).get("status") == "True":
+            if conditions.get(nodeclaims.CONDITION_INITIALIZED, {}).get("status") == "True":
                 continue
             launching += 1
-            launched = conditions.get("Launched", {})
+            launched = conditions.get(nodeclaims.CONDITION_LAUNCHED, {})
             if launched.get("status") == "False":
                 problem = launched.get("reason") or launched.get("message") or "launch failed"
         return launching, problem

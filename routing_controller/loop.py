@@ -35,8 +35,7 @@ LOG = logging.getLogger("routing_controller")
 class MetricsClient(Protocol):
     """The part of boto3's CloudWatch client the loop uses."""
 
-    def put_metric_data(self, **kwargs: Any) -> Any:
-        ...
+    def put_metric_data(self, **kwargs: Any) -> Any: ...
 
 
 class Controller:

@@ -16,8 +16,11 @@ from typing import Any, Final, Literal
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 
-RoutingMode = Literal["cost", "capacity"]
-ROUTING_MODES: Final = ("cost", "capacity")
+RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
+ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
+# The modes that split traffic with the weighted forward action (cost weights, moved by the
+# routing controller in cost-with-failover).
+WEIGHTED_MODES: Final = ("cost-with-failover", "cost")
 # The AWS Load Balancer Controller accepts forward weights 0..999.
 MAX_ROUTING_WEIGHT: Final = 999
 
@@ -57,6 +60,16 @@ class NeuronCompile:
 
 
 @dataclass(frozen=True)
+class RoutingControllerConfig:
+    """routing*: how often the controller looks, how long a change must hold, and when to alarm."""
+
+    period_s: int  # routingPeriodSeconds
+    hold_s: int  # routingHoldSeconds: a rise or a one-pod cut waits this long
+    band_pods: int  # routingBandPods: a cut of at most this many pods waits routingHoldSeconds
+    zero_weight_alarm_minutes: int  # routingZeroWeightAlarmMinutes
+
+
+@dataclass(frozen=True)
 class ServingConfig:
     """Everything the serving and observability stacks read from context."""
 
@@ -90,6 +103,7 @@ class ServingConfig:
     alarm_topic_arn: str | None
     model_store_retain: bool
     neuron_compile: NeuronCompile | None  # None when Neuron is not enabled
+    routing_controller: RoutingControllerConfig
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -176,6 +190,7 @@ class ServingConfig:
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
             neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
+            routing_controller=_read_routing_controller(ctx),
         )
         cfg._check_consistency()
         return cfg
@@ -198,6 +213,22 @@ class ServingConfig:
             model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+
+def _read_routing_controller(ctx: Context) -> RoutingControllerConfig:
+    """routingPeriodSeconds, routingHoldSeconds, routingBandPods, routingZeroWeightAlarmMinutes."""
+    cfg = RoutingControllerConfig(
+        period_s=ctx.integer("routingPeriodSeconds", minimum=5, maximum=300),
+        hold_s=ctx.integer("routingHoldSeconds", minimum=0, maximum=3600),
+        band_pods=ctx.integer("routingBandPods", minimum=0, maximum=10),
+        zero_weight_alarm_minutes=ctx.integer("routingZeroWeightAlarmMinutes", minimum=1, maximum=1440),
+    )
+    if cfg.hold_s and cfg.hold_s < cfg.period_s:
+        raise ConfigError(
+            f"setting 'routingHoldSeconds' = {cfg.hold_s} is below 'routingPeriodSeconds' = {cfg.period_s}: "
+            "a change could not be seen holding"
+        )
+    return cfg
 
 
 def _read_neuron_compile(ctx: Context) -> NeuronCompile:

@@ -21,13 +21,14 @@ from constructs import Construct
 from app import metric_names
 from app.model_store_layout import s3_uri, weights_prefix
 from cdk.accelerators import Accelerator
-from cdk.config.serving import ServingConfig
+from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, ServingDashboard
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import neuron_compile_job as njob
+from cdk.serving import routing_controller_workload as rcw
 from cdk.serving import scaling, workloads
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import CostInput, resolve_weights
@@ -40,8 +41,8 @@ def model_prefix_for(acc: Accelerator, cfg: ServingConfig) -> str:
 
 
 def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -> dict[str, int] | None:
-    """Service name -> weight in cost mode; None in capacity mode."""
-    if cfg.routing_mode != "cost":
+    """Service name -> weight in the weighted modes (the cost weights); None in capacity mode."""
+    if cfg.routing_mode not in WEIGHTED_MODES:
         return None
     per = cfg.per_accelerator
     weights = resolve_weights(
@@ -157,6 +158,21 @@ class ServingStack(Stack):
             )
         )
         front = manifest("Ingress", shared, *workload_manifests)
+        if cfg.routing_mode == "cost-with-failover" and self.weights is not None:
+            if platform.routing_controller_image is None:
+                raise ValueError("routingMode cost-with-failover needs the routing controller image from the platform")
+            controller_identity = self._routing_controller_identity(cfg, platform)
+            manifest(
+                "RoutingController",
+                rcw.manifests(
+                    cfg,
+                    image=platform.routing_controller_image,
+                    routed=rcw.pools(platform.accelerators, self.weights),
+                    region=region,
+                ),
+                front,
+                controller_identity.association,
+            )
 
         hostname = eks.KubernetesObjectValue(
             self,
@@ -181,6 +197,7 @@ class ServingStack(Stack):
             namespace=cfg.namespace,
             load_balancer=load_balancer,
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
+            routing_weights=cfg.routing_mode == "cost-with-failover",
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
@@ -188,6 +205,26 @@ class ServingStack(Stack):
         CfnOutput(self, "ModelWeightsUri", value=s3_uri(bucket.bucket_name, weights_prefix(cfg.model_id)))
         if compile_job is not None:
             CfnOutput(self, "NeuronArtifactsUri", value=s3_uri(bucket.bucket_name, njob.artifact_prefix(cfg)))
+
+    def _routing_controller_identity(self, cfg: ServingConfig, platform: PlatformHandle) -> PodIdentityRole:
+        """The controller's IAM role: PutMetricData to the service's namespace, nothing else."""
+        identity = PodIdentityRole(
+            self,
+            "RoutingControllerIdentity",
+            cluster=platform.cluster,
+            namespace=cfg.namespace,
+            service_account=rcw.NAME,
+            statements=[put_metrics_statement(metric_names.NAMESPACE)],
+            description="Routing controller: publish the RoutingWeight metric",
+        )
+        Validations.of(identity).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData has no resource-level scoping; it is limited by the "
+                "cloudwatch:namespace condition to the service's own namespace.",
+            )
+        )
+        return identity
 
     def _load_balancer_dimension(self, cfg: ServingConfig, hostname: eks.KubernetesObjectValue) -> str:
         """`app/<name>/<id>` of the ALB the controller created, looked up once it exists."""
