@@ -230,7 +230,8 @@ def table(results: list[Result], pools: tuple[PoolSpec, ...], scenario: Scenario
     lines = [
         f"{scenario.rate_per_min:g} images/min for {minutes} min; `{scenario.outage_pool}` loses every node at "
         f"minute {start} and gets none for {outage} min. Cost weights: {names}. Controller period "
-        f"{scenario.controller_period_s} s, hold {scenario.hold_s} s, band {scenario.band_pods} pod; the load balancer controller applies a change {scenario.apply_delay_s} s later.",
+        f"{scenario.controller_period_s} s, hold {scenario.hold_s} s, band {scenario.band_pods} pod; "
+        f"the load balancer controller applies a change {scenario.apply_delay_s} s later.",
         "",
         "| mode | requests sent to a pool with no ready pod | requests failed (no pod or over capacity) "
         "| USD / 1,000 images, healthy (min 5-20) | USD / 1,000 images, whole run | weight changes |",
