@@ -43,6 +43,7 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "endpointAccess": "public-and-private",
     "endpointPublicCidrs": "203.0.113.0/24,198.51.100.0/24",
     "routingMode": "capacity",
+    "nvidiaCapacityTypes": "spot",  # a managed node group takes one capacity type
 }
 
 
