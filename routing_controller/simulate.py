@@ -53,7 +53,7 @@ class PoolSpec:
 class Scenario:
     """The request stream, the outage and how the platform reacts."""
 
-    rate_per_min: float = 60.0
+    rate_per_min: float = 100.0
     duration_s: int = 50 * 60
     outage_pool: str = "neuron"
     outage_start_s: int = 20 * 60
