@@ -34,11 +34,11 @@ def test_capacity_mode_never_sends_to_an_empty_pool(results):
 
 def test_the_table_is_written_between_the_markers(tmp_path, results):
     doc = tmp_path / "serving.md"
-    doc.write_text(f"# x\n\n{simulate.BEGIN}\nold\n{simulate.END}\n\nafter\n")
+    doc.write_text(f"# x\n\n{simulate.BEGIN}\nSTALE-TABLE\n{simulate.END}\n\nafter\n")
     pools, scenario = simulate.pools_from_cdk_json()
     simulate.write_into_doc(simulate.table(list(results.values()), pools, scenario), doc)
     text = doc.read_text()
-    assert "old" not in text and text.endswith("after\n")
+    assert "STALE-TABLE" not in text and text.endswith("after\n")
     assert "| `cost-with-failover` |" in text
 
 
