@@ -8,7 +8,7 @@ cluster-scoped NodeClaims (coordinates in routing_controller/nodeclaims.py).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -16,6 +16,9 @@ from kubernetes.client.exceptions import ApiException
 from routing_controller import nodeclaims
 from routing_controller.decision import PoolObservation
 from routing_controller.settings import Pool
+
+# Every API call gives up after this long, so a stuck connection costs one period, not the loop.
+API_TIMEOUT_S: Final = 15
 
 LOG = logging.getLogger(__name__)
 
@@ -32,11 +35,15 @@ class ClusterReader:
 
     def observe(self, pool: Pool) -> PoolObservation:
         """Desired replicas (KEDA's), ready and pending pods, and NodeClaims still launching."""
-        deployment = self.apps.read_namespaced_deployment(pool.deployment, self.namespace)
+        deployment = self.apps.read_namespaced_deployment(
+            pool.deployment, self.namespace, _request_timeout=API_TIMEOUT_S
+        )
         desired = deployment.spec.replicas or 0
         labels = deployment.spec.selector.match_labels or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        pods = self.core.list_namespaced_pod(
+            self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S
+        ).items
         live = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")]
         ready = sum(1 for p in live if _pod_ready(p))
         launching, problem = self._node_claims(pool.node_pool)
@@ -58,6 +65,7 @@ class ClusterReader:
                 nodeclaims.VERSION,
                 nodeclaims.PLURAL,
                 label_selector=f"{nodeclaims.NODEPOOL_LABEL}={node_pool}",
+                _request_timeout=API_TIMEOUT_S,
             )
         except ApiException as exc:
             if exc.status == 404:  # no Karpenter (managed node groups): nothing to read, ever

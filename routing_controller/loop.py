@@ -20,7 +20,7 @@ from kubernetes import client
 
 from app import metric_names
 from routing_controller import annotation
-from routing_controller.cluster import ClusterReader
+from routing_controller.cluster import API_TIMEOUT_S, ClusterReader
 from routing_controller.decision import Decision, Hysteresis, PoolObservation, RoutingState, decide
 from routing_controller.settings import Settings
 
@@ -62,7 +62,9 @@ class Controller:
         now = self.clock()
         observed = {p.accelerator: self.reader.observe(p) for p in self.settings.pools}
         decision = decide(self.settings.cost_weights, observed, self.state, now, self.hysteresis)
-        ingress = self.networking.read_namespaced_ingress(self.settings.ingress, self.settings.namespace)
+        ingress = self.networking.read_namespaced_ingress(
+            self.settings.ingress, self.settings.namespace, _request_timeout=API_TIMEOUT_S
+        )
         applied = self._applied_weights(ingress)
         wanted = {p.service: decision.weights[p.accelerator] for p in self.settings.pools}
         if applied != wanted:
@@ -85,7 +87,11 @@ class Controller:
     def _patch(self, wanted: Mapping[str, int]) -> None:
         body = annotation.patch_body(self.settings.action, wanted, self.settings.service_port)
         self.networking.patch_namespaced_ingress(
-            self.settings.ingress, self.settings.namespace, body, _content_type=MERGE_PATCH
+            self.settings.ingress,
+            self.settings.namespace,
+            body,
+            _content_type=MERGE_PATCH,
+            _request_timeout=API_TIMEOUT_S,
         )
 
     def _record(
@@ -132,7 +138,7 @@ class Controller:
             last_timestamp=stamp,
             count=1,
         )
-        self.core.create_namespaced_event(self.settings.namespace, event)
+        self.core.create_namespaced_event(self.settings.namespace, event, _request_timeout=API_TIMEOUT_S)
 
     def _publish(self, weights: Mapping[str, int]) -> None:
         """The weight in effect per accelerator; a CloudWatch failure is logged, never fatal."""
