@@ -22,7 +22,7 @@ from routing_controller.loop import Controller
 from routing_controller.settings import Settings
 from tests.cdk.conftest import REPO_ROOT, resources_of
 from tests.routing_controller.fake_kube import FakeKube
-from tests.routing_controller.test_loop import deployment, ingress_object, node_claim, pod
+from tests.routing_controller.objects import deployment, ingress_object, node_claim, pod
 from tests.support.k8s_schema import validate_all, validate_core
 from tests.support.lbc_action import InvalidAction, parse_weighted_forward
 

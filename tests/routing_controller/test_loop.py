@@ -16,9 +16,9 @@ from routing_controller import annotation
 from routing_controller.loop import EVENT_REASON, Controller
 from routing_controller.settings import Pool, Settings, SettingsError, pools_env
 from tests.routing_controller.fake_kube import FakeKube
+from tests.routing_controller.objects import ACTION, INGRESS, NS, deployment, ingress_object, node_claim, pod
 from tests.support.k8s_schema import validate_core
 
-NS, INGRESS, ACTION = "sd", "sd", "weighted"
 POOLS = (
     Pool("neuron", "sd-neuron", "sd-neuron", "neuron", 65),
     Pool("nvidia", "sd-gpu", "sd-gpu", "nvidia", 35),
@@ -36,72 +36,6 @@ ENV = {
     "POD_NAME": "sd-routing-controller-abc",
 }
 INGRESS_PATH = f"/apis/networking.k8s.io/v1/namespaces/{NS}/ingresses/{INGRESS}"
-
-
-def ingress_object(weights: dict[str, int]) -> dict:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": INGRESS,
-            "namespace": NS,
-            "uid": "0b0e6c1e-0000-4000-8000-000000000001",
-            "resourceVersion": "42",
-            "annotations": {annotation.annotation_key(ACTION): annotation.encode(weights, 80)},
-        },
-        "spec": {
-            "ingressClassName": "alb",
-            "rules": [
-                {
-                    "http": {
-                        "paths": [
-                            {
-                                "path": "/",
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": ACTION, "port": {"name": "use-annotation"}}},
-                            }
-                        ]
-                    }
-                }
-            ],
-        },
-    }
-
-
-def deployment(name: str, replicas: int) -> dict:
-    labels = {"app.kubernetes.io/instance": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}},
-        },
-    }
-
-
-def pod(owner: str, index: int, ready: bool) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"{owner}-{index}", "namespace": NS, "labels": {"app.kubernetes.io/instance": owner}},
-        "status": {
-            "phase": "Running" if ready else "Pending",
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
-
-
-def node_claim(pool: str, launched_problem: str | None) -> dict:
-    launched = {"type": "Launched", "status": "False", "reason": launched_problem} if launched_problem else None
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": f"{pool}-x1", "labels": {"karpenter.sh/nodepool": pool}},
-        "status": {"conditions": [launched] if launched else []},
-    }
 
 
 @pytest.fixture
