@@ -4,8 +4,9 @@ One definition for the CDK app (the Ingress it applies) and the controller (the 
 so the two cannot disagree. Shape verified in kubernetes-sigs/aws-load-balancer-controller at tag
 v3.2.2: docs/guide/ingress/annotations.md (`actions.${action-name}`, advanced schema with
 `forwardConfig.targetGroups[].serviceName/servicePort/weight`) and pkg/ingress/config_types.go
-(`weight must be set when route to multiple target groups`). Weights 0..999 are the ELBv2
-TargetGroupTuple limits.
+(`weight must be set when route to multiple target groups`); a numeric `servicePort` string such
+as "80" is read as the port number (pkg/ingress/enhanced_backend_builder.go normalizes it with
+intstr.Parse before k8s.LookupServicePort). Weights 0..999 are the ELBv2 TargetGroupTuple limits.
 """
 
 from __future__ import annotations
