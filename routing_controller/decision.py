@@ -19,7 +19,8 @@ Hysteresis, per accelerator, on the share in effect:
   flaps stays at its low share instead of flapping the ALB; when no other accelerator serves,
   a rise is taken at once (there is nothing to protect).
 The weights are never all zero: with no ready pod anywhere the last weights (else the cost weights)
-stay, so traffic reaches the first pods that come back.
+stay, so traffic reaches the first pods that come back; and when only accelerators whose cost weight
+is 0 (a standby) have ready pods, they serve.
 """
 
 from __future__ import annotations
@@ -197,8 +198,14 @@ def _decision(
     total: int,
 ) -> Decision:
     raw = {name: cost_weights[name] * pools[name].share for name in cost_weights}
+    serving = {name: state.share for name, state in pools.items() if state.share > 0}
     if sum(raw.values()) > 0:
         weights = normalize(raw, total)
+    elif serving:
+        # Only accelerators with a cost weight of 0 have ready pods: serving beats an empty pool.
+        weights = normalize({name: serving.get(name, 0.0) for name in cost_weights}, total)
+        if reasons:
+            reasons = (*reasons, "only accelerators with cost weight 0 have ready pods: serving from them")
     elif last_weights is not None and sum(last_weights.values()) > 0:
         weights = dict(last_weights)
         if reasons:

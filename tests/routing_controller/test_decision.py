@@ -147,6 +147,15 @@ def test_never_all_zero():
     assert "keeping the last weights" in both_gone.reasons[-1]
 
 
+def test_a_pool_with_cost_weight_zero_serves_when_it_is_the_only_one_with_pods():
+    cost = {"neuron": 0, "nvidia": 100}  # routingWeightNeuron=0: Neuron only as a standby
+    start = decide(cost, {"neuron": healthy(1), "nvidia": healthy(1)}, None, 0.0, HOLD)
+    assert start.weights == cost
+    failed = decide(cost, {"neuron": healthy(1), "nvidia": PoolObservation(1, 0, 1)}, start.state, 10.0, HOLD)
+    assert failed.weights == {"neuron": 100, "nvidia": 0}
+    assert "cost weight 0" in failed.reasons[-1]
+
+
 def test_the_first_pool_back_when_none_serves_gets_traffic_at_once():
     nothing = PoolObservation(1, 0, pending=1)
     gone = run([(30, {"neuron": nothing, "nvidia": nothing})])[-1][1]
