@@ -31,8 +31,9 @@ from cdk.serving import neuron_compile_job as njob
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving import scaling, workloads
 from cdk.serving.model_store import ModelStore
-from cdk.serving.routing import CostInput, resolve_weights
+from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
+from routing_controller.decision import normalize
 
 
 def model_prefix_for(acc: Accelerator, cfg: ServingConfig) -> str:
@@ -50,6 +51,10 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
         {a.name: per[a.name].routing_weight for a in accelerators},
         {a.name: CostInput(per[a.name].price_per_hour, per[a.name].seconds_per_image) for a in accelerators},
     )
+    if cfg.routing_mode == "cost-with-failover":
+        # The controller's weights sum to WEIGHT_TOTAL; explicit weights are scaled to the same total
+        # so that the deployed Ingress already carries what the controller sets while all is healthy.
+        weights = normalize({name: float(w) for name, w in weights.items()}, WEIGHT_TOTAL)
     return {a.deployment_name: weights[a.name] for a in accelerators}
 
 

@@ -285,3 +285,20 @@ def test_image_installs_exactly_the_lock():
     dockerfile = (REPO_ROOT / "routing_controller" / "Dockerfile").read_text()
     assert "--no-deps" in dockerfile and "requirements.lock" in dockerfile
     assert "COPY app/ " not in dockerfile and "COPY . " not in dockerfile  # never the service
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("cost-with-failover", {"sd-neuron": 25, "sd-gpu": 75}), ("cost", {"sd-neuron": 1, "sd-gpu": 3})],
+)
+def test_explicit_weights_are_deployed_at_the_controllers_total(mode, expected):
+    from cdk.accelerators import NEURON, NVIDIA
+    from cdk.config.serving import ServingConfig
+    from cdk.stacks.serving_stack import routing_weights
+    from tests.cdk.conftest import DEFAULT_CONTEXT
+
+    cfg = ServingConfig.from_context(
+        DEFAULT_CONTEXT | {"routingMode": mode, "routingWeightNeuron": 1, "routingWeightNvidia": 3}
+    )
+    # With failover the Ingress starts with what the controller sets while healthy: no patch at start.
+    assert routing_weights(cfg, (NEURON, NVIDIA)) == expected
