@@ -43,3 +43,8 @@ BATCH_SIZE: Final = MetricSpec("BatchSize", "Count", "Requests per pipeline call
 IMAGES_GENERATED: Final = MetricSpec("ImagesGenerated", "Count", "Images returned to clients")
 
 ALL_METRICS: Final = (REQUESTS, ERRORS, LATENCY, QUEUE_DEPTH, BATCH_SIZE, IMAGES_GENERATED)
+
+# Published by the routing controller (routing_controller/), not by the service: the forward weight
+# it set for each accelerator's target group, out of a total of 100, with the same dimensions.
+ROUTING_WEIGHT: Final = MetricSpec("RoutingWeight", "None", "ALB forward weight the routing controller set")
+CONTROLLER_METRICS: Final = (ROUTING_WEIGHT,)

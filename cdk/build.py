@@ -83,6 +83,7 @@ def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
         kubernetes_version=config.kubernetes_version,
         accelerators=config.accelerators,
         image_uris=dict(images.image_uris),
+        routing_controller_image=images.routing_controller_image,
     )
     return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)
 

@@ -269,10 +269,10 @@ def _env(construct: IConstruct) -> tuple[str, str]:
 
 def _acknowledge_images(platform: PlatformStacks) -> None:
     builds = platform.images.builds
-    acknowledge_build_runner(
-        builds.on_event, builds.is_complete, builds.node.find_child("Provider"), list(builds.projects.values())
-    )
-    for project in builds.projects.values():
+    controller = [builds.routing_controller_project] if builds.routing_controller_project is not None else []
+    projects = [*builds.projects.values(), *controller]
+    acknowledge_build_runner(builds.on_event, builds.is_complete, builds.node.find_child("Provider"), projects)
+    for project in projects:
         _ack(
             project,
             "IAM5[Resource::*]",

@@ -23,3 +23,4 @@ class PlatformHandle:
     kubernetes_version: str  # "1.36": manifests are validated against this schema version
     accelerators: tuple[Accelerator, ...]  # the enabled ones, in a stable order
     image_uris: Mapping[str, str]  # accelerator name -> image URI that the builds push
+    routing_controller_image: str | None = None  # built when routingMode is cost-with-failover

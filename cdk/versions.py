@@ -130,3 +130,9 @@ CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
 # Python of the weights-staging build on that image (runtime-versions). requirements-stage.txt is resolved for it.
 # Verified: aws/aws-codebuild-docker-images@0c5eb16 al/x86_64/standard/5.0/runtimes.yml (python 3.9-3.14)
 STAGE_PYTHON_VERSION: Final = "3.12"
+
+# Base of the routing controller's own image (routing_controller/Dockerfile): the Docker official
+# Python image through its ECR Public mirror (no Docker Hub pull limits in CodeBuild). Python 3.13
+# matches LAMBDA_PYTHON_RUNTIME.
+# Verify on first deploy: docs/platform.md (an ECR Public tag).
+ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"

@@ -59,7 +59,9 @@ class AcceleratorCapacity:
 
     accelerator: Accelerator
     instance_families: tuple[str, ...]
-    capacity_type: CapacityType
+    # In order of preference, Spot first: a Karpenter NodePool allowing both takes Spot while it can
+    # be had and falls back to on-demand (managed node groups take exactly one).
+    capacity_types: tuple[CapacityType, ...]
     max_vcpu: int  # Karpenter NodePool limit on cpu
     max_nodes: int  # managed node group max size
     base_image: str  # base image URI resolved for the deploy's region (and its DLC registry account)
@@ -131,6 +133,14 @@ class AppConfig:
         capacity = tuple(
             _read_capacity(ctx, ACCELERATORS[name], environment.region) for name in ACCELERATORS if name in enabled
         )
+        if provisioner == "managed":
+            for item in capacity:
+                if len(item.capacity_types) > 1:
+                    raise ConfigError(
+                        f"setting '{item.name}CapacityTypes' = {list(item.capacity_types)!r} is invalid with "
+                        "nodeProvisioner=managed: a managed node group takes one capacity type (capacity fallback "
+                        "needs nodeProvisioner=karpenter)"
+                    )
 
         endpoint_access = ctx.string("endpointAccess", allowed=("public-and-private", "private"))
         public_cidrs = tuple(ctx.cidr_list("endpointPublicCidrs", allow_empty=True))
@@ -200,10 +210,10 @@ _LOG_RETENTION_DAYS = frozenset(
 
 
 def _read_capacity(ctx: Context, accelerator: Accelerator, region: str) -> AcceleratorCapacity:
-    """Read `<name>InstanceFamilies`, `<name>CapacityType`, `<name>MaxVcpu`, `<name>MaxNodes`, `<name>BaseImage`."""
+    """Read `<name>InstanceFamilies`, `<name>CapacityTypes`, `<name>MaxVcpu`, `<name>MaxNodes`, `<name>BaseImage`."""
     name = accelerator.name
     families = tuple(ctx.string_list(f"{name}InstanceFamilies", allowed=sorted(ALLOWED_FAMILIES[name])))
-    capacity_type = ctx.string(f"{name}CapacityType", allowed=("spot", "on-demand"))
+    capacity_types = _read_capacity_types(ctx, name)
     max_vcpu = ctx.integer(f"{name}MaxVcpu", minimum=4, maximum=10000)
     max_nodes = ctx.integer(f"{name}MaxNodes", minimum=1, maximum=100)
     base_image = ctx.string(
@@ -222,8 +232,33 @@ def _read_capacity(ctx: Context, accelerator: Accelerator, region: str) -> Accel
     return AcceleratorCapacity(
         accelerator=accelerator,
         instance_families=families,
-        capacity_type=capacity_type,
+        capacity_types=capacity_types,
         max_vcpu=max_vcpu,
         max_nodes=max_nodes,
         base_image=base_image,
     )
+
+
+# Karpenter's own order when a NodePool allows several capacity types: "Karpenter will prioritize
+# `reserved` capacity, followed by `spot`, then finally `on-demand`" and falls back when EC2 reports
+# no capacity (aws/karpenter-provider-aws, website/content/en/v1.14/concepts/nodepools.md, "Capacity
+# Type", at 1d927085dd81a9df9301e613f371dac5b4d16bfe). The configured order must say the same.
+_CAPACITY_PREFERENCE: tuple[CapacityType, ...] = ("spot", "on-demand")
+
+
+def _read_capacity_types(ctx: Context, name: str) -> tuple[CapacityType, ...]:
+    """`<name>CapacityTypes`: spot, on-demand or both in Karpenter's order of preference."""
+    key = f"{name}CapacityTypes"
+    legacy = f"{name}CapacityType"
+    if ctx.raw(legacy, None) is not None:
+        raise ConfigError(
+            f"setting '{legacy}' was replaced by '{key}', a list in order of preference "
+            '(such as ["spot", "on-demand"])'
+        )
+    types = ctx.string_list(key, allowed=_CAPACITY_PREFERENCE)
+    if types != sorted(types, key=_CAPACITY_PREFERENCE.index):
+        raise ConfigError(
+            f"setting '{key}' = {types!r} is invalid: Karpenter takes spot before on-demand whenever a pool allows "
+            "both, so list spot first"
+        )
+    return tuple(t for t in _CAPACITY_PREFERENCE if t in types)

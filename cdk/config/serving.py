@@ -16,8 +16,11 @@ from typing import Any, Final, Literal
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 
-RoutingMode = Literal["cost", "capacity"]
-ROUTING_MODES: Final = ("cost", "capacity")
+RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
+ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
+# The modes that split traffic with the weighted forward action (cost weights, moved by the
+# routing controller in cost-with-failover).
+WEIGHTED_MODES: Final = ("cost-with-failover", "cost")
 # The AWS Load Balancer Controller accepts forward weights 0..999.
 MAX_ROUTING_WEIGHT: Final = 999
 
@@ -64,6 +67,16 @@ class NeuronCompile:
 
 
 @dataclass(frozen=True)
+class RoutingControllerConfig:
+    """routing*: how often the controller looks, how long a change must hold, and when to alarm."""
+
+    period_s: int  # routingPeriodSeconds
+    hold_s: int  # routingHoldSeconds: a rise or a one-pod cut waits this long
+    band_pods: int  # routingBandPods: a cut of at most this many pods waits routingHoldSeconds
+    zero_weight_alarm_minutes: int  # routingZeroWeightAlarmMinutes
+
+
+@dataclass(frozen=True)
 class ServingConfig:
     """Everything the serving and observability stacks read from context."""
 
@@ -106,6 +119,8 @@ class ServingConfig:
         from app.model_store.layout import is_s3_uri
 
         return self.stage_weights and not is_s3_uri(self.model_id)
+
+    routing_controller: RoutingControllerConfig
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -199,6 +214,7 @@ class ServingConfig:
                 pattern=_SM_ID,
                 description="a Secrets Manager secret name or ARN (the secret holds the token, never the key)",
             ),
+            routing_controller=_read_routing_controller(ctx),
         )
         cfg._check_consistency()
         return cfg
@@ -226,6 +242,22 @@ class ServingConfig:
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+
+def _read_routing_controller(ctx: Context) -> RoutingControllerConfig:
+    """routingPeriodSeconds, routingHoldSeconds, routingBandPods, routingZeroWeightAlarmMinutes."""
+    cfg = RoutingControllerConfig(
+        period_s=ctx.integer("routingPeriodSeconds", minimum=5, maximum=300),
+        hold_s=ctx.integer("routingHoldSeconds", minimum=0, maximum=3600),
+        band_pods=ctx.integer("routingBandPods", minimum=0, maximum=10),
+        zero_weight_alarm_minutes=ctx.integer("routingZeroWeightAlarmMinutes", minimum=1, maximum=1440),
+    )
+    if cfg.hold_s and cfg.hold_s < cfg.period_s:
+        raise ConfigError(
+            f"setting 'routingHoldSeconds' = {cfg.hold_s} is below 'routingPeriodSeconds' = {cfg.period_s}: "
+            "a change could not be seen holding"
+        )
+    return cfg
 
 
 def _read_neuron_compile(ctx: Context) -> NeuronCompile:

@@ -38,6 +38,23 @@ SOURCE_EXCLUDES = [
     "**/*.pyc",
 ]
 LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
+# The routing controller's image: its own package, the metric names module and its buildspec only,
+# so a change to the service does not rebuild it and it does not carry the service.
+ROUTING_CONTROLLER_BUILD = "routingController"  # its `Accelerator` key in the custom resource's Builds
+ROUTING_CONTROLLER_BUILDSPEC = "buildspecs/routing-controller.yml"
+ROUTING_CONTROLLER_EXCLUDES = [
+    "*",
+    ".*",
+    "!routing_controller",
+    "!routing_controller/**",
+    "!app",
+    "!app/__init__.py",
+    "!app/metric_names.py",
+    "!buildspecs",
+    f"!{ROUTING_CONTROLLER_BUILDSPEC}",
+    "**/__pycache__",
+    "**/*.pyc",
+]
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
 
 
@@ -77,7 +94,13 @@ class ImageBuilds(Construct):
     """Builds `app/Dockerfile` for every enabled accelerator and exposes the pushed image URIs."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, cluster_name: str, capacity: tuple[AcceleratorCapacity, ...]
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        capacity: tuple[AcceleratorCapacity, ...],
+        routing_controller: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         region = Stack.of(self).region
@@ -122,6 +145,22 @@ class ImageBuilds(Construct):
                     "ImageUri": self.repository.repository_uri_for_tag(tag),
                 }
             )
+        self.routing_controller_project: codebuild.Project | None = None
+        self.routing_controller_image_uri: str | None = None
+        if routing_controller:
+            controller_source = s3_assets.Asset(
+                self, "RoutingControllerSource", path=str(REPO_ROOT), exclude=ROUTING_CONTROLLER_EXCLUDES
+            )
+            tag = f"routing-controller-{controller_source.asset_hash}"
+            self.routing_controller_project = self._routing_controller_project(controller_source, tag=tag)
+            self.routing_controller_image_uri = image_uri(cluster_name, tag)
+            builds.append(
+                {
+                    "Project": self.routing_controller_project.project_name,
+                    "Accelerator": ROUTING_CONTROLLER_BUILD,
+                    "ImageUri": self.repository.repository_uri_for_tag(tag),
+                }
+            )
 
         handler_props = {
             "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
@@ -140,6 +179,8 @@ class ImageBuilds(Construct):
             **handler_props,
         )
         project_arns = [p.project_arn for p in self.projects.values()]
+        if self.routing_controller_project is not None:
+            project_arns.append(self.routing_controller_project.project_arn)
         self.on_event.add_to_role_policy(iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=project_arns))
         self.is_complete.add_to_role_policy(
             iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=project_arns)
@@ -217,4 +258,34 @@ class ImageBuilds(Construct):
                     resources=[f"arn:{Aws.PARTITION}:ecr:{region}:{dlc_account}:repository/{dlc_repository}"],
                 )
             )
+        return project
+
+    def _routing_controller_project(self, source: s3_assets.Asset, *, tag: str) -> codebuild.Project:
+        """A small privileged project that builds routing_controller/Dockerfile on a slim Python base."""
+        logs_group = encrypted_log_group(self, "RoutingControllerBuildLogs")
+        project = codebuild.Project(
+            self,
+            "RoutingControllerBuild",
+            description=f"Builds the routing controller image on {versions.ROUTING_CONTROLLER_BASE_IMAGE}",
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_source_filename(ROUTING_CONTROLLER_BUILDSPEC),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
+                compute_type=codebuild.ComputeType.SMALL,
+                privileged=True,  # docker build needs the Docker daemon
+            ),
+            environment_variables={
+                name: codebuild.BuildEnvironmentVariable(value=value)
+                for name, value in {
+                    "REPOSITORY_URI": self.repository.repository_uri,
+                    "IMAGE_TAG": tag,
+                    "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE,
+                }.items()
+            },
+            encryption_key=self.artifacts_key,
+            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=logs_group)),
+            timeout=Duration.minutes(20),
+        )
+        self.repository.grant_pull_push(project)
+        self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
         return project

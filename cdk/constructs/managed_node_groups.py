@@ -37,7 +37,8 @@ class AcceleratedNodeGroups(Construct):
             self.node_groups[item.name] = cluster.add_nodegroup_capacity(
                 f"{item.name.capitalize()}Nodes",
                 ami_type=AMI_TYPES[item.name],
-                capacity_type=CAPACITY_TYPES[item.capacity_type],
+                # One type per managed node group (the config rejects a fallback list here).
+                capacity_type=CAPACITY_TYPES[item.capacity_types[0]],
                 instance_types=[ec2.InstanceType(t) for t in instance_types(item)],
                 # One node to serve on; without Karpenter nothing scales the group, so users raise
                 # desiredSize themselves (or add an autoscaler) up to the configured maximum.

@@ -88,7 +88,13 @@ def node_pool_manifest(capacity: AcceleratorCapacity) -> dict[str, Any]:
                             "operator": "In",
                             "values": list(capacity.instance_families),
                         },
-                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity.capacity_type]},
+                        # Both listed: Karpenter launches Spot while it can and falls back to on-demand
+                        # when EC2 has no Spot capacity (cdk/config/platform.py cites the docs).
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": list(capacity.capacity_types),
+                        },
                         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],

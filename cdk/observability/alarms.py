@@ -1,4 +1,5 @@
-"""Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, and no healthy targets."""
+"""Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, no healthy targets, and (cost-with-failover)
+an accelerator kept at routing weight 0 for too long."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class ServingAlarms(Construct):
         )
         for acc in inputs.accelerators:
             self.alarms.append(self._latency_alarm(acc, config, periods))
+        if inputs.routing_weights:
+            for acc in inputs.accelerators:
+                self.alarms.append(self._zero_weight_alarm(acc, config))
         healthy = cw.MathExpression(
             expression=healthy_hosts_query(inputs, False), using_metrics={}, period=Duration.minutes(1)
         )
@@ -67,6 +71,23 @@ class ServingAlarms(Construct):
             for alarm in self.alarms:
                 alarm.add_alarm_action(cw_actions.SnsAction(topic))
                 alarm.add_ok_action(cw_actions.SnsAction(topic))
+
+    def _zero_weight_alarm(self, acc: Accelerator, config: ServingConfig) -> cw.Alarm:
+        """The routing controller has kept an accelerator out of rotation for longer than configured."""
+        minutes = config.routing_controller.zero_weight_alarm_minutes
+        return service_metric(acc, sm.ROUTING_WEIGHT, "Maximum").create_alarm(
+            self,
+            f"ZeroWeight{acc.name.capitalize()}",
+            alarm_description=(
+                f"The routing controller has sent no traffic to {acc.deployment_name} for {minutes} minutes: "
+                "it has no ready pod (see the Ingress' RoutingWeightsChanged events and its NodeClaims)."
+            ),
+            threshold=1,
+            evaluation_periods=minutes,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            # No data means no controller running, not an accelerator out of rotation.
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
 
     def _latency_alarm(self, acc: Accelerator, config: ServingConfig, periods: int) -> cw.Alarm:
         return service_metric(acc, sm.LATENCY, "p99").create_alarm(

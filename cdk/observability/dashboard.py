@@ -33,6 +33,7 @@ class DashboardInputs:
     namespace: str
     load_balancer: str  # the ALB's `app/<name>/<id>` metric dimension
     price_per_hour: Mapping[str, float]
+    routing_weights: bool = False  # the routing controller publishes RoutingWeight (cost-with-failover)
 
 
 def service_metric(acc: Accelerator, name: str, statistic: str, period: Duration = PERIOD) -> cw.Metric:
@@ -177,6 +178,19 @@ def dashboard_rows(inputs: DashboardInputs) -> list[list[cw.IWidget]]:
         ]
     )
     rows.append([_graph("Cost per 1,000 images (USD)", [cost_per_1000_images(a, inputs) for a in accs], width=24)])
+    if inputs.routing_weights:
+        # The weights beside what they act on: where requests went and the pods that served them.
+        rows.append(
+            [
+                _graph(
+                    "Routing weight (of 100)",
+                    [service_metric(a, sm.ROUTING_WEIGHT, "Average") for a in accs],
+                    unit="weight",
+                ),
+                _graph("Requests per minute", [service_metric(a, sm.REQUESTS, "Sum") for a in accs], unit="requests"),
+                _graph("Running pods", [running_pods(a, inputs) for a in accs], unit="pods"),
+            ]
+        )
     return rows
 
 

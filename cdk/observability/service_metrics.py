@@ -29,3 +29,4 @@ LATENCY = m.LATENCY.name
 QUEUE_DEPTH = m.QUEUE_DEPTH.name
 BATCH_SIZE = m.BATCH_SIZE.name
 IMAGES_GENERATED = m.IMAGES_GENERATED.name
+ROUTING_WEIGHT = m.ROUTING_WEIGHT.name  # published by the routing controller, same dimensions

@@ -1,12 +1,14 @@
 """How the ALB splits traffic between the per-accelerator Services. Pure functions, no CDK.
 
-`cost` mode: one weighted forward action across the per-accelerator Services. Weights come from
-config, or are derived from each accelerator's cost per image:
+`cost` and `cost-with-failover` modes: one weighted forward action across the per-accelerator
+Services. Weights come from config, or are derived from each accelerator's cost per image:
 
     cost_per_image[a] = price_per_hour[a] / 3600 * seconds_per_image[a]
     weight[a]         = round_to_total( (1 / cost_per_image[a]) / sum_b (1 / cost_per_image[b]), 100 )
 
 so the accelerator that makes an image for less money gets proportionally more of the traffic.
+In `cost-with-failover` these are the weights the Ingress starts with and the routing controller
+(routing_controller/) returns to; it moves weight away from an accelerator without ready capacity.
 
 `capacity` mode: one Service selects the pods of every accelerator, and the ALB round-robins across
 all ready pods, so whichever accelerator has capacity serves.
@@ -14,7 +16,6 @@ all ready pods, so whichever accelerator has capacity serves.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,13 +23,14 @@ from typing import Any, Final
 
 from app.bench.cost import cost_per_1000_images
 from cdk.accelerators import Accelerator
+from routing_controller import annotation
 
 SERVICE_PORT: Final = 80
 CONTAINER_PORT: Final = 8000
 PORT_NAME: Final = "http"
 CAPACITY_SERVICE_NAME: Final = "sd"  # the Service across all accelerators (capacity mode)
 WEIGHTED_ACTION_NAME: Final = "weighted"  # the LBC action name (cost mode)
-WEIGHT_TOTAL: Final = 100
+WEIGHT_TOTAL: Final = 100  # the controller's weights sum to the same total (routing_controller.decision)
 
 
 @dataclass(frozen=True)
@@ -85,21 +87,13 @@ def resolve_weights(
 
 
 def weighted_forward_action(services_weights: Mapping[str, int]) -> dict[str, Any]:
-    """The LBC `actions.<name>` annotation body: forward to each Service's port 80 by weight."""
-    return {
-        "type": "forward",
-        "forwardConfig": {
-            "targetGroups": [
-                {"serviceName": svc, "servicePort": str(SERVICE_PORT), "weight": weight}
-                for svc, weight in services_weights.items()
-            ],
-            # No stickiness: each generation is independent, and stickiness would defeat the split.
-            "targetGroupStickinessConfig": {"enabled": False},
-        },
-    }
+    """The LBC `actions.<name>` annotation body: forward to each Service's port 80 by weight.
+
+    The same builder the routing controller patches with, so deploy and controller agree.
+    """
+    return annotation.forward_action(services_weights, SERVICE_PORT)
 
 
 def weighted_action_annotation(services_weights: Mapping[str, int]) -> tuple[str, str]:
     """(annotation key, JSON value) for the weighted forward action."""
-    key = f"alb.ingress.kubernetes.io/actions.{WEIGHTED_ACTION_NAME}"
-    return key, json.dumps(weighted_forward_action(services_weights), separators=(",", ":"))
+    return annotation.annotation_key(WEIGHTED_ACTION_NAME), annotation.encode(services_weights, SERVICE_PORT)

@@ -95,7 +95,7 @@ class ClusterStack(Stack):
         self._acknowledge_oidc_provider_handler()
         # Spot launches need the account's EC2 Spot service-linked role before the first node.
         self.spot_role: SpotServiceLinkedRole | None = None
-        if any(c.capacity_type == "spot" for c in config.capacity):
+        if any("spot" in c.capacity_types for c in config.capacity):
             self.spot_role = SpotServiceLinkedRole(self, "SpotServiceLinkedRole")
             for capacity in (self.node_pools, self.node_groups):
                 if capacity is not None:

@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from cdk.config import AppConfig
-from cdk.constructs.image_builds import ImageBuilds
+from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD, ImageBuilds
 
 
 class ImagesStack(Stack):
@@ -16,8 +16,21 @@ class ImagesStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: AppConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, description="Stable Diffusion on EKS: service images", **kwargs)
-        self.builds = ImageBuilds(self, "Images", cluster_name=config.cluster_name, capacity=config.capacity)
+        self.builds = ImageBuilds(
+            self,
+            "Images",
+            cluster_name=config.cluster_name,
+            capacity=config.capacity,
+            routing_controller=config.serving.routing_mode == "cost-with-failover",
+        )
         self.image_uris: dict[str, str] = dict(self.builds.image_uris)
+        self.routing_controller_image: str | None = self.builds.routing_controller_image_uri
         CfnOutput(self, "Repository", value=self.builds.repository.repository_uri)
         for name in self.builds.projects:
             CfnOutput(self, f"{name.capitalize()}Image", value=self.builds.resource.get_att_string(f"{name}ImageUri"))
+        if self.builds.routing_controller_project is not None:
+            CfnOutput(
+                self,
+                "RoutingControllerImage",
+                value=self.builds.resource.get_att_string(f"{ROUTING_CONTROLLER_BUILD}ImageUri"),
+            )

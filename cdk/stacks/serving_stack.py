@@ -22,7 +22,7 @@ from app import metric_names
 from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
-from cdk.config.serving import ServingConfig
+from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, ServingDashboard
@@ -30,10 +30,12 @@ from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import network_policy, scaling, workloads
 from cdk.serving import neuron_compile_job as njob
+from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.model_store import ModelStore
-from cdk.serving.routing import CostInput, resolve_weights
+from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
+from routing_controller.decision import normalize
 
 
 def model_location_for(acc: Accelerator, cfg: ServingConfig, store: str) -> tuple[str, str]:
@@ -43,8 +45,8 @@ def model_location_for(acc: Accelerator, cfg: ServingConfig, store: str) -> tupl
 
 
 def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -> dict[str, int] | None:
-    """Service name -> weight in cost mode; None in capacity mode."""
-    if cfg.routing_mode != "cost":
+    """Service name -> weight in the weighted modes (the cost weights); None in capacity mode."""
+    if cfg.routing_mode not in WEIGHTED_MODES:
         return None
     per = cfg.per_accelerator
     weights = resolve_weights(
@@ -52,6 +54,10 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
         {a.name: per[a.name].routing_weight for a in accelerators},
         {a.name: CostInput(per[a.name].price_per_hour, per[a.name].seconds_per_image) for a in accelerators},
     )
+    if cfg.routing_mode == "cost-with-failover":
+        # The controller's weights sum to WEIGHT_TOTAL; explicit weights are scaled to the same total
+        # so that the deployed Ingress already carries what the controller sets while all is healthy.
+        weights = normalize({name: float(w) for name, w in weights.items()}, WEIGHT_TOTAL)
     return {a.deployment_name: weights[a.name] for a in accelerators}
 
 
@@ -191,6 +197,21 @@ class ServingStack(Stack):
             )
         )
         front = manifest("Ingress", shared, *workload_manifests)
+        if cfg.routing_mode == "cost-with-failover" and self.weights is not None:
+            if platform.routing_controller_image is None:
+                raise ValueError("routingMode cost-with-failover needs the routing controller image from the platform")
+            controller_identity = self._routing_controller_identity(cfg, platform)
+            manifest(
+                "RoutingController",
+                rcw.manifests(
+                    cfg,
+                    image=platform.routing_controller_image,
+                    routed=rcw.pools(platform.accelerators, self.weights),
+                    region=region,
+                ),
+                front,
+                controller_identity.association,
+            )
 
         hostname = eks.KubernetesObjectValue(
             self,
@@ -216,6 +237,7 @@ class ServingStack(Stack):
             namespace=cfg.namespace,
             load_balancer=load_balancer,
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
+            routing_weights=cfg.routing_mode == "cost-with-failover",
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
@@ -229,6 +251,26 @@ class ServingStack(Stack):
                 value=njob.rerun_command(cfg),
                 description="Re-runs a failed Neuron compile (docs/serving.md)",
             )
+
+    def _routing_controller_identity(self, cfg: ServingConfig, platform: PlatformHandle) -> PodIdentityRole:
+        """The controller's IAM role: PutMetricData to the service's namespace, nothing else."""
+        identity = PodIdentityRole(
+            self,
+            "RoutingControllerIdentity",
+            cluster=platform.cluster,
+            namespace=cfg.namespace,
+            service_account=rcw.NAME,
+            statements=[put_metrics_statement(metric_names.NAMESPACE)],
+            description="Routing controller: publish the RoutingWeight metric",
+        )
+        Validations.of(identity).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData has no resource-level scoping; it is limited by the "
+                "cloudwatch:namespace condition to the service's own namespace.",
+            )
+        )
+        return identity
 
     def _load_balancer_dimension(self, cfg: ServingConfig, hostname: eks.KubernetesObjectValue) -> str:
         """`app/<name>/<id>` of the ALB the controller created, looked up once it exists."""

@@ -51,6 +51,7 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     # docs/src/data/pytorch/2.11-cuda-ec2.yml): its image tag must differ from the default synth's.
     "nvidiaBaseImage": "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.11.0-cu130-amzn2023",
     "servingModelId": "s3://example-weights/sd21/",  # weights brought, so nothing is staged
+    "nvidiaCapacityTypes": "spot",  # a managed node group takes one capacity type
 }
 
 

@@ -50,8 +50,11 @@ def test_command_line_strings_are_accepted():
         ("nodeProvisioner", "fargate", "one of karpenter, managed"),
         ("neuronInstanceFamilies", ["g5"], "neuronInstanceFamilies"),
         ("nvidiaInstanceFamilies", ["inf2"], "nvidiaInstanceFamilies"),
-        ("neuronCapacityType", "reserved", "one of on-demand, spot"),
-        ("nvidiaCapacityType", "SPOT", "one of on-demand, spot"),
+        ("neuronCapacityTypes", ["reserved"], "values from on-demand, spot"),
+        ("nvidiaCapacityTypes", "SPOT", "values from on-demand, spot"),
+        ("nvidiaCapacityTypes", ["on-demand", "spot"], "list spot first"),
+        ("nvidiaCapacityTypes", [], "nvidiaCapacityTypes"),
+        ("neuronCapacityType", "spot", "replaced by 'neuronCapacityTypes'"),
         ("neuronMaxVcpu", "lots", "an integer"),
         ("nvidiaMaxVcpu", 0, "at least 4"),
         ("neuronMaxNodes", 1000, "at most 100"),
@@ -76,6 +79,19 @@ def test_bad_values_name_the_setting(key, value, expected):
     message = str(raised.value)
     assert key in message
     assert expected in message
+
+
+def test_capacity_types_default_to_spot_with_on_demand_fallback():
+    config = _config()
+    for name in ("neuron", "nvidia"):
+        assert config.capacity_for(name).capacity_types == ("spot", "on-demand")
+    assert _config(neuronCapacityTypes="on-demand").capacity_for("neuron").capacity_types == ("on-demand",)
+
+
+def test_managed_node_groups_take_one_capacity_type():
+    with pytest.raises(ConfigError, match=r"'neuronCapacityTypes'.*nodeProvisioner=karpenter"):
+        _config(nodeProvisioner="managed", nvidiaCapacityTypes="spot")
+    assert _config(nodeProvisioner="managed", neuronCapacityTypes="spot", nvidiaCapacityTypes="on-demand")
 
 
 def test_a_missing_required_setting_is_named():

@@ -89,7 +89,7 @@ def test_controller_read_actions_keep_upstreams_scoping(platform_synth):
 
 
 def test_spot_capacity_brings_the_spot_service_linked_role(platform_synth):
-    assert "spot" in {c.capacity_type for c in platform_synth.config.capacity}
+    assert any("spot" in c.capacity_types for c in platform_synth.config.capacity)
     template = platform_synth.raw_templates[CLUSTER]
     calls = [
         (logical_id, r)

@@ -43,7 +43,9 @@ def test_node_pools_carry_label_taint_families_capacity_and_limits(platform_synt
         assert template["spec"]["taints"] == [{"key": accelerator.taint_key, "value": "true", "effect": "NoSchedule"}]
         requirements = {r["key"]: r["values"] for r in template["spec"]["requirements"]}
         assert requirements["karpenter.k8s.aws/instance-family"] == list(capacity.instance_families)
-        assert requirements["karpenter.sh/capacity-type"] == [capacity.capacity_type]
+        assert requirements["karpenter.sh/capacity-type"] == list(capacity.capacity_types)
+        # Spot first, on-demand as the fallback Karpenter takes when EC2 has no Spot capacity.
+        assert requirements["karpenter.sh/capacity-type"] == ["spot", "on-demand"]
         assert pool["spec"]["limits"] == {"cpu": str(capacity.max_vcpu)}
         assert pool["spec"]["disruption"]["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
 

@@ -27,6 +27,11 @@ def test_command_line_strings_are_accepted():
     ("values", "key"),
     [
         ({"routingMode": "random"}, "routingMode"),
+        ({"routingPeriodSeconds": 1}, "routingPeriodSeconds"),
+        ({"routingHoldSeconds": "soon"}, "routingHoldSeconds"),
+        ({"routingPeriodSeconds": 60, "routingHoldSeconds": 30}, "routingHoldSeconds"),
+        ({"routingBandPods": -1}, "routingBandPods"),
+        ({"routingZeroWeightAlarmMinutes": 0}, "routingZeroWeightAlarmMinutes"),
         ({"routingWeightNeuron": 5}, "routingWeightNvidia"),
         ({"routingWeightNeuron": 1000, "routingWeightNvidia": 1}, "routingWeightNeuron"),
         ({"scalingMinReplicasNvidia": 5, "scalingMaxReplicasNvidia": 2}, "scalingMaxReplicasNvidia"),

@@ -8,7 +8,8 @@ from app import metric_names
 from app.metrics.aggregator import MetricsAggregator
 from cdk.accelerators import ACCELERATORS
 
-PUBLISHED = {m.name for m in metric_names.ALL_METRICS}
+# The service's metrics and the routing controller's (cost-with-failover, the default).
+PUBLISHED = {m.name for m in (*metric_names.ALL_METRICS, *metric_names.CONTROLLER_METRICS)}
 
 
 def service_metrics_in_dashboard(body):
@@ -50,7 +51,7 @@ def alarm_metrics(props):
 def test_alarms_use_the_published_metrics(serving):
     alarms = serving.template.find_resources("AWS::CloudWatch::Alarm")
     used = [m for a in alarms.values() for m in alarm_metrics(a["Properties"]) if m[0] == metric_names.NAMESPACE]
-    assert {name for _, name, _ in used} == {metric_names.LATENCY.name}
+    assert {name for _, name, _ in used} == {metric_names.LATENCY.name, metric_names.ROUTING_WEIGHT.name}
     units = set()
     for _, _, dimensions in used:
         dims = {d["Name"]: d["Value"] for d in dimensions}
@@ -60,7 +61,12 @@ def test_alarms_use_the_published_metrics(serving):
 
 
 def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_manifests):
-    deployments = {m["metadata"]["name"]: m for m in serving_manifests if m["kind"] == "Deployment"}
+    serving_units = {a.deployment_name for a in ACCELERATORS.values()}  # not the routing controller
+    deployments = {
+        m["metadata"]["name"]: m
+        for m in serving_manifests
+        if m["kind"] == "Deployment" and m["metadata"]["name"] in serving_units
+    }
     scaled = [m for m in serving_manifests if m["kind"] == "ScaledObject"]
     assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled} == set(deployments)
     for so in scaled:

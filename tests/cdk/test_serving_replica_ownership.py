@@ -8,7 +8,11 @@ import pytest
 @pytest.mark.parametrize("view", ["serving", "capacity_serving"])
 def test_deployments_scaled_by_keda_leave_replicas_to_it(view, request):
     manifests = request.getfixturevalue(view).manifests
-    deployments = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "Deployment"}
+    deployments = {
+        m["metadata"]["name"]: m
+        for m in manifests
+        if m["kind"] == "Deployment" and m["metadata"]["labels"].get("app.kubernetes.io/name") == "stable-diffusion"
+    }
     scaled = {
         m["spec"]["scaleTargetRef"]["name"]
         for m in manifests

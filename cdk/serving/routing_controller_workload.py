@@ -1,0 +1,189 @@
+"""The routing controller's Kubernetes objects (cost-with-failover mode), as plain dicts.
+
+It runs on the system nodes (no accelerator toleration), with a ServiceAccount whose namespaced Role
+allows exactly what the loop calls in the serving namespace, and a ClusterRole that only reads
+Karpenter NodeClaims (cluster-scoped). Its IAM role (Pod Identity) only publishes its metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from cdk.accelerators import Accelerator
+from cdk.config.serving import ServingConfig
+from cdk.constructs.cluster import SYSTEM_NODE_LABEL
+from cdk.serving.ingress import INGRESS_NAME
+from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
+from cdk.serving.workloads import container_security_context
+from routing_controller import nodeclaims
+from routing_controller.settings import Pool, pools_env
+
+NAME: Final = "sd-routing-controller"
+# The non-root user routing_controller/Dockerfile creates (tests check the two agree).
+RUN_AS_USER: Final = 10001
+LABELS: Final = {"app.kubernetes.io/name": NAME}
+Manifest = dict[str, Any]
+
+
+def cluster_role_name(cfg: ServingConfig) -> str:
+    """Cluster-scoped names carry the namespace, so two serving namespaces do not collide."""
+    return f"{cfg.namespace}-{NAME}-nodeclaims"
+
+
+def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> tuple[Pool, ...]:
+    """What the controller routes between: Deployment, Service and NodePool per accelerator.
+
+    The NodePool is named after the accelerator (cdk/constructs/node_pools.py node_class_name).
+    """
+    return tuple(
+        Pool(
+            accelerator=a.name,
+            deployment=a.deployment_name,
+            service=a.deployment_name,
+            node_pool=a.name,
+            cost_weight=cost_weights[a.deployment_name],
+        )
+        for a in accelerators
+    )
+
+
+def service_account(cfg: ServingConfig) -> Manifest:
+    """Its own identity: the Role below and a Pod Identity role for CloudWatch."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+    }
+
+
+def role(cfg: ServingConfig) -> Manifest:
+    """Read Deployments and Pods, get and patch the one Ingress, create Events: in this namespace only."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "rules": [
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {
+                "apiGroups": ["networking.k8s.io"],
+                "resources": ["ingresses"],
+                "resourceNames": [INGRESS_NAME],
+                "verbs": ["get", "patch"],
+            },
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        ],
+    }
+
+
+def role_binding(cfg: ServingConfig) -> Manifest:
+    """Binds the Role to the controller's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}],
+    }
+
+
+def cluster_role(cfg: ServingConfig) -> Manifest:
+    """Nothing cluster-wide but reading Karpenter NodeClaims (they are cluster-scoped)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": cluster_role_name(cfg), "labels": dict(LABELS)},
+        "rules": [
+            {"apiGroups": [nodeclaims.GROUP], "resources": [nodeclaims.PLURAL], "verbs": ["get", "list", "watch"]}
+        ],
+    }
+
+
+def cluster_role_binding(cfg: ServingConfig) -> Manifest:
+    """Binds the NodeClaim reader to the controller's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": cluster_role_name(cfg), "labels": dict(LABELS)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role_name(cfg)},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}],
+    }
+
+
+def environment(cfg: ServingConfig, routed: tuple[Pool, ...], region: str) -> list[dict[str, Any]]:
+    """The ROUTING_* settings routing_controller/settings.py reads, and the pod's own name."""
+    rc = cfg.routing_controller
+    values = {
+        "ROUTING_NAMESPACE": cfg.namespace,
+        "ROUTING_INGRESS": INGRESS_NAME,
+        "ROUTING_ACTION": WEIGHTED_ACTION_NAME,
+        "ROUTING_SERVICE_PORT": str(SERVICE_PORT),
+        "ROUTING_POOLS": pools_env(routed),
+        "ROUTING_PERIOD_SECONDS": str(rc.period_s),
+        "ROUTING_HOLD_SECONDS": str(rc.hold_s),
+        "ROUTING_BAND_PODS": str(rc.band_pods),
+        "ROUTING_METRICS": "cloudwatch",
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+    }
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    return env
+
+
+def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> Manifest:
+    """One replica (two would race on the same annotation), Recreate on update, restricted security."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "spec": {
+            "replicas": 1,
+            "revisionHistoryLimit": 3,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": dict(LABELS)},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "automountServiceAccountToken": True,  # the Kubernetes API and Pod Identity need it
+                    "nodeSelector": dict(SYSTEM_NODE_LABEL),  # the system node group
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS_USER,
+                        "runAsGroup": RUN_AS_USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [
+                        {
+                            "name": "controller",
+                            "image": image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "env": environment(cfg, routed, region),
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "128Mi"},
+                                "limits": {"memory": "256Mi"},
+                            },
+                            "securityContext": container_security_context(),
+                            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 - in the container
+                        }
+                    ],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def manifests(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> list[Manifest]:
+    """Every object of the controller, in apply order."""
+    return [
+        service_account(cfg),
+        role(cfg),
+        role_binding(cfg),
+        cluster_role(cfg),
+        cluster_role_binding(cfg),
+        deployment(cfg, image=image, routed=routed, region=region),
+    ]
