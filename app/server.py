@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.api import generate, info, probes
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
+from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
@@ -49,6 +50,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     app.add_middleware(RequestLogMiddleware)
     if settings.ui:
         # The one place the service turns Gradio's usage reporting off: right before it loads.
