@@ -213,8 +213,13 @@ def deployment(
     model_uri: str,
     region: str,
     init_containers: Sequence[dict[str, Any]] = (),
+    env_config_maps: Sequence[str] = (),
 ) -> Manifest:
-    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation."""
+    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation.
+
+    `env_config_maps`: ConfigMaps whose keys become environment variables (the sign-in settings);
+    not optional, so a pod never starts without them.
+    """
     per = cfg.per_accelerator[acc.name]
     volumes, mounts = scratch_volumes(cfg)
     labels = {**selector_labels(acc), **acc.node_label}
@@ -231,6 +236,8 @@ def deployment(
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
+    if env_config_maps:
+        container["envFrom"] = [{"configMapRef": {"name": name}} for name in env_config_maps]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(acc),
         "automountServiceAccountToken": True,  # Pod Identity needs the projected token

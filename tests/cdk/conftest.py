@@ -26,6 +26,10 @@ DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(
 
 # The default synth also turns on the serving stack's optional features, so they are checked too.
 DEFAULT_OVERRIDES: dict[str, Any] = {
+    # The other front door (the variant keeps cdk.json's cloudfront one): the ALB's own HTTPS.
+    "ingressFrontDoor": "alb-https",
+    "ingressInternetFacing": True,
+    "ingressDomainName": "sd.example.com",
     "ingressCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666",
     "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
     "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",
