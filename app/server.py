@@ -60,5 +60,9 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         from app.ui import build_ui
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
-        app = gr.mount_gradio_app(app, build_ui(service), path="/", footer_links=[])
+        # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
+        # http:// links for an https page.
+        app = gr.mount_gradio_app(
+            app, build_ui(service), path="/", footer_links=[], root_path=settings.public_url or None
+        )
     return app

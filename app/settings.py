@@ -100,7 +100,9 @@ class Settings(BaseSettings):
     auth_login_url: str = Field(
         "", description="the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com"
     )
-    auth_public_url: str = Field("", description="where browsers reach the service, https://<host>")
+    public_url: str = Field(
+        "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
+    )
 
     @property
     def auth_client_id_list(self) -> tuple[str, ...]:
@@ -111,11 +113,11 @@ class Settings(BaseSettings):
     def _check_sign_in(self) -> Self:
         if self.auth == "off":
             return self
-        for name in ("auth_issuer", "auth_client_ids", "auth_ui_client_id", "auth_login_url", "auth_public_url"):
+        for name in ("auth_issuer", "auth_client_ids", "auth_ui_client_id", "auth_login_url", "public_url"):
             if not getattr(self, name):
                 raise ValueError(f"{name.upper()} is required when AUTH={self.auth}")
-        for name in ("auth_issuer", "auth_login_url", "auth_public_url"):
-            if not _https_or_loopback(getattr(self, name)):
+        for name in ("auth_issuer", "auth_login_url", "public_url"):
+            if not _https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
                 raise ValueError(f"{name.upper()} must be an https:// URL (plain http only on 127.0.0.1)")
         if self.auth_ui_client_id not in self.auth_client_id_list:
             raise ValueError("AUTH_UI_CLIENT_ID must be one of AUTH_CLIENT_IDS")

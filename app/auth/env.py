@@ -10,10 +10,10 @@ AUTH_ISSUER: Final = "AUTH_ISSUER"  # https://cognito-idp.<region>.amazonaws.com
 AUTH_CLIENT_IDS: Final = "AUTH_CLIENT_IDS"  # comma-separated app client ids whose access tokens are accepted
 AUTH_UI_CLIENT_ID: Final = "AUTH_UI_CLIENT_ID"  # the browser sign-in's app client (no secret, PKCE)
 AUTH_LOGIN_URL: Final = "AUTH_LOGIN_URL"  # the user pool domain: https://<prefix>.auth.<region>.amazoncognito.com
-AUTH_PUBLIC_URL: Final = "AUTH_PUBLIC_URL"  # where browsers reach the service: https://<host>
+PUBLIC_URL: Final = "PUBLIC_URL"  # where browsers reach the service: https://<host> (also the UI's root URL)
 
 # Paths the middleware serves itself, before anything else; the callback URL registered on the UI
-# app client is AUTH_PUBLIC_URL + CALLBACK_PATH and the sign-out URL AUTH_PUBLIC_URL + "/".
+# app client is PUBLIC_URL + CALLBACK_PATH and the sign-out URL PUBLIC_URL + "/".
 LOGIN_PATH: Final = "/auth/login"
 CALLBACK_PATH: Final = "/auth/callback"
 LOGOUT_PATH: Final = "/auth/logout"

@@ -21,7 +21,7 @@ def install_sign_in(app: FastAPI, settings: Settings) -> None:
         verifier=verifier,
         client_id=settings.auth_ui_client_id,
         login_url=settings.auth_login_url,
-        public_url=settings.auth_public_url,
+        public_url=settings.public_url,
         http=http,
     )
     app.add_middleware(AuthMiddleware, verifier=verifier, browser=browser)

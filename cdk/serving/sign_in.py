@@ -126,6 +126,6 @@ class SignIn(Construct):
                 env.AUTH_CLIENT_IDS: f"{ui},{self.api_client.user_pool_client_id}",
                 env.AUTH_UI_CLIENT_ID: ui,
                 env.AUTH_LOGIN_URL: self.login_url,
-                env.AUTH_PUBLIC_URL: public_url,
+                env.PUBLIC_URL: public_url,
             },
         }

@@ -111,7 +111,7 @@ def live(pool: FakeUserPool, backend: FakeBackend, tmp_path_factory: pytest.Temp
         auth_client_ids=f"{UI_CLIENT},{API_CLIENT}",
         auth_ui_client_id=UI_CLIENT,
         auth_login_url=pool.url,
-        auth_public_url=PUBLIC_URL,
+        public_url=PUBLIC_URL,
     ) as server:
         yield server
 
@@ -244,5 +244,5 @@ def test_cognito_mode_without_its_settings_is_a_readable_error(tmp_path: Path):
             auth_client_ids="a",
             auth_ui_client_id="a",
             auth_login_url="https://login.example",
-            auth_public_url="https://sd.example",
+            public_url="https://sd.example",
         )

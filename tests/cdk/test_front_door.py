@@ -174,10 +174,10 @@ def test_pods_read_their_sign_in_settings_from_the_config_map(serving):
         env.AUTH_CLIENT_IDS,
         env.AUTH_UI_CLIENT_ID,
         env.AUTH_LOGIN_URL,
-        env.AUTH_PUBLIC_URL,
+        env.PUBLIC_URL,
     }
     assert config["data"][env.AUTH] == "cognito"
-    assert config["data"][env.AUTH_PUBLIC_URL] == "https://sd.example.com"
+    assert config["data"][env.PUBLIC_URL] == "https://sd.example.com"
     assert config["data"][env.AUTH_UI_CLIENT_ID] in config["data"][env.AUTH_CLIENT_IDS].split(",")
     for deployment in _by_kind(serving.manifests, "Deployment").values():
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
