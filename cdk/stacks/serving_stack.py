@@ -253,7 +253,9 @@ class ServingStack(Stack):
         else:
             self.edge = None
             public_url = f"https://{door.domain_name}"
-            CfnOutput(self, "AlbHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)")
+            CfnOutput(
+                self, "LoadBalancerHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)"
+            )
         if self.sign_in is not None:
             self.sign_in.add_ui_client(public_url)
             manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])

@@ -115,6 +115,7 @@ def test_https_route_serves_tls_redirects_http_and_has_no_cloudfront(serving):
     assert annotations[LBC + "certificate-arn"] == serving.config.front_door.certificate_arn
     serving.template.resource_count_is("AWS::CloudFront::Distribution", 0)
     serving.template.has_output("ServiceUrl", {"Value": "https://sd.example.com/"})
+    serving.template.has_output("LoadBalancerHostname", {"Value": {"Fn::GetAtt": [Match.any_value(), "Value"]}})
     serving.template.has_resource_properties(
         "AWS::Cognito::UserPoolClient",
         {"CallbackURLs": ["https://sd.example.com/auth/callback"], "GenerateSecret": False},
