@@ -128,6 +128,22 @@ class FrontDoorConfig:
                 + ", ".join(_RESERVED_PREFIX_WORDS)
             )
 
+    def domain_prefix(self, load_balancer_name: str, account: str) -> str:
+        """authDomainPrefix, or `<ingressLoadBalancerName>-<account>` (unique per region) when unset."""
+        return self.auth_domain_prefix or f"{load_balancer_name.lower()}-{account}"
+
+    def check_default_prefix(self, load_balancer_name: str) -> None:
+        """The derived prefix must avoid Cognito's reserved words too."""
+        name = load_balancer_name.lower()
+        derived = self.auth == "cognito" and self.auth_domain_prefix is None
+        if derived and any(word in name for word in _RESERVED_PREFIX_WORDS):
+            raise ConfigError(
+                f"setting 'ingressLoadBalancerName' = {load_balancer_name!r} names the Cognito domain when "
+                "'authDomainPrefix' is unset, and Cognito reserves the words "
+                + ", ".join(_RESERVED_PREFIX_WORDS)
+                + ": set authDomainPrefix"
+            )
+
     def _https_settings(self) -> tuple[tuple[str, str | None], ...]:
         return (("ingressCertificateArn", self.certificate_arn), ("ingressDomainName", self.domain_name))
 

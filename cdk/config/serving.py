@@ -182,6 +182,7 @@ class ServingConfig:
 
     def _check_consistency(self) -> None:
         self.front_door.check_timeouts(self.request_timeout_s)
+        self.front_door.check_default_prefix(self.load_balancer_name)
         if self.idle_timeout_s < self.request_timeout_s:
             raise ConfigError(
                 f"setting 'ingressIdleTimeoutSeconds' = {self.idle_timeout_s} is below "

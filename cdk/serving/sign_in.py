@@ -56,7 +56,7 @@ class SignIn(Construct):
                 "strong passwords and required TOTP MFA cover the sign-in without it.",
             )
         )
-        prefix = cfg.front_door.auth_domain_prefix or f"{cfg.load_balancer_name.lower()}-{Aws.ACCOUNT_ID}"
+        prefix = cfg.front_door.domain_prefix(cfg.load_balancer_name, Aws.ACCOUNT_ID)
         self.domain = self.user_pool.add_domain(
             "Domain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix)
         )

@@ -51,6 +51,7 @@ def test_cdk_json_defaults_to_cloudfront_an_internal_alb_and_sign_in():
         ({"wafRateWindowSeconds": 90}, ("wafRateWindowSeconds",)),
         ({"authDomainPrefix": "my-cognito-login"}, ("authDomainPrefix",)),
         ({**HTTPS, "ingressDomainName": "Not A Domain"}, ("ingressDomainName",)),
+        ({"ingressLoadBalancerName": "sd-aws"}, ("ingressLoadBalancerName", "authDomainPrefix")),
     ],
     ids=[
         "cloudfront-with-public-alb",
@@ -66,6 +67,7 @@ def test_cdk_json_defaults_to_cloudfront_an_internal_alb_and_sign_in():
         "window-waf-does-not-offer",
         "reserved-word-in-prefix",
         "bad-domain",
+        "reserved-word-in-derived-prefix",
     ],
 )
 def test_exposing_combinations_and_bad_values_name_the_settings(values, keys):
