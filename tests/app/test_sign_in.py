@@ -3,88 +3,23 @@ token endpoint served by a second loopback server), the service runs with AUTH=c
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi import FastAPI, Form
-from fastapi.responses import JSONResponse
 
 from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE
 from app.bench.inprocess import serve_in_thread
 from app.settings import SettingsError, load_settings
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
+from tests.support.fake_user_pool import API_CLIENT, UI_CLIENT, FakeUserPool, new_key
 
-UI_CLIENT, API_CLIENT = "ui-client-1", "api-client-2"
 PUBLIC_URL = "http://127.0.0.1:9"  # where browsers would reach the service (only used in redirects)
-
-
-@dataclass
-class FakeUserPool:
-    """A user pool's signing key, JWKS and token endpoint, on a loopback port."""
-
-    url: str = ""
-    key: rsa.RSAPrivateKey = field(
-        default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    )
-    kid: str = "key-1"
-    challenges: dict[str, str] = field(default_factory=dict)  # code -> PKCE challenge it was issued for
-
-    @property
-    def issuer(self) -> str:
-        return f"{self.url}/pool"
-
-    def token(self, **overrides: object) -> str:
-        """An access token as Cognito issues one, with any claim replaced or removed (None)."""
-        now = int(time.time())
-        claims: dict[str, object] = {
-            "sub": "user-1",
-            "iss": self.issuer,
-            "client_id": API_CLIENT,
-            "token_use": "access",
-            "scope": "sd-api/generate",
-            "iat": now,
-            "exp": now + 600,
-            "jti": str(uuid.uuid4()),
-        }
-        claims.update(overrides)
-        claims = {k: v for k, v in claims.items() if v is not None}
-        key = overrides.get("_key", self.key)
-        claims.pop("_key", None)
-        return jwt.encode(claims, key, algorithm="RS256", headers={"kid": self.kid})
-
-    def app(self) -> FastAPI:
-        pool = FastAPI()
-        public = jwt.PyJWK.from_json(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
-        jwk = {**public._jwk_data, "kid": self.kid, "alg": "RS256", "use": "sig"}
-
-        @pool.get("/pool/.well-known/jwks.json")
-        def jwks() -> dict[str, object]:
-            return {"keys": [jwk]}
-
-        @pool.post("/oauth2/token")
-        def token(
-            grant_type: str = Form(), client_id: str = Form(), code: str = Form(), code_verifier: str = Form()
-        ) -> JSONResponse:
-            digest = hashlib.sha256(code_verifier.encode()).digest()
-            challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-            if grant_type != "authorization_code" or self.challenges.get(code) != challenge:
-                return JSONResponse({"error": "invalid_grant"}, status_code=400)
-            return JSONResponse(
-                {"access_token": self.token(client_id=client_id), "expires_in": 3600, "token_type": "Bearer"}
-            )
-
-        return pool
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +84,7 @@ def test_a_valid_access_token_reaches_the_service(client, pool, backend):
         ({"iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_other"}, "another issuer"),
         ({"token_use": "id"}, "access token is required"),
         ({"token_use": None}, "token_use"),
-        ({"_key": rsa.generate_private_key(public_exponent=65537, key_size=2048)}, "signature"),
+        ({"key": new_key()}, "signature"),
     ],
     ids=["missing", "expired", "wrong-client", "wrong-issuer", "id-token", "no-token-use", "forged"],
 )
