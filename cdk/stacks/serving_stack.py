@@ -9,6 +9,7 @@ CloudWatch dimension (`app/<name>/<id>`) with one DescribeLoadBalancers call by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Duration, Fn, Stack, Validations
@@ -241,17 +242,19 @@ class ServingStack(Stack):
         self.load_balancer_arn = arn
         return Fn.select(1, Fn.split("loadbalancer/", arn))
 
-    def _front_door(self, cfg: ServingConfig, alb_hostname: str, manifest: Any) -> str:
+    def _front_door(
+        self, cfg: ServingConfig, alb_hostname: str, manifest: Callable[..., eks.KubernetesManifest]
+    ) -> str:
         """CloudFront in front of the internal ALB, or the ALB's own HTTPS; then the sign-in's UI
         client and the pods' sign-in settings, which need the public URL. Returns that URL."""
         door = cfg.front_door
+        self.edge: EdgeDistribution | None = None
         if door.route == "cloudfront":
-            self.edge: EdgeDistribution | None = EdgeDistribution(
+            self.edge = EdgeDistribution(
                 self, "Edge", cfg=cfg, alb_arn=self.load_balancer_arn, alb_hostname=alb_hostname
             )
             public_url = self.edge.url
         else:
-            self.edge = None
             public_url = f"https://{door.domain_name}"
             CfnOutput(
                 self, "LoadBalancerHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)"
