@@ -12,7 +12,8 @@ import httpx
 import jwt
 import pytest
 
-from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE
+from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE, BrowserSignIn
+from app.auth.tokens import TokenVerifier
 from app.bench.inprocess import serve_in_thread
 from app.settings import SettingsError, load_settings
 from tests.app.fakes import FakeBackend
@@ -158,9 +159,22 @@ def test_a_callback_without_the_flow_cookie_or_with_a_replayed_code_is_refused(c
     assert wrong_code.status_code == 400 and "refused" in wrong_code.json()["error"]
 
 
-def test_sign_in_never_sends_the_browser_to_another_site(client):
-    login = client.get("/auth/login", params={"next": "//evil.example/"})
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "docs"])
+def test_sign_in_never_sends_the_browser_to_another_site(client, target):
+    login = client.get("/auth/login", params={"next": target})
     assert login.cookies[FLOW_COOKIE].endswith(".%2F")
+
+
+def test_cookies_are_secure_when_the_public_url_is_https(pool):
+    browser = BrowserSignIn(
+        verifier=TokenVerifier(pool.issuer, [UI_CLIENT]),
+        client_id=UI_CLIENT,
+        login_url=pool.url,
+        public_url="https://sd.example.com",
+        http=httpx.AsyncClient(),
+    )
+    cookie = browser.login("/").headers["set-cookie"].lower()
+    assert "secure" in cookie and "httponly" in cookie and "path=/auth/" in cookie
 
 
 def test_an_expired_browser_session_goes_back_to_sign_in(client, pool):
