@@ -37,6 +37,47 @@ _DOMAIN = r"(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}"
 # reserved words (Amazon Cognito Developer Guide, "Using the Amazon Cognito prefix domain").
 _DOMAIN_PREFIX = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _RESERVED_PREFIX_WORDS: Final = ("aws", "amazon", "cognito")
+_HTTPS_URL = r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?"
+# Cognito identity provider names: 1-32 characters, no spaces or underscores here (kept simple).
+_PROVIDER_NAME = r"[A-Za-z0-9][A-Za-z0-9.-]{0,31}"
+_SM_NAME_PATTERN = r"[A-Za-z0-9/_+=.@-]{1,512}"
+
+
+@dataclass(frozen=True)
+class OidcProvider:
+    """An existing OpenID Connect provider that people sign in with, federated by the user pool.
+
+    Its client secret stays in Secrets Manager: the template holds only a dynamic reference to it.
+    """
+
+    issuer_url: str
+    client_id: str
+    client_secret_name: str  # a Secrets Manager secret holding the client secret as its string
+    name: str
+
+    @classmethod
+    def from_context(cls, ctx: Context) -> OidcProvider | None:
+        """authOidc*: all of issuer, client id and secret name, or none of them."""
+        keys = ("authOidcIssuer", "authOidcClientId", "authOidcClientSecretName")
+        given = [key for key in keys if ctx.raw(key, None) is not None]
+        if not given:
+            return None
+        missing = [key for key in keys if key not in given]
+        if missing:
+            raise ConfigError(
+                f"setting '{missing[0]}' is required with '{given[0]}': a federated OIDC provider needs "
+                + ", ".join(keys)
+            )
+        return cls(
+            issuer_url=ctx.string("authOidcIssuer", pattern=_HTTPS_URL, description="an https:// issuer URL"),
+            client_id=ctx.string("authOidcClientId"),
+            client_secret_name=ctx.string(
+                "authOidcClientSecretName", pattern=_SM_NAME_PATTERN, description="a Secrets Manager secret name"
+            ),
+            name=ctx.string(
+                "authOidcName", "SSO", pattern=_PROVIDER_NAME, description="1-32 letters, digits, dots, hyphens"
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -51,6 +92,7 @@ class FrontDoorConfig:
     auth_domain_prefix: str | None  # None: derived from the load balancer name and the account
     waf_rate_limit: int  # requests per client per window
     waf_rate_window_s: int
+    oidc: OidcProvider | None = None  # people sign in there instead of with a user pool password
 
     @property
     def exposed(self) -> bool:
@@ -76,6 +118,7 @@ class FrontDoorConfig:
             ),
             waf_rate_limit=ctx.integer("wafRateLimit", minimum=WAF_MIN_RATE_LIMIT, maximum=WAF_MAX_RATE_LIMIT),
             waf_rate_window_s=ctx.integer("wafRateWindowSeconds", minimum=min(WAF_WINDOWS), maximum=max(WAF_WINDOWS)),
+            oidc=OidcProvider.from_context(ctx),
         )
         cfg._check()
         return cfg
@@ -116,6 +159,8 @@ class FrontDoorConfig:
                 "without signing in: keep authMode = cognito, or use an internal ALB (ingressFrontDoor = "
                 "alb-https with ingressInternetFacing = false)"
             )
+        if self.oidc is not None and self.auth != "cognito":
+            raise ConfigError("setting 'authOidcIssuer' needs 'authMode' = 'cognito': the user pool federates it")
         if self.waf_rate_window_s not in WAF_WINDOWS:
             raise ConfigError(
                 f"setting 'wafRateWindowSeconds' = {self.waf_rate_window_s} is invalid: expected one of "

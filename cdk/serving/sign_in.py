@@ -1,7 +1,7 @@
 """Sign-in for people and tokens for programs: a Cognito user pool the stack creates.
 
 - the user pool: no self sign-up (an administrator invites users), a strong password policy, TOTP
-  MFA required;
+  MFA required; or, with authOidc*, a given OpenID Connect provider that people sign in with instead;
 - a prefix domain `<authDomainPrefix>.auth.<region>.amazoncognito.com` serving managed login and the
   /oauth2/authorize, /oauth2/token and /logout endpoints;
 - the UI app client: public (no secret), authorization-code grant, callback `<public url>/auth/callback`;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, SecretValue, Stack, Validations
 from aws_cdk import aws_cognito as cognito
 from constructs import Construct
 
@@ -77,6 +77,25 @@ class SignIn(Construct):
             ),
         )
         self.ui_client: cognito.UserPoolClient | None = None
+        self.identity_provider = self._federate(cfg)
+
+    def _federate(self, cfg: ServingConfig) -> cognito.UserPoolIdentityProviderOidc | None:
+        """A given OIDC provider people sign in with; its client secret is read by CloudFormation from
+        Secrets Manager at deploy time (a dynamic reference), so it is never in the template."""
+        oidc = cfg.front_door.oidc
+        if oidc is None:
+            return None
+        return cognito.UserPoolIdentityProviderOidc(
+            self,
+            "Oidc",
+            user_pool=self.user_pool,
+            name=oidc.name,
+            issuer_url=oidc.issuer_url,
+            client_id=oidc.client_id,
+            client_secret=SecretValue.secrets_manager(oidc.client_secret_name).unsafe_unwrap(),
+            scopes=["openid", "email"],
+            attribute_mapping=cognito.AttributeMapping(email=cognito.ProviderAttribute.other("email")),
+        )
 
     @property
     def issuer(self) -> str:
@@ -96,12 +115,17 @@ class SignIn(Construct):
 
     def add_ui_client(self, public_url: str) -> cognito.UserPoolClient:
         """The browser sign-in's client: public (PKCE), code grant, back to `<public_url>/auth/callback`."""
+        if self.identity_provider is None:
+            providers = [cognito.UserPoolClientIdentityProvider.COGNITO]
+        else:
+            # People sign in with their own provider only; the pool keeps no passwords for them.
+            providers = [cognito.UserPoolClientIdentityProvider.custom(self.identity_provider.provider_name)]
         self.ui_client = self.user_pool.add_client(
             "Browser",
             generate_secret=False,
             access_token_validity=ACCESS_TOKEN_VALIDITY,
             prevent_user_existence_errors=True,
-            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            supported_identity_providers=providers,
             o_auth=cognito.OAuthSettings(
                 flows=cognito.OAuthFlows(authorization_code_grant=True),
                 scopes=[cognito.OAuthScope.OPENID, cognito.OAuthScope.EMAIL],
@@ -109,6 +133,8 @@ class SignIn(Construct):
                 logout_urls=[public_url + "/"],
             ),
         )
+        if self.identity_provider is not None:
+            self.ui_client.node.add_dependency(self.identity_provider)
         return self.ui_client
 
     def config_map(self, cfg: ServingConfig, public_url: str) -> dict[str, Any]:

@@ -30,6 +30,10 @@ DEFAULT_OVERRIDES: dict[str, Any] = {
     "ingressFrontDoor": "alb-https",
     "ingressInternetFacing": True,
     "ingressDomainName": "sd.example.com",
+    # People sign in with a given OIDC provider, federated by the user pool.
+    "authOidcIssuer": "https://login.example.com/realms/staff",
+    "authOidcClientId": "stable-diffusion",
+    "authOidcClientSecretName": "sd/oidc-client-secret",
     "ingressCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666",
     "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
     "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",

@@ -52,6 +52,11 @@ def test_cdk_json_defaults_to_cloudfront_an_internal_alb_and_sign_in():
         ({"authDomainPrefix": "my-cognito-login"}, ("authDomainPrefix",)),
         ({**HTTPS, "ingressDomainName": "Not A Domain"}, ("ingressDomainName",)),
         ({"ingressLoadBalancerName": "sd-aws"}, ("ingressLoadBalancerName", "authDomainPrefix")),
+        ({"authOidcIssuer": "https://login.example.com"}, ("authOidcClientId", "authOidcIssuer")),
+        (
+            {"authOidcIssuer": "http://login.example.com", "authOidcClientId": "c", "authOidcClientSecretName": "s"},
+            ("authOidcIssuer",),
+        ),
     ],
     ids=[
         "cloudfront-with-public-alb",
@@ -68,6 +73,8 @@ def test_cdk_json_defaults_to_cloudfront_an_internal_alb_and_sign_in():
         "reserved-word-in-prefix",
         "bad-domain",
         "reserved-word-in-derived-prefix",
+        "oidc-without-client",
+        "oidc-over-http",
     ],
 )
 def test_exposing_combinations_and_bad_values_name_the_settings(values, keys):
@@ -185,3 +192,22 @@ def test_pods_read_their_sign_in_settings_from_the_config_map(serving):
     for deployment in _by_kind(serving.manifests, "Deployment").values():
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert {"configMapRef": {"name": CONFIG_MAP_NAME}} in container["envFrom"]
+
+
+def test_a_given_oidc_provider_signs_people_in_and_its_secret_stays_in_secrets_manager(serving, capacity_serving):
+    oidc = serving.config.front_door.oidc
+    ((logical, provider),) = resources_of(serving.template.to_json(), "AWS::Cognito::UserPoolIdentityProvider").items()
+    props = provider["Properties"]
+    assert props["ProviderType"] == "OIDC" and props["ProviderName"] == oidc.name
+    assert props["ProviderDetails"]["oidc_issuer"] == oidc.issuer_url
+    secret = props["ProviderDetails"]["client_secret"]
+    assert secret == f"{{{{resolve:secretsmanager:{oidc.client_secret_name}:SecretString:::}}}}"
+    serving.template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient",
+        {"AllowedOAuthFlows": ["code"], "SupportedIdentityProviders": [{"Ref": logical}]},  # Ref: its name
+    )
+    # Without authOidc*, people sign in with the user pool itself.
+    capacity_serving.template.resource_count_is("AWS::Cognito::UserPoolIdentityProvider", 0)
+    capacity_serving.template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient", {"AllowedOAuthFlows": ["code"], "SupportedIdentityProviders": ["COGNITO"]}
+    )
