@@ -135,7 +135,8 @@ def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
 
 @pytest.fixture(scope="session")
 def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """The app as cdk.json ships it, plus HTTPS, an inbound allow-list and an alarm topic."""
+    """The app as cdk.json ships it, but through the alb-https front door with an OIDC provider, an
+    inbound allow-list and an alarm topic."""
     yield synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
 
 
@@ -174,7 +175,7 @@ def serving_view(app_synth: Synth) -> ServingSynth:
 
 @pytest.fixture(scope="session")
 def serving(platform_synth: Synth) -> ServingSynth:
-    """Both accelerators, cost routing, HTTPS with an allow-list and an alarm topic."""
+    """Both accelerators, cost routing, the alb-https front door with an allow-list, OIDC sign-in and an alarm topic."""
     return serving_view(platform_synth)
 
 
