@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.api import generate, info, probes
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
+from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
@@ -49,6 +50,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     app.add_middleware(RequestLogMiddleware)
     if settings.ui:
         # The one place the service turns Gradio's usage reporting off: right before it loads.
@@ -58,5 +60,9 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         from app.ui import build_ui
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
-        app = gr.mount_gradio_app(app, build_ui(service), path="/", footer_links=[])
+        # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
+        # http:// links for an https page.
+        app = gr.mount_gradio_app(
+            app, build_ui(service), path="/", footer_links=[], root_path=settings.public_url or None
+        )
     return app

@@ -17,6 +17,7 @@ Backend = Literal["auto", "neuron", "cuda", "cpu"]
 MetricsMode = Literal["off", "emf", "cloudwatch"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+AuthMode = Literal["off", "cognito"]
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
@@ -90,6 +91,38 @@ class Settings(BaseSettings):
     ui: bool = Field(True, description="serve the Gradio UI at /")
     log_level: LogLevel = Field("INFO", description="JSON logs on stderr at this level")
 
+    # Sign-in (app/auth/; variable names in app/auth/env.py): off for `make run` on 127.0.0.1, the
+    # cluster's pods get AUTH=cognito and the rest from their ConfigMap (cdk/serving/sign_in.py).
+    auth: AuthMode = Field("off", description="cognito: every route but the probes needs a Cognito access token")
+    auth_issuer: str = Field("", description="https://cognito-idp.<region>.amazonaws.com/<user pool id>")
+    auth_client_ids: str = Field("", description="comma-separated app client ids whose access tokens are accepted")
+    auth_ui_client_id: str = Field("", description="the browser sign-in's app client (public, PKCE)")
+    auth_login_url: str = Field(
+        "", description="the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com"
+    )
+    public_url: str = Field(
+        "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
+    )
+
+    @property
+    def auth_client_id_list(self) -> tuple[str, ...]:
+        """AUTH_CLIENT_IDS as a tuple."""
+        return tuple(part.strip() for part in self.auth_client_ids.split(",") if part.strip())
+
+    @model_validator(mode="after")
+    def _check_sign_in(self) -> Self:
+        if self.auth == "off":
+            return self
+        for name in ("auth_issuer", "auth_client_ids", "auth_ui_client_id", "auth_login_url", "public_url"):
+            if not getattr(self, name):
+                raise ValueError(f"{name.upper()} is required when AUTH={self.auth}")
+        for name in ("auth_issuer", "auth_login_url", "public_url"):
+            if not _https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
+                raise ValueError(f"{name.upper()} must be an https:// URL (plain http only on 127.0.0.1)")
+        if self.auth_ui_client_id not in self.auth_client_id_list:
+            raise ValueError("AUTH_UI_CLIENT_ID must be one of AUTH_CLIENT_IDS")
+        return self
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
         if self.default_steps > self.max_steps:
@@ -119,6 +152,10 @@ class Settings(BaseSettings):
                     f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
                 )
         return self
+
+
+def _https_or_loopback(url: str) -> bool:
+    return url.startswith("https://") or url.startswith(("http://127.0.0.1:", "http://localhost:"))
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -2,8 +2,10 @@
 
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
 ingress*, alarm*, modelStore*, neuronCompile*). Their values are written once, in `cdk.json`
-(docs/serving.md explains each); only routingWeight*, ingressCertificateArn, alarmTopicArn and
-servingHubTokenSecretName are optional.
+(docs/serving.md explains each); only routingWeight*, ingressCertificateArn, ingressDomainName,
+authDomainPrefix, alarmTopicArn and servingHubTokenSecretName are optional. The front door's keys
+(ingressFrontDoor, ingressInternetFacing, ingressCertificateArn, ingressDomainName, auth*, waf*) are read
+by `cdk/config/front_door.py`.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
 """
 
@@ -15,6 +17,7 @@ from typing import Any, Final, Literal
 
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
+from cdk.config.front_door import FrontDoorConfig
 
 RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
 ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
@@ -24,7 +27,6 @@ WEIGHTED_MODES: Final = ("cost-with-failover", "cost")
 # The AWS Load Balancer Controller accepts forward weights 0..999.
 MAX_ROUTING_WEIGHT: Final = 999
 
-_CERT_ARN = r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+"
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _LB_NAME = r"[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
@@ -98,8 +100,7 @@ class ServingConfig:
     scaling_polling_s: int
     scaling_cooldown_s: int
     load_balancer_name: str
-    internet_facing: bool
-    certificate_arn: str | None
+    front_door: FrontDoorConfig
     allowed_cidrs: tuple[str, ...]
     idle_timeout_s: int
     deregistration_delay_s: int
@@ -195,8 +196,7 @@ class ServingConfig:
             load_balancer_name=ctx.string(
                 "ingressLoadBalancerName", pattern=_LB_NAME, description="1-32 letters, digits, hyphens"
             ),
-            internet_facing=ctx.boolean("ingressInternetFacing"),
-            certificate_arn=ctx.string("ingressCertificateArn", None, pattern=_CERT_ARN, description="an ACM ARN"),
+            front_door=FrontDoorConfig.from_context(ctx),
             allowed_cidrs=tuple(ctx.cidr_list("ingressAllowedCidrs", allow_empty=True)),
             idle_timeout_s=ctx.integer("ingressIdleTimeoutSeconds", minimum=1, maximum=4000),
             deregistration_delay_s=ctx.integer("ingressDeregistrationDelaySeconds", minimum=0, maximum=3600),
@@ -225,6 +225,8 @@ class ServingConfig:
                 "setting 'servingHubTokenSecretName' looks like a Hub token: store the token in Secrets Manager "
                 "and give the secret's name here (the token must not be in context or the template)"
             )
+        self.front_door.check_timeouts(self.request_timeout_s)
+        self.front_door.check_default_prefix(self.load_balancer_name)
         if self.idle_timeout_s < self.request_timeout_s:
             raise ConfigError(
                 f"setting 'ingressIdleTimeoutSeconds' = {self.idle_timeout_s} is below "

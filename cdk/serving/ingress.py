@@ -29,8 +29,15 @@ def annotations(
     *,
     weights: Mapping[str, int] | None,
     access_log_bucket: str | None,
+    waf_acl_arn: str | None = None,
+    vpc_cidr: str | None = None,
 ) -> dict[str, str]:
-    """The LBC annotations: listeners, health check, timeouts, drain, logs, CIDRs and routing."""
+    """The LBC annotations: listeners, health check, timeouts, drain, logs, CIDRs, WAF and routing.
+
+    `cloudfront` front door: an internal ALB with one HTTP listener that admits only the VPC's CIDR
+    (CloudFront's VPC-origin interfaces). `alb-https`: HTTPS with the given certificate, HTTP
+    redirected to it, the allow-list (or everyone: sign-in and WAF guard it) on both ports.
+    """
     lb_attributes = [
         f"idle_timeout.timeout_seconds={cfg.idle_timeout_s}",
         "routing.http.drop_invalid_header_fields.enabled=true",
@@ -43,7 +50,7 @@ def annotations(
         ]
     result = {
         f"{_LBC}load-balancer-name": cfg.load_balancer_name,
-        f"{_LBC}scheme": "internet-facing" if cfg.internet_facing else "internal",
+        f"{_LBC}scheme": "internet-facing" if cfg.front_door.internet_facing else "internal",
         f"{_LBC}target-type": "ip",
         f"{_LBC}healthcheck-path": HEALTH_PATH,
         f"{_LBC}healthcheck-port": "traffic-port",
@@ -53,15 +60,23 @@ def annotations(
         f"{_LBC}success-codes": "200",
         f"{_LBC}load-balancer-attributes": ",".join(lb_attributes),
         f"{_LBC}target-group-attributes": f"deregistration_delay.timeout_seconds={cfg.deregistration_delay_s}",
-        f"{_LBC}inbound-cidrs": ",".join(cfg.allowed_cidrs or ("0.0.0.0/0",)),
     }
-    if cfg.certificate_arn:
+    door = cfg.front_door
+    if door.route == "alb-https":
+        if door.certificate_arn is None:
+            raise ValueError("alb-https needs ingressCertificateArn (checked by FrontDoorConfig)")
+        result[f"{_LBC}inbound-cidrs"] = ",".join(cfg.allowed_cidrs or ("0.0.0.0/0",))
         result[f"{_LBC}listen-ports"] = json.dumps([{"HTTP": 80}, {"HTTPS": 443}], separators=(",", ":"))
-        result[f"{_LBC}certificate-arn"] = cfg.certificate_arn
+        result[f"{_LBC}certificate-arn"] = door.certificate_arn
         result[f"{_LBC}ssl-redirect"] = "443"
         result[f"{_LBC}ssl-policy"] = "ELBSecurityPolicy-TLS13-1-2-2021-06"
     else:
+        if vpc_cidr is None:
+            raise ValueError("the cloudfront front door admits the VPC's CIDR: pass vpc_cidr")
+        result[f"{_LBC}inbound-cidrs"] = vpc_cidr
         result[f"{_LBC}listen-ports"] = json.dumps([{"HTTP": 80}], separators=(",", ":"))
+    if waf_acl_arn is not None:
+        result[f"{_LBC}wafv2-acl-arn"] = waf_acl_arn
     if weights is not None:
         key, value = weighted_action_annotation(weights)
         result[key] = value
@@ -73,6 +88,8 @@ def ingress(
     *,
     weights: Mapping[str, int] | None,
     access_log_bucket: str | None,
+    waf_acl_arn: str | None = None,
+    vpc_cidr: str | None = None,
 ) -> dict[str, Any]:
     """The Ingress: `/` (UI and API) to the weighted action (cost) or the all-pods Service (capacity)."""
     if weights is not None:
@@ -85,7 +102,9 @@ def ingress(
         "metadata": {
             "name": INGRESS_NAME,
             "namespace": cfg.namespace,
-            "annotations": annotations(cfg, weights=weights, access_log_bucket=access_log_bucket),
+            "annotations": annotations(
+                cfg, weights=weights, access_log_bucket=access_log_bucket, waf_acl_arn=waf_acl_arn, vpc_cidr=vpc_cidr
+            ),
         },
         "spec": {
             "ingressClassName": "alb",

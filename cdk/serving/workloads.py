@@ -227,6 +227,7 @@ def deployment(
     model_uri: str,
     region: str,
     init_containers: Sequence[dict[str, Any]] = (),
+    env_config_maps: Sequence[str] = (),
 ) -> Manifest:
     """The Deployment serving on one accelerator, without `replicas`: its ScaledObject owns that.
 
@@ -234,6 +235,9 @@ def deployment(
     back to its own value on every `kubectl apply` (each serving update); one that leaves it out
     and never had it in the last-applied annotation leaves the HPA's value alone. A new Deployment
     starts at 1 replica (the API default) until KEDA applies minReplicaCount.
+
+    `env_config_maps`: ConfigMaps whose keys become environment variables (the sign-in settings);
+    not optional, so a pod never starts without them.
     """
     volumes, mounts = scratch_volumes(cfg)
     labels = {**selector_labels(acc), **acc.node_label}
@@ -250,6 +254,8 @@ def deployment(
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
+    if env_config_maps:
+        container["envFrom"] = [{"configMapRef": {"name": name}} for name in env_config_maps]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(acc),
         # The service never calls the Kubernetes API. EKS Pod Identity injects its own projected

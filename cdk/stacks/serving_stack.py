@@ -9,6 +9,7 @@ CloudWatch dimension (`app/<name>/<id>`) with one DescribeLoadBalancers call by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Fn, Stack, Validations
@@ -31,10 +32,13 @@ from cdk.serving import ingress as ing
 from cdk.serving import network_policy, scaling, workloads
 from cdk.serving import neuron_compile_job as njob
 from cdk.serving import routing_controller_workload as rcw
+from cdk.serving.edge import EdgeDistribution
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
+from cdk.serving.sign_in import CONFIG_MAP_NAME, RESOURCE_SERVER_ID, SignIn
+from cdk.serving.waf import ServingWebAcl
 from routing_controller.decision import normalize
 
 
@@ -144,6 +148,9 @@ class ServingStack(Stack):
                 *after_weights,
             )
 
+        # Sign-in: the pods read its settings from a ConfigMap written once the public URL is known.
+        self.sign_in = SignIn(self, "SignIn", cfg=cfg) if cfg.front_door.auth == "cognito" else None
+        auth_config_maps = (CONFIG_MAP_NAME,) if self.sign_in is not None else ()
         self.identities: dict[str, PodIdentityRole] = {}
         workload_manifests = []
         for acc in platform.accelerators:
@@ -175,6 +182,7 @@ class ServingStack(Stack):
                     model_uri=s3_uri(model_bucket_name, prefix),
                     region=region,
                     init_containers=init,
+                    env_config_maps=auth_config_maps,
                 ),
                 workloads.accelerator_service(acc, cfg),
                 workloads.pod_disruption_budget(acc, cfg),
@@ -189,11 +197,14 @@ class ServingStack(Stack):
         shared = [scaling.trigger_authentication(cfg)]
         if self.weights is None:
             shared.append(workloads.capacity_service(cfg))
+        self.web_acl = ServingWebAcl(self, "Waf", cfg=cfg)
         shared.append(
             ing.ingress(
                 cfg,
                 weights=self.weights,
                 access_log_bucket=store.log_bucket.bucket_name if cfg.access_logs else None,
+                waf_acl_arn=self.web_acl.arn,
+                vpc_cidr=platform.vpc.vpc_cidr_block,
             )
         )
         front = manifest("Ingress", shared, *workload_manifests)
@@ -225,12 +236,11 @@ class ServingStack(Stack):
             timeout=deploy_limits.HOSTNAME_WAIT,
         )
         hostname.node.add_dependency(front)
-        scheme = "https" if cfg.certificate_arn else "http"
-        self.url_output = CfnOutput(
-            self, "ServiceUrl", value=f"{scheme}://{hostname.value}/", description="The Gradio UI and /v1/generate"
-        )
-
         load_balancer = self._load_balancer_dimension(cfg, hostname)
+        public_url = self._front_door(cfg, hostname.value, manifest)
+        self.url_output = CfnOutput(
+            self, "ServiceUrl", value=f"{public_url}/", description="The Gradio UI and /v1/generate (sign-in required)"
+        )
         inputs = DashboardInputs(
             accelerators=platform.accelerators,
             cluster_name=cluster.cluster_name,
@@ -312,6 +322,7 @@ class ServingStack(Stack):
                 # CDK's singleton adds a DependsOn on its role that the Role reference already implies.
                 function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
         arn = lookup.get_response_field("LoadBalancers.0.LoadBalancerArn")
+        self.load_balancer_arn = arn
         return Fn.select(1, Fn.split("loadbalancer/", arn))
 
     def _read_weights_and(
@@ -348,6 +359,37 @@ class ServingStack(Stack):
                 "S3 needs the trailing wildcard to name the objects under it.",
             )
         )
+
+    def _front_door(
+        self, cfg: ServingConfig, alb_hostname: str, manifest: Callable[..., eks.KubernetesManifest]
+    ) -> str:
+        """CloudFront in front of the internal ALB, or the ALB's own HTTPS; then the sign-in's UI
+        client and the pods' sign-in settings, which need the public URL. Returns that URL."""
+        door = cfg.front_door
+        self.edge: EdgeDistribution | None = None
+        if door.route == "cloudfront":
+            self.edge = EdgeDistribution(
+                self, "Edge", cfg=cfg, alb_arn=self.load_balancer_arn, alb_hostname=alb_hostname
+            )
+            public_url = self.edge.url
+        else:
+            public_url = f"https://{door.domain_name}"
+            CfnOutput(
+                self, "LoadBalancerHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)"
+            )
+        if self.sign_in is not None:
+            self.sign_in.add_ui_client(public_url)
+            manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])
+            CfnOutput(self, "UserPoolId", value=self.sign_in.user_pool.user_pool_id, description="Invite users here")
+            CfnOutput(
+                self,
+                "ApiClientId",
+                value=self.sign_in.api_client.user_pool_client_id,
+                description="Programs' app client (its secret: aws cognito-idp describe-user-pool-client)",
+            )
+            CfnOutput(self, "TokenUrl", value=self.sign_in.token_url, description="client-credentials grant")
+            CfnOutput(self, "ApiScope", value=f"{RESOURCE_SERVER_ID}/{self.sign_in.generate_scope.scope_name}")
+        return public_url
 
     def _acknowledge_prefix_wildcards(
         self, identity: PodIdentityRole, bucket: s3.IBucket, prefixes: list[str], *, metrics: bool = False

@@ -29,6 +29,14 @@ EXAMPLE_ENVIRONMENT: dict[str, Any] = {"exampleEnvironment": True}
 # The default synth also turns on the serving stack's optional features (HTTPS, allow-list, alarm topic, a Hub
 # token secret), so they are checked too.
 DEFAULT_OVERRIDES: dict[str, Any] = {
+    # The other front door (the variant keeps cdk.json's cloudfront one): the ALB's own HTTPS.
+    "ingressFrontDoor": "alb-https",
+    "ingressInternetFacing": True,
+    "ingressDomainName": "sd.example.com",
+    # People sign in with a given OIDC provider, federated by the user pool.
+    "authOidcIssuer": "https://login.example.com/realms/staff",
+    "authOidcClientId": "stable-diffusion",
+    "authOidcClientSecretName": "sd/oidc-client-secret",
     "ingressCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666",
     "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
     "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",
@@ -136,7 +144,8 @@ def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
 
 @pytest.fixture(scope="session")
 def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """The app as cdk.json ships it, plus HTTPS, an inbound allow-list and an alarm topic."""
+    """The app as cdk.json ships it, but through the alb-https front door with an OIDC provider, an
+    inbound allow-list and an alarm topic."""
     yield synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
 
 
@@ -175,7 +184,7 @@ def serving_view(app_synth: Synth) -> ServingSynth:
 
 @pytest.fixture(scope="session")
 def serving(platform_synth: Synth) -> ServingSynth:
-    """Both accelerators, cost routing, HTTPS with an allow-list and an alarm topic."""
+    """Both accelerators, cost routing, the alb-https front door with an allow-list, OIDC sign-in and an alarm topic."""
     return serving_view(platform_synth)
 
 

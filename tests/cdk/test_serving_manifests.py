@@ -133,17 +133,18 @@ def test_ingress_health_timeouts_tls_and_allow_list(serving_manifests, serving):
     assert cfg.idle_timeout_s >= cfg.request_timeout_s
     assert "access_logs.s3.enabled=true" in ann[p + "load-balancer-attributes"]
     assert ann[p + "target-group-attributes"] == f"deregistration_delay.timeout_seconds={cfg.deregistration_delay_s}"
-    assert ann[p + "certificate-arn"] == cfg.certificate_arn
+    assert ann[p + "certificate-arn"] == cfg.front_door.certificate_arn
     assert ann[p + "ssl-redirect"] == "443"
     assert ann[p + "inbound-cidrs"] == "203.0.113.0/24,198.51.100.0/24"
 
 
-def test_capacity_variant_is_plain_http_and_open(capacity_serving):
+def test_capacity_variant_is_an_internal_http_alb_behind_cloudfront(capacity_serving):
     ann = by_kind(capacity_serving.manifests, "Ingress")["sd"]["metadata"]["annotations"]
     p = "alb.ingress.kubernetes.io/"
+    assert ann[p + "scheme"] == "internal"
     assert ann[p + "listen-ports"] == '[{"HTTP":80}]'
     assert p + "certificate-arn" not in ann and p + "ssl-redirect" not in ann
-    assert ann[p + "inbound-cidrs"] == "0.0.0.0/0"
+    assert ann[p + "inbound-cidrs"] == "10.20.0.0/16"  # the looked-up VPC's CIDR
 
 
 def test_compile_job_shape_and_identity(serving_manifests, serving):

@@ -1,0 +1,164 @@
+"""Browser sign-in: OAuth 2.0 authorization code with PKCE through Cognito's managed login.
+
+    GET /auth/login?next=/        -> 302 to <login url>/oauth2/authorize (state + PKCE challenge)
+    GET /auth/callback?code&state -> code exchanged at <login url>/oauth2/token, access token
+                                     verified, kept in an HttpOnly cookie; 302 to `next`
+    GET /auth/logout              -> cookie cleared; 302 to <login url>/logout
+
+The UI's app client is public (no secret to keep): PKCE binds the code to this browser's flow.
+Endpoints and parameters: Amazon Cognito Developer Guide, "Authorize endpoint", "Token endpoint",
+"Logout endpoint". The session is the access token itself, so any pod can check it (no server-side
+session store); when it expires the browser goes through the (single sign-on) login again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import quote, unquote, urlencode
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from app.auth.env import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH
+from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+
+SESSION_COOKIE: Final = "sd_session"
+FLOW_COOKIE: Final = "sd_signin"
+FLOW_MAX_AGE_S: Final = 600  # a sign-in must finish within 10 minutes
+SCOPES: Final = "openid"
+
+
+def safe_next(value: str | None) -> str:
+    """Only same-site paths: `next` must never send the browser to another site after sign-in."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/"
+    return value
+
+
+def pkce_challenge(verifier: str) -> str:
+    """S256 code challenge (RFC 7636): base64url(sha256(verifier)) without padding."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True)
+class BrowserSignIn:
+    """The three /auth/* routes for one Cognito app client."""
+
+    verifier: TokenVerifier
+    client_id: str
+    login_url: str  # the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com
+    public_url: str  # where browsers reach the service
+    http: httpx.AsyncClient
+
+    @property
+    def redirect_uri(self) -> str:
+        """The callback URL registered on the app client."""
+        return self.public_url.rstrip("/") + CALLBACK_PATH
+
+    @property
+    def _secure(self) -> bool:
+        return self.public_url.startswith("https://")
+
+    async def handle(self, request: Request) -> Response:
+        """Serve one /auth/* request."""
+        if request.method != "GET":
+            return JSONResponse({"error": "use GET"}, status_code=405)
+        if request.url.path == LOGIN_PATH:
+            return self.login(safe_next(request.query_params.get("next")))
+        if request.url.path == CALLBACK_PATH:
+            return await self.callback(request)
+        if request.url.path == LOGOUT_PATH:
+            return self.logout()
+        return JSONResponse({"error": "not found"}, status_code=404)
+
+    def login(self, next_path: str) -> Response:
+        """Start a sign-in: remember state and the PKCE verifier in a short-lived cookie."""
+        state = secrets.token_urlsafe(24)
+        code_verifier = secrets.token_urlsafe(48)
+        query = urlencode(
+            {
+                "response_type": "code",
+                "client_id": self.client_id,
+                "redirect_uri": self.redirect_uri,
+                "scope": SCOPES,
+                "state": state,
+                "code_challenge": pkce_challenge(code_verifier),
+                "code_challenge_method": "S256",
+            }
+        )
+        response = RedirectResponse(f"{self.login_url.rstrip('/')}/oauth2/authorize?{query}", status_code=302)
+        response.set_cookie(
+            FLOW_COOKIE,
+            f"{state}.{code_verifier}.{quote(next_path, safe='')}",
+            max_age=FLOW_MAX_AGE_S,
+            path="/auth/",
+            secure=self._secure,
+            httponly=True,
+            samesite="lax",
+        )
+        return response
+
+    async def callback(self, request: Request) -> Response:
+        """Finish a sign-in: check state, redeem the code, verify the token, set the session cookie."""
+        params = request.query_params
+        if "error" in params:
+            return _bad_request(f"sign-in failed: {params.get('error_description') or params['error']}")
+        flow = (request.cookies.get(FLOW_COOKIE) or "").split(".", 2)
+        if len(flow) != 3 or not secrets.compare_digest(flow[0], params.get("state", "")):
+            return _bad_request(f"this sign-in expired or was started elsewhere: open {LOGIN_PATH} again")
+        code = params.get("code")
+        if not code:
+            return _bad_request("the sign-in response has no code")
+        _, code_verifier, next_quoted = flow
+        try:
+            reply = await self.http.post(
+                f"{self.login_url.rstrip('/')}/oauth2/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "client_id": self.client_id,
+                    "code": code,
+                    "redirect_uri": self.redirect_uri,
+                    "code_verifier": code_verifier,
+                },
+            )
+        except httpx.HTTPError as exc:
+            return JSONResponse({"error": f"the sign-in service did not answer: {exc}"}, status_code=502)
+        if reply.status_code != 200:
+            return _bad_request(f"the sign-in code was refused ({reply.status_code}): open {LOGIN_PATH} again")
+        tokens = reply.json()
+        access_token = str(tokens.get("access_token", ""))
+        try:
+            await self.verifier.verify(access_token)
+        except TokenError as exc:
+            return _bad_request(f"the sign-in service returned an unusable token: {exc}")
+        except KeysUnavailable as exc:
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        response = RedirectResponse(safe_next(unquote(next_quoted)), status_code=302)
+        response.set_cookie(
+            SESSION_COOKIE,
+            access_token,
+            max_age=int(tokens.get("expires_in", 3600)),
+            path="/",
+            secure=self._secure,
+            httponly=True,
+            samesite="lax",
+        )
+        response.delete_cookie(FLOW_COOKIE, path="/auth/")
+        return response
+
+    def logout(self) -> Response:
+        """Forget the session here and at Cognito, then come back to the start page."""
+        query = urlencode({"client_id": self.client_id, "logout_uri": self.public_url.rstrip("/") + "/"})
+        response = RedirectResponse(f"{self.login_url.rstrip('/')}/logout?{query}", status_code=302)
+        response.delete_cookie(SESSION_COOKIE, path="/", secure=self._secure, httponly=True, samesite="lax")
+        return response
+
+
+def _bad_request(message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=400)

@@ -1,0 +1,105 @@
+"""ASGI middleware that lets a request through only once it is known who sends it.
+
+Order of checks: the probes (the kubelet and the ALB health check carry no token) and the /auth/*
+routes are open; otherwise an `Authorization: Bearer <access token>` header, else the browser's
+session cookie, must verify (app/auth/tokens.py). A page load without a valid session is sent to
+the sign-in; anything else gets a 401 JSON message. Nothing unauthenticated reaches the routes, so
+nothing unauthenticated reaches the batching queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.auth.browser import SESSION_COOKIE, BrowserSignIn
+from app.auth.env import LOGIN_PATH
+from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+from app.probe_paths import HEALTH_PATH, READINESS_PATH
+
+log = logging.getLogger(__name__)
+OPEN_PATHS = frozenset({HEALTH_PATH, READINESS_PATH})
+
+
+def _is_page_load(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """A browser navigating (not a program): GET asking for HTML."""
+    return scope.get("method") == "GET" and b"text/html" in headers.get(b"accept", b"")
+
+
+class AuthMiddleware:
+    """Verify the caller before the app sees the request."""
+
+    def __init__(self, app: ASGIApp, *, verifier: TokenVerifier, browser: BrowserSignIn) -> None:
+        self.app = app
+        self.verifier = verifier
+        self.browser = browser
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"].startswith("/auth/"):
+            response = await self.browser.handle(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        token, from_cookie = _credentials(scope, headers)
+        problem: str
+        if token is None:
+            problem = "sign in first: send 'Authorization: Bearer <access token>' (see docs/serving.md)"
+        else:
+            try:
+                identity = await self.verifier.verify(token)
+            except TokenError as exc:
+                problem = str(exc)
+            except KeysUnavailable as exc:
+                log.error("sign-in keys unavailable", extra={"event": "auth_keys_unavailable", "reason": str(exc)})
+                await _reply(scope, send, 503, "sign-in is unavailable right now; try again shortly")
+                return
+            else:
+                scope.setdefault("state", {})["caller"] = identity.subject
+                await self.app(scope, receive, send)
+                return
+        if scope["type"] == "http" and (token is None or from_cookie) and _is_page_load(scope, headers):
+            target = scope["path"] + (("?" + scope["query_string"].decode("latin-1")) if scope["query_string"] else "")
+            await _redirect(send, f"{LOGIN_PATH}?next={quote(target, safe='')}")
+            return
+        await _reply(scope, send, 401, problem)
+
+
+def _credentials(scope: Scope, headers: dict[bytes, bytes]) -> tuple[str | None, bool]:
+    """(token, came from the session cookie)."""
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip(), False
+    cookie = Request(scope).cookies.get(SESSION_COOKIE) if b"cookie" in headers else None
+    return (cookie, True) if cookie else (None, False)
+
+
+async def _reply(scope: Scope, send: Send, status: int, message: str) -> None:
+    if scope["type"] == "websocket":
+        # Policy violation: close the handshake without accepting it.
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="sd", error="invalid_token"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 302,
+            "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})

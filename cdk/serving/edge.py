@@ -1,0 +1,91 @@
+"""The `cloudfront` front door: CloudFront with its default certificate (https://<id>.cloudfront.net)
+in front of the internal ALB, reached through a CloudFront VPC origin, so the ALB is never on the
+internet ("Restrict access with VPC origins", Amazon CloudFront Developer Guide).
+
+The ALB is created by the AWS Load Balancer Controller, so the VPC origin takes its ARN from the
+stack's `AlbLookup`. CloudFront's VPC-origin network interfaces live in the VPC's subnets; the
+Ingress admits the VPC's CIDR on port 80 for them (cdk/serving/ingress.py). Nothing is cached:
+every request, with its Authorization header and cookies, goes to the service (managed policies
+CachingDisabled + AllViewer, which forward Authorization when caching is off).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import aws_cloudfront as cloudfront
+from aws_cdk import aws_cloudfront_origins as origins
+from constructs import Construct
+
+from cdk.config.serving import ServingConfig
+
+ORIGIN_HTTP_PORT: Final = 80
+
+
+class EdgeDistribution(Construct):
+    """CfnVpcOrigin (the ALB by ARN) + a Distribution that redirects HTTP to HTTPS."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: ServingConfig, alb_arn: str, alb_hostname: str
+    ) -> None:
+        super().__init__(scope, construct_id)
+        vpc_origin = cloudfront.CfnVpcOrigin(
+            self,
+            "VpcOrigin",
+            vpc_origin_endpoint_config=cloudfront.CfnVpcOrigin.VpcOriginEndpointConfigProperty(
+                arn=alb_arn,
+                name=f"{cfg.load_balancer_name}-alb",
+                http_port=ORIGIN_HTTP_PORT,
+                # Inside the VPC, over AWS's network, to an internal ALB that only listens on HTTP.
+                origin_protocol_policy="http-only",
+            ),
+        )
+        origin = origins.VpcOrigin.with_vpc_origin(
+            cloudfront.VpcOrigin.from_vpc_origin_attributes(
+                self, "Origin", vpc_origin_id=vpc_origin.attr_id, domain_name=alb_hostname
+            ),
+            domain_name=alb_hostname,
+            read_timeout=Duration.seconds(cfg.request_timeout_s),
+            keepalive_timeout=Duration.seconds(5),
+        )
+        self.distribution = cloudfront.Distribution(
+            self,
+            "Distribution",
+            comment=f"{cfg.load_balancer_name}: Stable Diffusion UI and API",
+            default_behavior=cloudfront.BehaviorOptions(
+                origin=origin,
+                viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
+                allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
+                cache_policy=cloudfront.CachePolicy.CACHING_DISABLED,
+                origin_request_policy=cloudfront.OriginRequestPolicy.ALL_VIEWER,
+            ),
+            http_version=cloudfront.HttpVersion.HTTP2_AND_3,
+            price_class=cloudfront.PriceClass.PRICE_CLASS_100,
+        )
+        Validations.of(self.distribution).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-CFR1",
+                reason="The service is meant for users anywhere; sign-in, not geography, decides who may use it.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-CFR2",
+                reason="The web ACL is REGIONAL and sits on the ALB behind the VPC origin (cdk/serving/waf.py): a "
+                "CLOUDFRONT-scope ACL must be created in us-east-1, outside this stack's region.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-CFR3",
+                reason="Every request CloudFront forwards is logged by the ALB access logs (ingressAccessLogs) and "
+                "counted by the WAF; nothing is cached, so CloudFront logs would add no request of their own.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions-CFR4",
+                reason="The no-domain front door uses CloudFront's default *.cloudfront.net certificate, whose "
+                "minimum protocol CloudFront fixes; with a domain, use ingressFrontDoor=alb-https (TLS 1.2+).",
+            ),
+        )
+
+    @property
+    def url(self) -> str:
+        """https://<id>.cloudfront.net, no trailing slash."""
+        return f"https://{self.distribution.distribution_domain_name}"

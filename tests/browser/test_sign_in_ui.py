@@ -1,0 +1,89 @@
+"""Signing in from a real Chromium: the UI sends the browser to the user pool's sign-in and back,
+and the Gradio UI then works with the session cookie alone (its own calls carry no token)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from app.bench.inprocess import serve_in_thread
+from app.server import create_app
+from app.settings import load_settings
+from tests.app.fakes import FakeBackend
+from tests.app.live_server import TEST_SETTINGS
+from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
+from tests.support.fake_user_pool import API_CLIENT, UI_CLIENT, FakeUserPool
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def signed_in_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, FakeUserPool]]:
+    """The service with AUTH=cognito on a known port (PUBLIC_URL must name it before it starts)."""
+    pool = FakeUserPool()
+    with serve_in_thread(pool.app()) as pool_url:
+        pool.url = pool_url
+        port = _free_port()
+        public_url = f"http://127.0.0.1:{port}"
+        settings = load_settings(
+            **{
+                **TEST_SETTINGS,
+                "model_cache_dir": tmp_path_factory.mktemp("signed-in"),
+                "auth": "cognito",
+                "auth_issuer": pool.issuer,
+                "auth_client_ids": f"{UI_CLIENT},{API_CLIENT}",
+                "auth_ui_client_id": UI_CLIENT,
+                "auth_login_url": pool.url,
+                "public_url": public_url,
+            }
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(settings, lambda _s: FakeBackend()), host="127.0.0.1", port=port, log_config=None)
+        )
+        thread = threading.Thread(target=server.run, daemon=True, name="uvicorn-signed-in")
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not (server.started and httpx.get(f"{public_url}/readiness").status_code == 200):
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the signed-in service did not become ready")
+            time.sleep(0.1)
+        try:
+            yield public_url, pool
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+def test_a_browser_signs_in_then_generates_an_image(browser, signed_in_service, tmp_path: Path):  # noqa: F811
+    url, pool = signed_in_service
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(url + "/", wait_until="domcontentloaded")
+    # Through /auth/login, the pool's authorize endpoint and /auth/callback, back to the UI.
+    assert page.url == url + "/"
+    (session,) = [c for c in context.cookies() if c["name"] == "sd_session"]
+    assert session["httpOnly"] and session["sameSite"] == "Lax"
+    assert not pool.challenges  # the code was redeemed once, with its PKCE verifier
+    page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
+    page.locator("#generate").click()
+    image = page.locator("#result img")
+    image.wait_for(state="visible", timeout=60_000)
+    assert image.evaluate("img => img.complete && img.naturalWidth") == TEST_SETTINGS["default_width"]
+    # The same page without the session: the API refuses it.
+    context.clear_cookies()
+    status = page.evaluate("async () => (await fetch('/v1/info')).status")
+    assert status == 401
+    context.close()
