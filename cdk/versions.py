@@ -43,7 +43,7 @@ NEURON_CORES_PER_DEVICE: Final = 2  # inf2 / trn1: one aws.amazon.com/neuron dev
 
 # Neuron SDK: part of the compiled-artifact key, since artifacts compiled by one SDK do not load on
 # another. The Neuron base image below is named from it, so a bump changes both (and recompiles).
-NEURON_SDK_VERSION: Final = "2.31.1"
+NEURON_SDK_VERSION: Final = "2.26.1"
 # optimum-neuron, installed into the Neuron image (app/Dockerfile's OPTIMUM_NEURON_VERSION build-arg).
 OPTIMUM_NEURON_VERSION: Final = "0.4.5"
 
@@ -56,9 +56,9 @@ CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: Final = "v6.0.1-eksbuild.1"
 DLC_REGISTRY_ACCOUNT: Final = "763104351884"
 _DLC_REGISTRY: Final = DLC_REGISTRY_ACCOUNT + ".dkr.ecr.{region}.amazonaws.com"  # {region}: the stack's
 NEURON_BASE_IMAGE: Final = (
-    f"{_DLC_REGISTRY}/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk{NEURON_SDK_VERSION}-ubuntu24.04"
+    f"{_DLC_REGISTRY}/pytorch-inference-neuronx:2.8.0-neuronx-py311-sdk{NEURON_SDK_VERSION}-ubuntu22.04"
 )
-NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.9.0-gpu-py312-cu130-ubuntu22.04-ec2"
+NVIDIA_BASE_IMAGE: Final = f"{_DLC_REGISTRY}/pytorch:2.13.0-cu133-amzn2023"
 BASE_IMAGES: Final = {"neuron": NEURON_BASE_IMAGE, "nvidia": NVIDIA_BASE_IMAGE}
 
 # Runtime of the image-build trigger handlers in lambdas/ (tested against this runtime's boto3).
@@ -66,3 +66,17 @@ LAMBDA_PYTHON_RUNTIME: Final = "python3.13"
 
 # CodeBuild image that runs `docker build` (privileged).
 CODEBUILD_IMAGE: Final = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+
+# What each base image brings, for its locked requirement set (app/requirements/<accelerator>.lock,
+# `make lock`): the locks are resolved for this Python and platform, and against this torch, which
+# stays the DLC's own build (it is left out of the lock). tests/app/test_image_locks.py ties them to
+# the tags above.
+# neuron: Python 3.11 and torch 2.8.0 (torch-neuronx 2.8.0.2.10), per aws-neuron/deep-learning-containers
+#   tag 2.26.1, pytorch/inference/2.8.0/Dockerfile.neuronx (PYTHON=python3.11) and README.md.
+# nvidia: Python 3.12 and torch 2.13.0, per aws/deep-learning-containers docker/pytorch/2.13/cuda/pyproject.toml
+#   and docs/src/data/pytorch/2.13-cuda-ec2.yml (python: py312).
+# Platform: both install torch wheels tagged manylinux_2_28 (PyPI / download.pytorch.org), so that glibc
+#   floor holds on both (Ubuntu 22.04, Amazon Linux 2023); x86_64 (inf2/trn1, g5/g6).
+BASE_IMAGE_PYTHON: Final = {"neuron": "3.11", "nvidia": "3.12"}
+BASE_IMAGE_TORCH: Final = {"neuron": "2.8.0", "nvidia": "2.13.0"}
+BASE_IMAGE_PLATFORM: Final = {"neuron": "x86_64-manylinux_2_28", "nvidia": "x86_64-manylinux_2_28"}
