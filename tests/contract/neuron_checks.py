@@ -10,6 +10,7 @@ tests/contract/test_neuron_contract.py turns them into test results.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -110,8 +111,9 @@ def check_backend_load_and_call() -> str:
 
 
 @functools.cache
-def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path]:
-    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights."""
+def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, list[dict[str, Any]]]:
+    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights
+    and the keyword arguments of each from_pretrained call."""
     import optimum.neuron.modeling_diffusion as modeling_diffusion
 
     from app.model_store_layout import CompileShape
@@ -126,7 +128,16 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path]:
         recorded[result.neuron.get("model_type") if hasattr(result, "neuron") else str(type(result))] = result
         return result
 
+    pipeline_class = modeling_diffusion.NeuronStableDiffusionPipeline
+    from_pretrained = pipeline_class.from_pretrained  # bound to the class; inherited, not in its __dict__
+    calls: list[dict[str, Any]] = []
+
+    def recording_from_pretrained(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return from_pretrained(*args, **kwargs)
+
     modeling_diffusion.store_compilation_config = recording_store
+    pipeline_class.from_pretrained = recording_from_pretrained
     scratch = Path(tempfile.mkdtemp(prefix="export-"))  # under main()'s scratch folder
     weights = materialize(TINY, scratch / "models")
     error = None
@@ -136,21 +147,33 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path]:
         error = exc
     finally:
         modeling_diffusion.store_compilation_config = store
-    return error, recorded, weights
+        del pipeline_class.from_pretrained
+    return error, recorded, weights, calls
 
 
 def check_compile_export() -> str:
     """The compile job's from_pretrained(export=True, ...) runs optimum-neuron's export up to the Neuron SDK,
     with every keyword honoured: the compile configs hold its shape and auto-cast settings."""
+    from optimum.neuron.utils.argument_utils import InputShapesArguments
+
     from tests.contract.neuron_sdk_standin import NeuronSdkUnavailable
 
-    error, recorded, _ = _export_tiny_model()
+    error, recorded, _, calls = _export_tiny_model()
     assert isinstance(error, NeuronSdkUnavailable), "".join(traceback.format_exception(error)) if error else error
+    # optimum-neuron drops keywords it does not know without a word: each must be a parameter of
+    # from_pretrained or _export, or an input shape of its own InputShapesArguments.
+    (kwargs,) = calls
+    pipeline_class = _pipeline_class()
+    known = {field.name for field in dataclasses.fields(InputShapesArguments)}
+    for method in (pipeline_class.from_pretrained, pipeline_class._export):
+        known |= set(inspect.signature(method).parameters)
+    unknown = sorted(set(kwargs) - known)
+    assert kwargs.get("export") is True and not unknown, f"export={kwargs.get('export')}, ignored: {unknown}"
     unet, text_encoder = recorded["unet"].neuron, recorded["clip-text-model"].neuron
     assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
     assert text_encoder["static_batch_size"] == BATCH, text_encoder
     assert (unet["static_height"] * 8, unet["static_width"] * 8) == (HEIGHT, WIDTH), unet
-    return f"export stopped at the SDK ({error}); configs for {sorted(recorded)}"
+    return f"keywords {sorted(kwargs)}; export stopped at the SDK ({error}); configs for {sorted(recorded)}"
 
 
 def check_compiled_shape_keys() -> str:
@@ -163,7 +186,7 @@ def check_compiled_shape_keys() -> str:
 
     from app.backends.neuron import CompiledShape, read_compiled_shape
 
-    _, recorded, weights = _export_tiny_model()
+    _, recorded, weights, _ = _export_tiny_model()
     with tempfile.TemporaryDirectory() as scratch:
         artifacts = Path(scratch) / "artifacts"
         recorded["unet"].save_pretrained(artifacts / DIFFUSION_MODEL_UNET_NAME)
