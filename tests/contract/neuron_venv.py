@@ -1,8 +1,8 @@
 """The Neuron contract venv: the Neuron image's Python version with its lock's packages, built once.
 
-It lives under `.cache/neuron-contract-venv/<key>/` (git-ignored), where the key hashes everything
-that goes into it (the lock, the interpreter version, the torch pin, this recipe), so a changed lock
-builds a fresh one and an unchanged one is reused. torch-neuronx is not on PyPI: the venv takes the
+It lives under `.cache/neuron-contract-venv/<key>/` (git-ignored; or $NEURON_CONTRACT_CACHE), where the
+key hashes everything that goes into it (the lock, the interpreter version, the torch pin, this recipe),
+so a changed lock builds a fresh one and an unchanged one is reused. torch-neuronx is not on PyPI: the venv takes the
 laptop's CPU torch (requirements-local.txt's pin; pip's configured indexes serve the CPU build here),
 and the Neuron SDK is replaced by a stand-in inside the checks (neuron_sdk_standin.py).
 """
@@ -22,7 +22,8 @@ from packaging.utils import canonicalize_name
 from cdk import versions
 from tools.image_locks import REPO_ROOT, image_lock_specs, read_requirements
 
-CACHE_ROOT = REPO_ROOT / ".cache" / "neuron-contract-venv"
+# NEURON_CONTRACT_CACHE: a folder that outlives the checkout (CI's fresh clones), else the git-ignored .cache/.
+CACHE_ROOT = Path(os.environ.get("NEURON_CONTRACT_CACHE") or REPO_ROOT / ".cache" / "neuron-contract-venv")
 RECIPE = "1"  # bump when the build steps below change
 BUILD_TIMEOUT_S = 1800
 
