@@ -2,9 +2,9 @@
 
 It lives under `.cache/neuron-contract-venv/<key>/` (git-ignored; or $NEURON_CONTRACT_CACHE), where the
 key hashes everything that goes into it (the lock, the interpreter version, the torch pin, this recipe),
-so a changed lock builds a fresh one and an unchanged one is reused. torch-neuronx is not on PyPI: the venv takes the
-laptop's CPU torch (requirements-local.txt's pin; pip's configured indexes serve the CPU build here),
-and the Neuron SDK is replaced by a stand-in inside the checks (neuron_sdk_standin.py).
+so a changed lock builds a fresh one and an unchanged one is reused. torch-neuronx is not on PyPI: the
+venv takes the laptop's CPU torch (requirements-local.txt's pin; pip's configured indexes serve the CPU
+build here), and the Neuron SDK is replaced by a stand-in inside the checks (neuron_sdk_standin.py).
 """
 
 from __future__ import annotations
@@ -78,6 +78,13 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def _run(command: list[str]) -> None:
+    """Run a build step quietly; on failure raise with the end of its output."""
+    result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{(result.stdout + result.stderr)[-4000:]}")
+
+
 def ensure_venv() -> Path:
     """The venv for the current lock: reused when built before, else built aside and moved into place."""
     target = CACHE_ROOT / venv_key()
@@ -87,11 +94,11 @@ def ensure_venv() -> Path:
     CACHE_ROOT.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=CACHE_ROOT))
     try:
-        subprocess.run([str(interpreter), "-m", "venv", str(staging)], check=True, timeout=120)
+        _run([str(interpreter), "-m", "venv", str(staging)])
         pip = [str(venv_python(staging)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
-        subprocess.run([*pip, torch_requirement()], check=True, timeout=BUILD_TIMEOUT_S)
-        subprocess.run([*pip, "-r", str(image_lock_specs()["neuron"].lock_file)], check=True, timeout=BUILD_TIMEOUT_S)
+        _run([*pip, torch_requirement()])
+        _run([*pip, "-r", str(image_lock_specs()["neuron"].lock_file)])
         (staging / ".complete").write_text(venv_key() + "\n", encoding="utf-8")
         # Built aside, then moved into place: an interrupted build never looks complete. Its console
         # scripts then name the build path, so the venv is only ever run as `<venv>/bin/python -m ...`.
