@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint synth bench clean
+.PHONY: run test lint synth bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ synth: $(VENV)/.dev-installed node_modules/.installed
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed
 	$(BIN)/python -m app.bench $(BENCH_ARGS)
+
+## Re-resolve the images' locked requirement sets (app/requirements/*.lock) with uv; needs PyPI.
+lock: $(VENV)/.dev-installed
+	$(BIN)/python -m tools.image_locks compile
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .ruff_cache

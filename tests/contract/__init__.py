@@ -1,0 +1,1 @@
+"""The Neuron contract: the Neuron image's packages, in a cached venv of its Python version."""

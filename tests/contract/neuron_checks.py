@@ -1,0 +1,241 @@
+"""The Neuron contract checks, run INSIDE the Neuron contract venv (Python and packages of neuron.lock).
+
+    python -m tests.contract.neuron_checks plain|standin RESULTS.json
+
+`plain`: optimum-neuron as PyPI installs it (no Neuron SDK). `standin`: with the Neuron SDK stand-in
+(tests/contract/neuron_sdk_standin.py), checking every call the Neuron backend and the compile job make
+against optimum-neuron's own code. Each check writes {"ok": bool, "detail": str} under its name;
+tests/contract/test_neuron_contract.py turns them into test results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.metadata
+import inspect
+import json
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# The compile job's export call; the staging branch may move it to app.model_store.neuron_compile.
+COMPILE_FUNCTION = ("app.model_store.neuron_compile", "optimum_compile")
+# A shape the built-in tiny model (VAE scale 8) can be exported for.
+BATCH, HEIGHT, WIDTH = 2, 256, 192
+
+Check = Callable[[], str]
+
+
+def _compile_function() -> Callable[..., None]:
+    module, name = COMPILE_FUNCTION
+    return getattr(importlib.import_module(module), name)
+
+
+def check_versions() -> str:
+    """The venv holds the Neuron image's Python and the lock's optimum-neuron (cdk/versions.py)."""
+    from cdk import versions
+
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert python == versions.BASE_IMAGE_PYTHON["neuron"], f"Python {python}"
+    found = {p: importlib.metadata.version(p) for p in ("optimum-neuron", "diffusers", "transformers", "torch")}
+    assert found["optimum-neuron"] == versions.OPTIMUM_NEURON_VERSION, found
+    return f"Python {python}, " + ", ".join(f"{k} {v}" for k, v in found.items())
+
+
+def check_pip_check() -> str:
+    """Every installed package's requirements are met (the lock is complete and consistent)."""
+    result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip()
+
+
+def check_import_without_sdk() -> str:
+    """optimum.neuron imports from PyPI alone; the pipeline class needs torch_neuronx and nothing else."""
+    import optimum.neuron  # noqa: F401  (the package itself imports without the SDK)
+
+    try:
+        from optimum.neuron import NeuronStableDiffusionPipeline  # noqa: F401
+    except ModuleNotFoundError as exc:
+        cause: BaseException | None = exc
+        names = []
+        while cause is not None:
+            names.append(getattr(cause, "name", None))
+            cause = cause.__cause__
+        assert "torch_neuronx" in names, f"failed for another reason: {exc!r} (missing: {names})"
+        version = importlib.metadata.version("optimum-neuron")
+        return f"optimum.neuron {version} imports; the pipeline class stops at torch_neuronx"
+    raise AssertionError("NeuronStableDiffusionPipeline imported without torch_neuronx: the stand-in is not needed")
+
+
+def _pipeline_class() -> Any:
+    from optimum.neuron import NeuronStableDiffusionPipeline
+
+    return NeuronStableDiffusionPipeline
+
+
+def check_pipeline_class() -> str:
+    """The backend and the compile job name NeuronStableDiffusionPipeline; it runs diffusers' SD pipeline."""
+    from diffusers import StableDiffusionPipeline
+
+    pipeline_class = _pipeline_class()
+    assert pipeline_class.auto_model_class is StableDiffusionPipeline, pipeline_class.auto_model_class
+    return f"{pipeline_class.__module__}.{pipeline_class.__qualname__} runs {StableDiffusionPipeline.__qualname__}"
+
+
+def check_backend_load_and_call() -> str:
+    """The backend's from_pretrained(path), set_progress_bar_config and pipeline call arguments are accepted."""
+    from app.backends.base import GenerationParams, pipeline_arguments
+
+    pipeline_class = _pipeline_class()
+    inspect.signature(pipeline_class.from_pretrained).bind("/models/compiled")
+    inspect.signature(pipeline_class.set_progress_bar_config).bind(None, disable=True)
+    batch = [
+        GenerationParams(
+            prompt="a", negative_prompt="", steps=2, guidance_scale=7.5, width=WIDTH, height=HEIGHT, seed=1
+        )
+    ]
+    arguments = pipeline_arguments(batch, on_step=None)
+    # NeuronStableDiffusionPipeline.__call__ takes **kwargs and calls auto_model_class.__call__ with the
+    # compiled height and width added; every argument the backend passes must be a parameter there.
+    call = inspect.signature(pipeline_class.auto_model_class.__call__)
+    call.bind(None, height=HEIGHT, width=WIDTH, **arguments)
+    missing = [name for name in arguments if name not in call.parameters]
+    assert not missing, missing
+    return "call arguments: " + ", ".join(sorted(arguments))
+
+
+@functools.cache
+def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, list[dict[str, Any]]]:
+    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights
+    and the keyword arguments of each from_pretrained call."""
+    import optimum.neuron.modeling_diffusion as modeling_diffusion
+
+    from app.model_store.layout import CompileShape
+    from app.models.builtin import TINY
+    from app.models.random_pipeline import materialize
+
+    recorded: dict[str, Any] = {}
+    store = modeling_diffusion.store_compilation_config
+
+    def recording_store(config: Any, input_shapes: Any, *args: Any, **kwargs: Any) -> Any:
+        result = store(config, input_shapes, *args, **kwargs)  # the real function; only remembered here
+        recorded[result.neuron.get("model_type") if hasattr(result, "neuron") else str(type(result))] = result
+        return result
+
+    pipeline_class = modeling_diffusion.NeuronStableDiffusionPipeline
+    from_pretrained = pipeline_class.from_pretrained  # bound to the class; inherited, not in its __dict__
+    calls: list[dict[str, Any]] = []
+
+    def recording_from_pretrained(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return from_pretrained(*args, **kwargs)
+
+    modeling_diffusion.store_compilation_config = recording_store
+    pipeline_class.from_pretrained = recording_from_pretrained
+    scratch = Path(tempfile.mkdtemp(prefix="export-"))  # under main()'s scratch folder
+    weights = materialize(TINY, scratch / "models")
+    error = None
+    try:
+        _compile_function()(weights, CompileShape(BATCH, HEIGHT, WIDTH), scratch / "compiled")
+    except Exception as exc:  # expected: the first use of the Neuron SDK
+        error = exc
+    finally:
+        modeling_diffusion.store_compilation_config = store
+        del pipeline_class.from_pretrained
+    return error, recorded, weights, calls
+
+
+def check_compile_export() -> str:
+    """The compile job's from_pretrained(export=True, ...) runs optimum-neuron's export up to the Neuron SDK,
+    with every keyword honoured: the compile configs hold its shape and auto-cast settings."""
+    from optimum.neuron.utils.argument_utils import InputShapesArguments
+
+    from tests.contract.neuron_sdk_standin import NeuronSdkUnavailable
+
+    error, recorded, _, calls = _export_tiny_model()
+    assert isinstance(error, NeuronSdkUnavailable), "".join(traceback.format_exception(error)) if error else error
+    # optimum-neuron drops keywords it does not know without a word: each must be a parameter of
+    # from_pretrained or _export, or an input shape of its own InputShapesArguments.
+    (kwargs,) = calls
+    pipeline_class = _pipeline_class()
+    known = {field.name for field in dataclasses.fields(InputShapesArguments)}
+    for method in (pipeline_class.from_pretrained, pipeline_class._export):
+        known |= set(inspect.signature(method).parameters)
+    unknown = sorted(set(kwargs) - known)
+    assert kwargs.get("export") is True and not unknown, f"export={kwargs.get('export')}, ignored: {unknown}"
+    unet, text_encoder = recorded["unet"].neuron, recorded["clip-text-model"].neuron
+    assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
+    assert text_encoder["static_batch_size"] == BATCH, text_encoder
+    assert (unet["static_height"] * 8, unet["static_width"] * 8) == (HEIGHT, WIDTH), unet
+    return f"keywords {sorted(kwargs)}; export stopped at the SDK ({error}); configs for {sorted(recorded)}"
+
+
+def check_compiled_shape_keys() -> str:
+    """read_compiled_shape finds the compiled shape in configs written the way optimum-neuron writes them."""
+    from optimum.neuron.utils import (
+        DIFFUSION_MODEL_TEXT_ENCODER_NAME,
+        DIFFUSION_MODEL_UNET_NAME,
+        DIFFUSION_MODEL_VAE_DECODER_NAME,
+    )
+
+    from app.backends.neuron import CompiledShape, read_compiled_shape
+
+    _, recorded, weights, _ = _export_tiny_model()
+    with tempfile.TemporaryDirectory() as scratch:
+        artifacts = Path(scratch) / "artifacts"
+        recorded["unet"].save_pretrained(artifacts / DIFFUSION_MODEL_UNET_NAME)
+        recorded["clip-text-model"].save_pretrained(artifacts / DIFFUSION_MODEL_TEXT_ENCODER_NAME)
+        # The VAE decoder's config is the model's VAE config (its block count gives the latent scale).
+        vae_decoder = artifacts / DIFFUSION_MODEL_VAE_DECODER_NAME
+        vae_decoder.mkdir()
+        (vae_decoder / "config.json").write_text((weights / "vae" / "config.json").read_text())
+        shape = read_compiled_shape(artifacts, fallback=CompiledShape(7, 64, 64))
+    assert shape == CompiledShape(BATCH, HEIGHT, WIDTH), shape
+    return f"{shape} from {DIFFUSION_MODEL_UNET_NAME}/, {DIFFUSION_MODEL_TEXT_ENCODER_NAME}/ configs"
+
+
+def check_compile_save() -> str:
+    """The compile job's save_pretrained(out_dir) is accepted."""
+    inspect.signature(_pipeline_class().save_pretrained).bind(None, "/tmp/compiled")
+    return "save_pretrained(save_directory)"
+
+
+MODES: dict[str, list[Check]] = {
+    "plain": [check_versions, check_pip_check, check_import_without_sdk],
+    "standin": [
+        check_pipeline_class,
+        check_backend_load_and_call,
+        check_compile_export,
+        check_compiled_shape_keys,
+        check_compile_save,
+    ],
+}
+
+
+def main(argv: list[str]) -> int:
+    """Run one mode's checks and write their results as JSON."""
+    mode, out = argv
+    if mode == "standin":
+        from tests.contract import neuron_sdk_standin
+
+        neuron_sdk_standin.install()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="neuron-contract-") as scratch:
+        tempfile.tempdir = scratch  # every temporary file of the checks goes here, and goes with it
+        for check in MODES[mode]:
+            try:
+                results[check.__name__] = {"ok": True, "detail": check()}
+            except Exception:
+                results[check.__name__] = {"ok": False, "detail": traceback.format_exc()}
+    Path(out).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
