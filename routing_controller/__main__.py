@@ -9,6 +9,7 @@ import sys
 import threading
 from types import FrameType
 
+from routing_controller import heartbeat
 from routing_controller.settings import Settings, SettingsError
 
 
@@ -42,6 +43,7 @@ def main() -> int:
             controller.step()
         except Exception as exc:  # keep the last weights and try again next period
             log.error(json.dumps({"event": "StepFailed", "error": f"{type(exc).__name__}: {exc}"}))
+        heartbeat.beat()
         stop.wait(settings.period_s)
     return 0
 

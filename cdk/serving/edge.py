@@ -18,6 +18,7 @@ from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
 from constructs import Construct
 
+from cdk.checkov import skip_cfn_child
 from cdk.config.serving import ServingConfig
 
 ORIGIN_HTTP_PORT: Final = 80
@@ -83,6 +84,18 @@ class EdgeDistribution(Construct):
                 reason="The no-domain front door uses CloudFront's default *.cloudfront.net certificate, whose "
                 "minimum protocol CloudFront fixes; with a domain, use ingressFrontDoor=alb-https (TLS 1.2+).",
             ),
+        )
+        # The same three design choices, for Checkov.
+        skip_cfn_child(
+            self.distribution,
+            {
+                "CKV_AWS_68": "The web ACL is REGIONAL, on the ALB behind the VPC origin (cdk/serving/waf.py), which "
+                "every request passes; a CLOUDFRONT-scope ACL must live in us-east-1, outside this stack's region.",
+                "CKV_AWS_86": "Every request CloudFront forwards is in the ALB's access logs; nothing is cached, and "
+                "CloudFront's standard logs need S3 ACLs, which the log bucket disables (BucketOwnerEnforced).",
+                "CKV_AWS_174": "CloudFront's default *.cloudfront.net certificate fixes the minimum protocol; for TLS "
+                "1.2+ only, give a domain and use ingressFrontDoor=alb-https.",
+            },
         )
 
     @property

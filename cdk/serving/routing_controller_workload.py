@@ -11,18 +11,43 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from cdk.accelerators import Accelerator
+from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 from cdk.serving.ingress import INGRESS_NAME
 from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
 from cdk.serving.workloads import container_security_context
-from routing_controller import nodeclaims
+from routing_controller import heartbeat, nodeclaims
 from routing_controller.settings import Pool, pools_env
 
 NAME: Final = "sd-routing-controller"
 # The non-root user routing_controller/Dockerfile creates (tests check the two agree).
 RUN_AS_USER: Final = 10001
 LABELS: Final = {"app.kubernetes.io/name": NAME}
+# Checkov findings on the controller's pod that are the design (tests/cdk/test_checkov.py).
+CHECKOV_SKIPS: Final = {
+    "CKV_K8S_11": "No CPU limit: a 50m request for a loop that wakes once a period; a CFS quota would only delay "
+    "its reaction to a pool that lost its nodes. Memory is limited.",
+    "CKV_K8S_15": "IfNotPresent is exact: the image tag is immutable in ECR and names a hash of the controller's "
+    "source, so a cached image is always the right one.",
+    "CKV_K8S_38": "The controller reads Deployments, Pods and NodeClaims and patches the Ingress through the "
+    "Kubernetes API (its Role and ClusterRole), which needs the service-account token.",
+    "CKV_K8S_43": "Tags are immutable and content-addressed (ECR tag immutability); the digest only exists after "
+    "the build that runs during the same deploy.",
+}
+
+
+def heartbeat_probe(cfg: ServingConfig) -> dict[str, Any]:
+    """An exec probe that fails once no step has ended for three periods (a hung loop)."""
+    max_age = heartbeat.max_age_seconds(cfg.routing_controller.period_s)
+    return {
+        "exec": {"command": ["python", "-m", "routing_controller.heartbeat", f"--max-age-seconds={max_age:g}"]},
+        "periodSeconds": max(10, int(cfg.routing_controller.period_s)),
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
+
+
 Manifest = dict[str, Any]
 
 
@@ -137,7 +162,12 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "metadata": {
+            "name": NAME,
+            "namespace": cfg.namespace,
+            "labels": dict(LABELS),
+            "annotations": k8s_skip_annotations(CHECKOV_SKIPS),
+        },
         "spec": {
             "replicas": 1,
             "revisionHistoryLimit": 3,
@@ -162,6 +192,9 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
                             "image": image,
                             "imagePullPolicy": "IfNotPresent",
                             "env": environment(cfg, routed, region),
+                            # Nothing routes to the controller; ready and live mean its loop keeps stepping.
+                            "readinessProbe": heartbeat_probe(cfg),
+                            "livenessProbe": {**heartbeat_probe(cfg), "initialDelaySeconds": 30},
                             "resources": {
                                 "requests": {"cpu": "50m", "memory": "128Mi"},
                                 "limits": {"memory": "256Mi"},

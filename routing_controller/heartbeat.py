@@ -1,0 +1,53 @@
+"""The controller's liveness: the loop touches a file after every step; a probe checks its age.
+
+The controller serves no HTTP, so its probes exec `python -m routing_controller.heartbeat`: exit 0
+while the last step ended less than `--max-age-seconds` ago, 1 otherwise (a loop stuck in a call
+that never returns, which Kubernetes then restarts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+# On the pod's writable /tmp (an emptyDir under a read-only root).
+HEARTBEAT_FILE = Path("/tmp/routing-controller.heartbeat")  # noqa: S108 - inside the container
+
+
+# What one step may take on top of its period: its few Kubernetes API calls each give up after
+# cluster.API_TIMEOUT_S (15 s), and a step makes at most four of them in a row.
+STEP_ALLOWANCE_S = 60.0
+
+
+def max_age_seconds(period_s: float) -> float:
+    """How old the heartbeat may get before the loop counts as hung: three periods plus one slow step."""
+    return 3 * period_s + STEP_ALLOWANCE_S
+
+
+def beat(path: Path = HEARTBEAT_FILE) -> None:
+    """Record that a step has just ended."""
+    path.touch()
+
+
+def is_fresh(max_age_s: float, path: Path = HEARTBEAT_FILE, now: float | None = None) -> bool:
+    """True when a step ended within `max_age_s` seconds (False before the first one)."""
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return age <= max_age_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when the heartbeat is fresh, 1 when it is stale or missing."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--max-age-seconds", type=float, required=True)
+    parser.add_argument("--file", type=Path, default=HEARTBEAT_FILE)
+    args = parser.parse_args(argv)
+    return 0 if is_fresh(args.max_age_seconds, args.file) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
