@@ -6,7 +6,15 @@ from fastapi import Request
 
 from app.service import GenerationService
 
+ANONYMOUS_CALLER = "anonymous"
+
 
 def get_service(request: Request) -> GenerationService:
     """The GenerationService this app was created with."""
     return request.app.state.service
+
+
+def get_caller_id(request: Request) -> str:
+    """The verified caller's id, which the authentication layer sets as `request.state.caller_id`;
+    "anonymous" when authentication is off. Jobs are scoped by it."""
+    return getattr(request.state, "caller_id", None) or ANONYMOUS_CALLER
