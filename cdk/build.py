@@ -72,6 +72,7 @@ def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
         kubernetes_version=config.kubernetes_version,
         accelerators=config.accelerators,
         image_uris=dict(images.image_uris),
+        keda_operator_role=cluster.keda.operator_role,
     )
     return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)
 

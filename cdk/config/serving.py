@@ -1,7 +1,7 @@
 """Deploy-time settings of the serving side, read from CDK context through `Context`.
 
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
-ingress*, alarm*, modelStore*, neuronCompile*). Their values are written once, in `cdk.json`
+ingress*, alarm*, modelStore*, neuronCompile*, jobs*). Their values are written once, in `cdk.json`
 (docs/serving.md explains each); only routingWeight*, ingressCertificateArn and alarmTopicArn
 are optional.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
@@ -44,6 +44,8 @@ class AcceleratorServing:
     startup_timeout_s: int  # model load budget for the startupProbe
     cpu: float
     memory_gi: int
+    async_only: bool = False  # serves jobs only: no interactive traffic, may scale to zero
+    jobs_target: int = 8  # jobs waiting (or running) per pod that KEDA's SQS trigger aims for
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,18 @@ class NeuronCompile:
     height: int
     width: int
     timeout_s: int
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    """The asynchronous jobs' queue, results and the pods' share of the work (jobs* keys)."""
+
+    max_receives: int  # attempts before a job is failed and dead-lettered (the queue's maxReceiveCount)
+    visibility_s: int  # how long a taken job stays hidden; the worker extends it while the job runs
+    concurrency: int  # jobs one pod holds at once
+    result_retention_days: int  # records and images expire after this many days
+    image_url_s: int  # lifetime of a presigned image URL
+    alarm_oldest_age_s: int  # alarm when the oldest waiting job is older than this
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ class ServingConfig:
     alarm_topic_arn: str | None
     model_store_retain: bool
     neuron_compile: NeuronCompile | None  # None when Neuron is not enabled
+    jobs: JobsConfig
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -135,7 +150,14 @@ class ServingConfig:
                 startup_timeout_s=ctx.integer(f"servingStartupTimeoutSeconds{s}", minimum=30, maximum=7200),
                 cpu=ctx.number(f"servingCpu{s}", minimum=0.25),
                 memory_gi=ctx.integer(f"servingMemoryGi{s}", minimum=1),
+                async_only=ctx.boolean(f"servingAsyncOnly{s}"),
+                jobs_target=ctx.integer(f"scalingJobsTarget{s}", minimum=1, maximum=10000),
             )
+            if min_r == 0 and not per_acc[name].async_only:
+                raise ConfigError(
+                    f"setting 'scalingMinReplicas{s}' = 0 needs 'servingAsyncOnly{s}' = true: with no pod, no "
+                    "interactive request could arrive to scale it up"
+                )
         explicit = [a for a, v in per_acc.items() if v.routing_weight is not None]
         if explicit and len(explicit) != len(per_acc):
             missing = sorted(set(per_acc) - set(explicit))
@@ -176,6 +198,7 @@ class ServingConfig:
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
             neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
+            jobs=_read_jobs(ctx),
         )
         cfg._check_consistency()
         return cfg
@@ -192,12 +215,43 @@ class ServingConfig:
                 f"termination grace ({self.termination_grace_s} s = servingPreStopSeconds + "
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
+        self._check_async_only()
         try:
             from app.model_store_layout import model_slug
 
             model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+    def _check_async_only(self) -> None:
+        """Someone must take interactive traffic (and job submissions); only cost routing can leave a pool out."""
+        async_only = sorted(name for name, per in self.per_accelerator.items() if per.async_only)
+        if not async_only:
+            return
+        if len(async_only) == len(self.per_accelerator):
+            raise ConfigError(
+                f"setting 'servingAsyncOnly{_suffix(async_only[0])}' = true leaves no accelerator for "
+                "interactive requests and job submissions: keep at least one enabled accelerator interactive"
+            )
+        if self.routing_mode == "capacity":
+            raise ConfigError(
+                f"setting 'servingAsyncOnly{_suffix(async_only[0])}' = true does not work with 'routingMode' = "
+                "capacity, which sends requests to every pod: use weighted routing"
+            )
+
+
+def _read_jobs(ctx: Context) -> JobsConfig:
+    """jobs*: the SQS redrive count and visibility, per-pod concurrency, result retention, URL lifetime."""
+    return JobsConfig(
+        # SQS accepts maxReceiveCount 1..1000 and a visibility timeout of 0..43200 s (SQS API reference).
+        max_receives=ctx.integer("jobsMaxReceives", minimum=1, maximum=1000),
+        visibility_s=ctx.integer("jobsVisibilitySeconds", minimum=10, maximum=43200),
+        concurrency=ctx.integer("jobsConcurrency", minimum=1, maximum=10),
+        result_retention_days=ctx.integer("jobsResultRetentionDays", minimum=1, maximum=3650),
+        # A presigned URL lives no longer than the pod's role session, so keep it within an hour.
+        image_url_s=ctx.integer("jobsImageUrlSeconds", minimum=60, maximum=3600),
+        alarm_oldest_age_s=ctx.integer("alarmJobAgeSeconds", minimum=60, maximum=1209600),
+    )
 
 
 def _read_neuron_compile(ctx: Context) -> NeuronCompile:

@@ -213,8 +213,11 @@ def deployment(
     model_uri: str,
     region: str,
     init_containers: Sequence[dict[str, Any]] = (),
+    extra_env: Sequence[dict[str, str]] = (),
 ) -> Manifest:
-    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation."""
+    """The Deployment serving on one accelerator. KEDA owns `replicas` after creation.
+
+    `extra_env` adds settings another part of the stack owns (the jobs' JOBS_* variables)."""
     per = cfg.per_accelerator[acc.name]
     volumes, mounts = scratch_volumes(cfg)
     labels = {**selector_labels(acc), **acc.node_label}
@@ -223,7 +226,7 @@ def deployment(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "ports": [{"name": PORT_NAME, "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "env": service_env(acc, cfg, model_uri, region),
+        "env": service_env(acc, cfg, model_uri, region) + list(extra_env),
         "resources": accelerator_resources(acc, cfg),
         **probes(acc, cfg),
         # The pod keeps serving while the ALB deregisters it; SIGTERM only after that.

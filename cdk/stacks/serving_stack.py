@@ -24,11 +24,12 @@ from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.observability.alarms import ServingAlarms
-from cdk.observability.dashboard import DashboardInputs, ServingDashboard
+from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import neuron_compile_job as njob
 from cdk.serving import scaling, workloads
+from cdk.serving.jobs import JOBS_PREFIX, JobsInfra
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import CostInput, resolve_weights
 from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
@@ -44,6 +45,8 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
     if cfg.routing_mode != "cost":
         return None
     per = cfg.per_accelerator
+    # Async-only accelerators take jobs from the queue, never requests from the ALB.
+    accelerators = tuple(a for a in accelerators if not per[a.name].async_only)
     weights = resolve_weights(
         accelerators,
         {a.name: per[a.name].routing_weight for a in accelerators},
@@ -73,6 +76,13 @@ class ServingStack(Stack):
         bucket = store.bucket
         region = self.region
         self.weights = routing_weights(cfg, platform.accelerators)
+        self.jobs = jobs = JobsInfra(
+            self, "Jobs", config=cfg.jobs, log_bucket=store.log_bucket, retain=cfg.model_store_retain
+        )
+        if platform.keda_operator_role is not None:
+            iam.Policy(
+                self, "KedaReadsJobQueue", roles=[platform.keda_operator_role], statements=[jobs.scaler_statement()]
+            )
 
         ns = eks.KubernetesManifest(self, "Namespace", cluster=cluster, manifest=[workloads.namespace(cfg)])
 
@@ -123,6 +133,7 @@ class ServingStack(Stack):
                 description=f"{acc.deployment_name}: read {prefix} of the model store, publish service metrics",
             )
             self._acknowledge_prefix_wildcards(identity, bucket, [prefix], metrics=True)
+            self._grant_jobs(identity, jobs)
             self.identities[acc.name] = identity
             image = platform.image_uris[acc.name]
             init = (
@@ -139,10 +150,11 @@ class ServingStack(Stack):
                     model_uri=s3_uri(bucket.bucket_name, prefix),
                     region=region,
                     init_containers=init,
+                    extra_env=jobs.service_env(),
                 ),
                 workloads.accelerator_service(acc, cfg),
                 workloads.pod_disruption_budget(acc, cfg),
-                scaling.scaled_object(acc, cfg, region),
+                scaling.scaled_object(acc, cfg, region, jobs.queue.queue_url),
             ]
             workload_manifests.append(manifest(f"{acc.name.capitalize()}Workload", objects, identity.association))
 
@@ -181,6 +193,7 @@ class ServingStack(Stack):
             namespace=cfg.namespace,
             load_balancer=load_balancer,
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
+            jobs=JobQueues(jobs.queue.queue_name, jobs.dead_letters.queue_name),
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
@@ -188,6 +201,20 @@ class ServingStack(Stack):
         CfnOutput(self, "ModelWeightsUri", value=s3_uri(bucket.bucket_name, weights_prefix(cfg.model_id)))
         if compile_job is not None:
             CfnOutput(self, "NeuronArtifactsUri", value=s3_uri(bucket.bucket_name, njob.artifact_prefix(cfg)))
+        CfnOutput(self, "JobsTopicArn", value=jobs.topic.topic_arn, description="Subscribe to hear of finished jobs")
+        CfnOutput(self, "JobsDeadLetterQueueUrl", value=jobs.dead_letters.queue_url)
+
+    def _grant_jobs(self, identity: PodIdentityRole, jobs: JobsInfra) -> None:
+        """The pod's job permissions, as a policy of their own beside the role's model-store policy."""
+        policy = iam.Policy(self, f"{identity.node.id}Jobs", roles=[identity.role], statements=jobs.pod_statements())
+        logical_id = self.resolve(self.get_logical_id(jobs.bucket.node.default_child))
+        Validations.of(policy).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{JOBS_PREFIX}*]",
+                reason="Job records and images are scoped to the results bucket's jobs/ prefix; S3 needs the "
+                "trailing wildcard to name the objects under it.",
+            )
+        )
 
     def _load_balancer_dimension(self, cfg: ServingConfig, hostname: eks.KubernetesObjectValue) -> str:
         """`app/<name>/<id>` of the ALB the controller created, looked up once it exists."""
