@@ -1,7 +1,9 @@
 """The job worker inside every serving pod: takes jobs while the batcher has room, runs them, settles them.
 
-- Room: a job is taken only while no request waits in the batcher's queue and the pod holds fewer
-  than JOBS_CONCURRENCY jobs, so interactive requests never queue behind a backlog of jobs.
+- Room: a job is taken, and handed to the batcher, only while no interactive request is in the
+  batcher (waiting, gathered or running) and the pod holds fewer than JOBS_CONCURRENCY jobs. Jobs
+  never share a batch an interactive request started, and a request arriving behind a batch of
+  jobs waits for that one batch only.
 - Hold: while a job runs, its message's visibility is extended every third of JOBS_VISIBILITY_S;
   the record's lease follows, so a reader can tell a live job from one whose worker died.
 - Settle: the image and the `succeeded` record are stored, the notice is published, and only then
@@ -65,6 +67,7 @@ class JobWorker:
         self._on_finished = on_finished
         self.visibility_s = settings.jobs_visibility_s
         self._held: dict[str, asyncio.Task[None]] = {}
+        self._in_batcher = 0  # held jobs inside GenerationService.generate now
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -77,13 +80,18 @@ class JobWorker:
         """Start consuming on the running event loop."""
         self._loop_task = asyncio.create_task(self._consume(), name="job-worker")
 
-    def room(self) -> int:
-        """How many more jobs to take now: none while the service is not serving or requests wait."""
+    def _interactive_busy(self) -> bool:
+        """True while the service is not serving, or interactive requests are in the batcher."""
         service = self.generation
         batcher = service.batcher
         if self._stopping or not service.ready or service.draining or batcher is None:
-            return 0
-        if batcher.depth > 0:  # interactive requests (or jobs) are waiting: let them go first
+            return True
+        return batcher.in_flight > self._in_batcher
+
+    def room(self) -> int:
+        """How many more jobs to take now: none while interactive requests are in the batcher."""
+        batcher = self.generation.batcher
+        if self._interactive_busy() or batcher is None:
             return 0
         return max(0, min(self.settings.jobs_concurrency - len(self._held), batcher.capacity - batcher.in_flight))
 
@@ -163,13 +171,19 @@ class JobWorker:
         while True:
             if self.generation.draining:
                 raise _HandedBack
+            if self._interactive_busy():  # requests came in since the job was taken: they go first
+                await asyncio.sleep(ROOM_POLL_S)
+                continue
+            self._in_batcher += 1
             try:
                 result = await self.generation.generate(params)
                 break
-            except QueueFull:  # interactive requests filled the queue after we took the job: wait
+            except QueueFull:
                 await asyncio.sleep(ROOM_POLL_S)
             except NotReady:
                 raise _HandedBack from None
+            finally:
+                self._in_batcher -= 1
         png = await asyncio.to_thread(png_bytes, result.image)
         backend = self.generation.backend.name if self.generation.backend else "unknown"
         return png, backend
