@@ -58,11 +58,6 @@ class SqsQueue:
         """DeleteMessage once the result is stored."""
         self._sqs.delete_message(QueueUrl=self.url, ReceiptHandle=delivery.receipt)
 
-    def depth(self) -> int:
-        """ApproximateNumberOfMessages."""
-        attrs = self._sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
-
 
 class S3Store:
     """`<prefix>records/<id>.json`, `<prefix>images/<id>.png`, `<prefix>idempotency/<token>`.

@@ -124,12 +124,6 @@ class LocalQueue:
         with self._connect() as db:
             db.execute("DELETE FROM messages WHERE id = ? AND receipt = ?", (row_id, delivery.receipt))
 
-    def depth(self) -> int:
-        """Messages visible now."""
-        with self._connect() as db:
-            (count,) = db.execute("SELECT COUNT(*) FROM messages WHERE visible_at <= ?", (time.time(),)).fetchone()
-        return int(count)
-
     def dead_letters(self) -> list[str]:
         """Job ids in the dead-letter table, oldest first."""
         with self._connect() as db:

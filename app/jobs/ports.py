@@ -47,10 +47,6 @@ class JobQueue(Protocol):
         """Remove a settled job's message for good."""
         ...
 
-    def depth(self) -> int:
-        """Messages waiting to be received (approximate on SQS)."""
-        ...
-
 
 class JobStore(Protocol):
     """Job records and their images."""
