@@ -137,22 +137,29 @@ class JobWorker:
             state=JobState.RUNNING, attempts=delivery.receive_count, lease_until=time.time() + self.visibility_s
         )
         await asyncio.to_thread(self.store.put, record)
-        keeper = asyncio.create_task(self._keep_hidden(delivery, record), name=f"job-lease-{record.id}")
+        finished = asyncio.Event()
+        keeper = asyncio.create_task(self._keep_hidden(delivery, record, finished), name=f"job-lease-{record.id}")
+
+        async def stop_keeping() -> None:
+            # Let a lease write in progress land before ours, so it cannot overwrite the outcome.
+            finished.set()
+            await asyncio.gather(keeper, return_exceptions=True)
+
         try:
             png, backend = await self._run(record)
         except _HandedBack:
-            keeper.cancel()
+            await stop_keeping()
             await self._hand_back(delivery, record)
             return
         except asyncio.CancelledError:  # stop() or the end of the drain's grace period
-            keeper.cancel()
+            await asyncio.shield(stop_keeping())
             await asyncio.shield(self._hand_back(delivery, record))
             raise
         except Exception as exc:
-            keeper.cancel()
+            await stop_keeping()
             await self._failed_attempt(delivery, record, exc)
             return
-        keeper.cancel()
+        await stop_keeping()
         await asyncio.to_thread(self.store.put_image, record.id, png)
         latest = await asyncio.to_thread(self.store.get, record.id)
         if latest is not None and latest.state is JobState.SUCCEEDED:  # another holder finished first
@@ -188,10 +195,12 @@ class JobWorker:
         backend = self.generation.backend.name if self.generation.backend else "unknown"
         return png, backend
 
-    async def _keep_hidden(self, delivery: Delivery, record: JobRecord) -> None:
-        """Extend the message's visibility and the record's lease every third of the timeout."""
+    async def _keep_hidden(self, delivery: Delivery, record: JobRecord, finished: asyncio.Event) -> None:
+        """Extend the message's visibility and the record's lease every third of the timeout, until finished."""
         while True:
-            await asyncio.sleep(self.visibility_s / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), self.visibility_s / 3)
+                return
             try:
                 await asyncio.to_thread(self.queue.extend, delivery, self.visibility_s)
                 record = record.touch(lease_until=time.time() + self.visibility_s)

@@ -112,9 +112,11 @@ class Pod:
         await self.generation.stop()
 
 
-async def start_pod(aws: Aws, **overrides: object) -> Pod:
+async def start_pod(aws: Aws, backend: FakeBackend | None = None, visibility_s: int | None = None, **overrides) -> Pod:
     cfg = settings(aws, **overrides)
-    backend = FakeBackend()
+    if visibility_s is not None:  # below the settings' 10 s floor, to keep the test short
+        cfg = cfg.model_copy(update={"jobs_visibility_s": visibility_s})
+    backend = backend or FakeBackend()
     generation = GenerationService(cfg, lambda _s: backend)
     await generation.start()
     queue, store = SqsQueue(aws.sqs, aws.queue_url), S3Store(aws.s3, BUCKET, cfg.jobs_prefix)
@@ -258,5 +260,26 @@ def test_on_sigterm_a_pod_hands_back_the_job_it_cannot_finish(aws):
         assert pod.worker.held == 0
         assert record.state is JobState.QUEUED
         assert [d.job_id for d in again] == [submission.record.id]
+
+    asyncio.run(scenario())
+
+
+def test_a_job_longer_than_its_visibility_timeout_stays_hidden_and_runs_once(aws):
+    async def scenario() -> None:
+        slow = FakeBackend(delay_s=1.0)  # 8 steps: about 8 s, the visibility timeout is 3 s
+        first = await start_pod(aws, backend=slow, visibility_s=3)
+        second = await start_pod(aws, visibility_s=3)  # an idle pod polling the same queue
+        submission = await first.jobs.submit("alice", {"prompt": "long", "steps": 8, "seed": 31}, None)
+        first.worker.start()
+        while first.worker.held == 0:
+            await asyncio.sleep(0.05)
+        second.worker.start()
+        record = await settled(first.store, submission.record.id, timeout_s=60)
+        await first.stop()
+        await second.stop()
+
+        assert record.state is JobState.SUCCEEDED and record.attempts == 1
+        assert runs(slow, 31) == 1 and runs(second.backend, 31) == 0
+        assert len(aws.notices()) == 1
 
     asyncio.run(scenario())
