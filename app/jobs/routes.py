@@ -27,7 +27,9 @@ class JobAccepted(BaseModel):
 
     id: str
     state: JobState
-    status_url: str
+    status_url: str = Field(
+        description="a path on this host: behind the ALB or CloudFront the pod cannot know the scheme"
+    )
 
 
 class JobStatus(BaseModel):
@@ -99,7 +101,7 @@ def jobs_router(settings: Settings) -> APIRouter:
         except QueueUnavailable:
             return _error(503, "the job queue is unavailable; retry later", {"Retry-After": "5"})
         record = submission.record
-        status_url = str(request.url_for("get_job", job_id=record.id))
+        status_url = request.app.url_path_for("get_job", job_id=record.id)
         state, _ = record.visible_state()
         headers = {"Location": status_url}
         if submission.replayed:

@@ -89,7 +89,9 @@ class JobService:
             await asyncio.to_thread(self.queue.send, record.id)
         except Exception as exc:
             log.exception("queueing job %s failed", record.id)
-            failed = record.touch(state=JobState.FAILED, error="the job could not be queued; submit it again")
+            failed = record.touch(
+                state=JobState.FAILED, error="the job could not be queued; submit it again (with a new Idempotency-Key)"
+            )
             await asyncio.to_thread(self.store.put, failed)
             raise QueueUnavailable from exc
         log.info("job queued", extra={"job_id": record.id})
