@@ -9,8 +9,8 @@
 - Settle: the image and the `succeeded` record are stored, the notice is published, and only then
   is the message deleted. A failure is recorded on the job; the message comes back after a short
   back-off, and after the last attempt the job is `failed` and the queue moves it to its DLQ.
-- Drain (SIGTERM): take nothing more; jobs already held finish within the grace period, and the
-  ones that cannot are handed back at once (visibility 0) for another pod.
+- Drain (SIGTERM): take nothing more; jobs already held get the grace period less one long poll to
+  finish, and the ones that cannot are handed back at once (visibility 0) for another pod.
 """
 
 from __future__ import annotations
@@ -264,21 +264,23 @@ class JobWorker:
             self._on_finished(state)
 
     async def drain(self, grace_s: float | None) -> None:
-        """Take no more jobs; let held ones finish within `grace_s`, then hand back the rest."""
+        """Take no more jobs; let held ones finish within `grace_s`, then hand back the rest.
+
+        The receive loop's last long poll (up to JOBS_POLL_S) must end before anything is handed
+        back, or it could take a handed-back job again and spend one of its attempts.
+        """
         self._stopping = True
-        started = time.monotonic()
-        if self._loop_task is not None:
-            # The loop ends after its current long poll (at most JOBS_POLL_S).
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._loop_task), grace_s)
+        poll_margin = self.settings.jobs_poll_s + 1.0
         held = list(self._held.values())
         if held:
-            left = None if grace_s is None else max(0.0, grace_s - (time.monotonic() - started) - 2.0)
-            _done, pending = await asyncio.wait(held, timeout=left)
-            for task in pending:
-                task.cancel()  # each hands its job back
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - poll_margin))
+        if self._loop_task is not None:
+            await asyncio.wait([self._loop_task], timeout=poll_margin + 5.0)
+        pending = [task for task in self._held.values() if not task.done()]
+        for task in pending:
+            task.cancel()  # each hands its job back
+        if pending:
+            await asyncio.wait(pending, timeout=5)
 
     async def stop(self) -> None:
         """Stop at once: hand back whatever is held."""
