@@ -3,7 +3,8 @@
 - Room: a job is taken, and handed to the batcher, only while no interactive request is in the
   batcher (waiting, gathered or running) and the pod holds fewer than JOBS_CONCURRENCY jobs. Jobs
   never share a batch an interactive request started, and a request arriving behind a batch of
-  jobs waits for that one batch only.
+  jobs waits for that one batch only. A job taken just before requests arrived waits for a gap, at
+  most JOBS_VISIBILITY_S, then queues like a request (no starvation on a pod that stays busy).
 - Hold: while a job runs, its message's visibility is extended every third of JOBS_VISIBILITY_S;
   the record's lease follows, so a reader can tell a live job from one whose worker died.
 - Settle: the image and the `succeeded` record are stored, the notice is published, and only then
@@ -175,10 +176,13 @@ class JobWorker:
     async def _run(self, record: JobRecord) -> tuple[bytes, str]:
         """Generate the job's image through the shared batcher; PNG bytes and the backend's name."""
         params = resolve_params(self.generation, **record.request)
+        # Requests that came in since the job was taken go first, but a job does not starve on a
+        # pod that stays busy: after one visibility period it queues like a request.
+        yield_until = time.monotonic() + self.visibility_s
         while True:
             if self.generation.draining:
                 raise _HandedBack
-            if self._interactive_busy():  # requests came in since the job was taken: they go first
+            if self._interactive_busy() and time.monotonic() < yield_until:
                 await asyncio.sleep(ROOM_POLL_S)
                 continue
             self._in_batcher += 1
