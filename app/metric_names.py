@@ -42,7 +42,28 @@ QUEUE_DEPTH: Final = MetricSpec("QueueDepth", "Count", "Requests waiting in the 
 BATCH_SIZE: Final = MetricSpec("BatchSize", "Count", "Requests per pipeline call")
 IMAGES_GENERATED: Final = MetricSpec("ImagesGenerated", "Count", "Images returned to clients")
 
-ALL_METRICS: Final = (REQUESTS, ERRORS, LATENCY, QUEUE_DEPTH, BATCH_SIZE, IMAGES_GENERATED)
+JOBS_SUCCEEDED: Final = MetricSpec("JobsSucceeded", "Count", "Asynchronous jobs this deployment unit finished")
+JOBS_FAILED: Final = MetricSpec("JobsFailed", "Count", "Asynchronous jobs that failed their last attempt here")
+
+ALL_METRICS: Final = (
+    REQUESTS,
+    ERRORS,
+    LATENCY,
+    QUEUE_DEPTH,
+    BATCH_SIZE,
+    IMAGES_GENERATED,
+    JOBS_SUCCEEDED,
+    JOBS_FAILED,
+)
+
+# The job queue's own metrics, which SQS publishes (AWS/SQS, dimension QueueName; names from the
+# SQS developer guide's "Available CloudWatch metrics for Amazon SQS"): the stacks read these for
+# the dashboard and alarms; the service does not publish them.
+SQS_NAMESPACE: Final = "AWS/SQS"
+SQS_DIMENSION_QUEUE: Final = "QueueName"
+SQS_VISIBLE: Final = "ApproximateNumberOfMessagesVisible"
+SQS_NOT_VISIBLE: Final = "ApproximateNumberOfMessagesNotVisible"
+SQS_OLDEST_AGE: Final = "ApproximateAgeOfOldestMessage"
 
 # Published by the routing controller (routing_controller/), not by the service: the forward weight
 # it set for each accelerator's target group, out of a total of 100, with the same dimensions.

@@ -18,6 +18,8 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
+from app.jobs.routes import jobs_router
+from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
 
@@ -30,25 +32,33 @@ Readiness turns 200 once the model is loaded and warmed up."""
 def create_app(settings: Settings, load_backend: BackendLoader = default_backend_loader) -> FastAPI:
     """Build the app; the model loads in the background once the server starts."""
     service = GenerationService(settings, load_backend)
+    jobs = build_jobs(settings, service)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # Load in the background: /health answers and /readiness says 503 while the model loads.
         loading = asyncio.create_task(service.start(), name="load-model")
+        if jobs is not None:
+            jobs.worker.start()  # it takes jobs once the model is ready
         try:
             yield
         finally:
             loading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loading
+            if jobs is not None:
+                await jobs.worker.stop()
             await service.stop()
 
     app = FastAPI(title="Stable Diffusion service", description=API_DESCRIPTION, version="1.0", lifespan=lifespan)
     app.state.service = service
+    app.state.jobs = jobs
     install_error_handlers(app)
     app.include_router(probes.router)
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
+    if jobs is not None:
+        app.include_router(jobs_router(settings))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     app.add_middleware(RequestLogMiddleware)

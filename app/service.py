@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,6 +24,7 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 BackendLoader = Callable[[Settings], Backend]
+DrainHook = Callable[[float | None], Awaitable[None]]
 
 
 class NotReady(Exception):
@@ -43,6 +44,7 @@ class GenerationService:
         self.draining = False
         self.load_error: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._drain_hooks: list[DrainHook] = []
         # One thread runs every pipeline call (load, warm-up, batches): compiled CUDA graphs are
         # recorded per thread, so warm-up on another thread than serving would be wasted.
         self._pipeline_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pipeline")
@@ -97,16 +99,23 @@ class GenerationService:
         if self.metrics is not None and self.batcher is not None:
             self.metrics.batch_started(size, self.batcher.depth)
 
+    def add_drain_hook(self, hook: DrainHook) -> None:
+        """Also run `hook(grace_s)` on drain, beside the batcher's wait (the job worker uses it)."""
+        self._drain_hooks.append(hook)
+
     async def drain(self, grace_s: float | None) -> None:
         """Refuse new work (readiness 503) and give in-flight requests up to `grace_s` (None: no limit)."""
         self.draining = True
         self.ready = False
         log.info("draining", extra={"in_flight": self.batcher.in_flight if self.batcher else 0})
+        hooks = [asyncio.create_task(hook(grace_s)) for hook in self._drain_hooks]
         if self.batcher is not None:
             try:
                 await asyncio.wait_for(self.batcher.wait_idle(), grace_s)
             except TimeoutError:
                 log.warning("grace period over with requests still in flight")
+        if hooks:
+            await asyncio.gather(*hooks, return_exceptions=True)
 
     async def stop(self) -> None:
         """Stop the worker and the metrics flusher (which flushes one last time)."""

@@ -18,6 +18,7 @@ MetricsMode = Literal["off", "emf", "cloudwatch"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 AuthMode = Literal["off", "cognito"]
+JobsMode = Literal["off", "local", "aws"]
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
@@ -87,6 +88,23 @@ class Settings(BaseSettings):
     metrics_flush_s: float = Field(10.0, gt=0.0, le=300.0)
     deployment_unit: str = Field("local", min_length=1, max_length=255)
 
+    # Asynchronous jobs (app/jobs): `local` keeps queue and results on disk; `aws` uses SQS, S3 and SNS.
+    jobs: JobsMode = Field("local", description="off, local (embedded queue under JOBS_DIR) or aws")
+    jobs_dir: Path | None = Field(None, description="local: queue, records, images; unset: MODEL_CACHE_DIR/jobs")
+    jobs_queue_url: str | None = Field(None, description="aws: the SQS queue URL")
+    jobs_bucket: str | None = Field(None, description="aws: the S3 bucket for records and images")
+    jobs_prefix: str = Field("jobs/", pattern=r"^([A-Za-z0-9._-]+/)+$", description="aws: key prefix, ends in /")
+    jobs_topic_arn: str | None = Field(None, description="aws: the SNS topic announcing finished jobs")
+    jobs_max_receives: int = Field(
+        3, ge=1, le=1000, description="attempts before a job is failed (aws: the queue's maxReceiveCount)"
+    )
+    jobs_visibility_s: int = Field(
+        60, ge=10, le=43200, description="how long a taken job stays hidden; extended while it runs"
+    )
+    jobs_concurrency: int = Field(4, ge=1, le=10, description="jobs one pod holds at once")
+    jobs_poll_s: float = Field(10.0, ge=0.0, le=20.0, description="long-poll wait for new jobs")
+    jobs_url_ttl_s: int = Field(900, ge=60, le=604800, description="lifetime of a result's image URL")
+
     # The UI and logs.
     ui: bool = Field(True, description="serve the Gradio UI at /")
     log_level: LogLevel = Field("INFO", description="JSON logs on stderr at this level")
@@ -151,6 +169,12 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
                 )
+        if self.jobs == "aws":
+            missing = [
+                name.upper() for name in ("jobs_queue_url", "jobs_bucket", "jobs_topic_arn") if not getattr(self, name)
+            ]
+            if missing:
+                raise ValueError(f"JOBS=aws needs {', '.join(missing)}")
         return self
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 
 from cdk.accelerators import Accelerator
 
@@ -24,3 +25,5 @@ class PlatformHandle:
     accelerators: tuple[Accelerator, ...]  # the enabled ones, in a stable order
     image_uris: Mapping[str, str]  # accelerator name -> image URI that the builds push
     routing_controller_image: str | None = None  # built when routingMode is cost-with-failover
+    # KEDA's operator role: the serving stack lets it read the depth of the queues it scales on.
+    keda_operator_role: iam.IRole | None = None

@@ -22,6 +22,8 @@ from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
 from app.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger(__name__)
+# Where the verified caller goes: request.state.caller_id (app/api/dependencies.get_caller_id reads it).
+CALLER_STATE_KEY = "caller_id"
 OPEN_PATHS = frozenset({HEALTH_PATH, READINESS_PATH})
 
 
@@ -61,7 +63,7 @@ class AuthMiddleware:
                 await _reply(scope, send, 503, "sign-in is unavailable right now; try again shortly")
                 return
             else:
-                scope.setdefault("state", {})["caller"] = identity.subject
+                scope.setdefault("state", {})[CALLER_STATE_KEY] = identity.subject
                 await self.app(scope, receive, send)
                 return
         if scope["type"] == "http" and (token is None or from_cookie) and _is_page_load(scope, headers):

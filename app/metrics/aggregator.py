@@ -44,6 +44,11 @@ class MetricsAggregator:
         self._values[m.BATCH_SIZE.name].append(size)
         self._values[m.QUEUE_DEPTH.name].append(queue_depth)
 
+    def job_finished(self, *, succeeded: bool) -> None:
+        """An asynchronous job reached `succeeded`, or `failed` after its last attempt."""
+        spec = m.JOBS_SUCCEEDED if succeeded else m.JOBS_FAILED
+        self._values[spec.name].append(1)
+
     def queue_sampled(self, depth: int) -> None:
         """A periodic queue depth sample, so an idle service reports 0 rather than nothing."""
         self._values[m.QUEUE_DEPTH.name].append(depth)

@@ -15,7 +15,8 @@ from app import metric_names as m
 from app.metrics.aggregator import MetricBatch
 
 _UNITS = {spec.name: spec.unit for spec in m.ALL_METRICS}
-_SUMMED = {m.REQUESTS.name, m.ERRORS.name, m.IMAGES_GENERATED.name}  # counters: publish the total
+# Counters: publish the total.
+_SUMMED = {m.REQUESTS.name, m.ERRORS.name, m.IMAGES_GENERATED.name, m.JOBS_SUCCEEDED.name, m.JOBS_FAILED.name}
 _EMF_MAX_VALUES = 100  # EMF accepts up to 100 values per metric per line
 _PUT_MAX_VALUES = 150  # PutMetricData accepts up to 150 distinct values per datum
 _PUT_MAX_DATA = 1000  # and up to 1000 data per call

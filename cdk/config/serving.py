@@ -1,7 +1,7 @@
 """Deploy-time settings of the serving side, read from CDK context through `Context`.
 
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
-ingress*, alarm*, modelStore*, neuronCompile*). Their values are written once, in `cdk.json`
+ingress*, alarm*, modelStore*, neuronCompile*, jobs*). Their values are written once, in `cdk.json`
 (docs/serving.md explains each); only routingWeight*, ingressCertificateArn, ingressDomainName,
 authDomainPrefix, alarmTopicArn and servingHubTokenSecretName are optional. The front door's keys
 (ingressFrontDoor, ingressInternetFacing, ingressCertificateArn, ingressDomainName, auth*, waf*) are read
@@ -54,6 +54,8 @@ class AcceleratorServing:
     startup_timeout_s: int  # model load budget for the startupProbe
     cpu: float
     memory_gi: int
+    async_only: bool = False  # serves jobs only: no interactive traffic, may scale to zero
+    jobs_target: int = 8  # jobs waiting (or running) per pod that KEDA's SQS trigger aims for
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,18 @@ class RoutingControllerConfig:
     hold_s: int  # routingHoldSeconds: a rise or a one-pod cut waits this long
     band_pods: int  # routingBandPods: a cut of at most this many pods waits routingHoldSeconds
     zero_weight_alarm_minutes: int  # routingZeroWeightAlarmMinutes
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    """The asynchronous jobs' queue, results and the pods' share of the work (jobs* keys)."""
+
+    max_receives: int  # attempts before a job is failed and dead-lettered (the queue's maxReceiveCount)
+    visibility_s: int  # how long a taken job stays hidden; the worker extends it while the job runs
+    concurrency: int  # jobs one pod holds at once
+    result_retention_days: int  # records and images expire after this many days
+    image_url_s: int  # lifetime of a presigned image URL
+    alarm_oldest_age_s: int  # alarm when the oldest waiting job is older than this
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,7 @@ class ServingConfig:
         return self.stage_weights and not is_s3_uri(self.model_id)
 
     routing_controller: RoutingControllerConfig
+    jobs: JobsConfig
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -167,7 +182,14 @@ class ServingConfig:
                 startup_timeout_s=ctx.integer(f"servingStartupTimeoutSeconds{s}", minimum=30, maximum=7200),
                 cpu=ctx.number(f"servingCpu{s}", minimum=0.25),
                 memory_gi=ctx.integer(f"servingMemoryGi{s}", minimum=1),
+                async_only=ctx.boolean(f"servingAsyncOnly{s}"),
+                jobs_target=ctx.integer(f"scalingJobsTarget{s}", minimum=1, maximum=10000),
             )
+            if min_r == 0 and not per_acc[name].async_only:
+                raise ConfigError(
+                    f"setting 'scalingMinReplicas{s}' = 0 needs 'servingAsyncOnly{s}' = true: with no pod, no "
+                    "interactive request could arrive to scale it up"
+                )
         explicit = [a for a, v in per_acc.items() if v.routing_weight is not None]
         if explicit and len(explicit) != len(per_acc):
             missing = sorted(set(per_acc) - set(explicit))
@@ -215,6 +237,7 @@ class ServingConfig:
                 description="a Secrets Manager secret name or ARN (the secret holds the token, never the key)",
             ),
             routing_controller=_read_routing_controller(ctx),
+            jobs=_read_jobs(ctx),
         )
         cfg._check_consistency()
         return cfg
@@ -238,12 +261,43 @@ class ServingConfig:
                 f"termination grace ({self.termination_grace_s} s = servingPreStopSeconds + "
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
+        self._check_async_only()
         try:
             from app.model_store.layout import is_s3_uri, model_slug, split_s3_uri
 
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+    def _check_async_only(self) -> None:
+        """Someone must take interactive traffic (and job submissions); only cost routing can leave a pool out."""
+        async_only = sorted(name for name, per in self.per_accelerator.items() if per.async_only)
+        if not async_only:
+            return
+        if len(async_only) == len(self.per_accelerator):
+            raise ConfigError(
+                f"setting 'servingAsyncOnly{_suffix(async_only[0])}' = true leaves no accelerator for "
+                "interactive requests and job submissions: keep at least one enabled accelerator interactive"
+            )
+        if self.routing_mode == "capacity":
+            raise ConfigError(
+                f"setting 'servingAsyncOnly{_suffix(async_only[0])}' = true does not work with 'routingMode' = "
+                "capacity, which sends requests to every pod: use weighted routing"
+            )
+
+
+def _read_jobs(ctx: Context) -> JobsConfig:
+    """jobs*: the SQS redrive count and visibility, per-pod concurrency, result retention, URL lifetime."""
+    return JobsConfig(
+        # SQS accepts maxReceiveCount 1..1000 and a visibility timeout of 0..43200 s (SQS API reference).
+        max_receives=ctx.integer("jobsMaxReceives", minimum=1, maximum=1000),
+        visibility_s=ctx.integer("jobsVisibilitySeconds", minimum=10, maximum=43200),
+        concurrency=ctx.integer("jobsConcurrency", minimum=1, maximum=10),
+        result_retention_days=ctx.integer("jobsResultRetentionDays", minimum=1, maximum=3650),
+        # A presigned URL lives no longer than the pod's role session, so keep it within an hour.
+        image_url_s=ctx.integer("jobsImageUrlSeconds", minimum=60, maximum=3600),
+        alarm_oldest_age_s=ctx.integer("alarmJobAgeSeconds", minimum=60, maximum=1209600),
+    )
 
 
 def _read_routing_controller(ctx: Context) -> RoutingControllerConfig:

@@ -1,5 +1,5 @@
-"""Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, no healthy targets, and (cost-with-failover)
-an accelerator kept at routing weight 0 for too long."""
+"""Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, no healthy targets, (cost-with-failover)
+an accelerator kept at routing weight 0 for too long, and the job queue's dead letters and oldest job."""
 
 from __future__ import annotations
 
@@ -9,10 +9,18 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.observability import service_metrics as sm
-from cdk.observability.dashboard import DashboardInputs, alb_metric, healthy_hosts_query, service_metric
+from cdk.observability.dashboard import (
+    DashboardInputs,
+    JobQueues,
+    alb_metric,
+    healthy_hosts_query,
+    service_metric,
+    sqs_metric,
+)
 
 
 class ServingAlarms(Construct):
@@ -66,6 +74,8 @@ class ServingAlarms(Construct):
                 treat_missing_data=cw.TreatMissingData.BREACHING,
             )
         )
+        if inputs.jobs is not None:
+            self.alarms += self._job_alarms(inputs.jobs, config, periods)
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "Topic", config.alarm_topic_arn)
             for alarm in self.alarms:
@@ -101,3 +111,35 @@ class ServingAlarms(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+
+    def _job_alarms(self, queues: JobQueues, config: ServingConfig, periods: int) -> list[cw.Alarm]:
+        """Any dead-lettered job (at once), and a job waiting longer than alarmJobAgeSeconds."""
+        dead = sqs_metric(queues.dead_letter_queue_name, metric_names.SQS_VISIBLE, "dead-lettered jobs")
+        oldest = sqs_metric(queues.queue_name, metric_names.SQS_OLDEST_AGE, "oldest job")
+        return [
+            dead.create_alarm(
+                self,
+                "JobsDeadLettered",
+                alarm_description=(
+                    "A job failed its last attempt and is in the dead-letter queue; its record says why "
+                    "(GET /v1/jobs/{id})."
+                ),
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                # SQS stops publishing for a queue that has been idle for hours: an empty DLQ.
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            ),
+            oldest.create_alarm(
+                self,
+                "JobsWaitingTooLong",
+                alarm_description=(
+                    f"The oldest job has waited more than {config.jobs.alarm_oldest_age_s} s: the pools cannot "
+                    "keep up (max replicas, node capacity) or no pod takes jobs."
+                ),
+                threshold=config.jobs.alarm_oldest_age_s,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            ),
+        ]

@@ -14,6 +14,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
+from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.observability import service_metrics as sm
 
@@ -22,6 +23,14 @@ COST_PERIOD_S: Final = 300
 ALB_NAMESPACE: Final = "AWS/ApplicationELB"
 CONTAINER_INSIGHTS: Final = "ContainerInsights"
 # Container Insights (enhanced observability) per-node accelerator utilization, by cluster.
+
+
+@dataclass(frozen=True)
+class JobQueues:
+    """The job queue and its dead-letter queue, by their SQS names (the metrics' QueueName)."""
+
+    queue_name: str
+    dead_letter_queue_name: str
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,50 @@ class DashboardInputs:
     load_balancer: str  # the ALB's `app/<name>/<id>` metric dimension
     price_per_hour: Mapping[str, float]
     routing_weights: bool = False  # the routing controller publishes RoutingWeight (cost-with-failover)
+    jobs: JobQueues | None = None
+
+
+def sqs_metric(queue_name: str, name: str, label: str, statistic: str = "Maximum") -> cw.Metric:
+    """One of the metrics SQS publishes for a queue (every minute while the queue is active)."""
+    return cw.Metric(
+        namespace=metric_names.SQS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={metric_names.SQS_DIMENSION_QUEUE: queue_name},
+        statistic=statistic,
+        period=PERIOD,
+        label=label,
+    )
+
+
+def jobs_row(inputs: DashboardInputs, queues: JobQueues) -> list[cw.IWidget]:
+    """Queue depth, age of the oldest job, jobs finished and failed per minute, dead-letter depth."""
+    accs = list(inputs.accelerators)
+    finished = [service_metric(a, sm.JOBS_SUCCEEDED, "Sum") for a in accs]
+    failed = [service_metric(a, sm.JOBS_FAILED, "Sum") for a in accs]
+    return [
+        _graph(
+            "Job queue depth",
+            [
+                sqs_metric(queues.queue_name, metric_names.SQS_VISIBLE, "waiting"),
+                sqs_metric(queues.queue_name, metric_names.SQS_NOT_VISIBLE, "running"),
+            ],
+            width=6,
+            unit="jobs",
+        ),
+        _graph(
+            "Age of the oldest job (s)",
+            [sqs_metric(queues.queue_name, metric_names.SQS_OLDEST_AGE, "oldest job")],
+            width=6,
+            unit="s",
+        ),
+        _graph("Jobs finished / failed per minute", finished + failed, width=6, unit="jobs"),
+        _graph(
+            "Dead-letter queue depth",
+            [sqs_metric(queues.dead_letter_queue_name, metric_names.SQS_VISIBLE, "dead-lettered jobs")],
+            width=6,
+            unit="jobs",
+        ),
+    ]
 
 
 def service_metric(acc: Accelerator, name: str, statistic: str, period: Duration = PERIOD) -> cw.Metric:
@@ -191,6 +244,8 @@ def dashboard_rows(inputs: DashboardInputs) -> list[list[cw.IWidget]]:
                 _graph("Running pods", [running_pods(a, inputs) for a in accs], unit="pods"),
             ]
         )
+    if inputs.jobs is not None:
+        rows.append(jobs_row(inputs, inputs.jobs))
     return rows
 
 

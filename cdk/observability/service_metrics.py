@@ -30,3 +30,5 @@ QUEUE_DEPTH = m.QUEUE_DEPTH.name
 BATCH_SIZE = m.BATCH_SIZE.name
 IMAGES_GENERATED = m.IMAGES_GENERATED.name
 ROUTING_WEIGHT = m.ROUTING_WEIGHT.name  # published by the routing controller, same dimensions
+JOBS_SUCCEEDED = m.JOBS_SUCCEEDED.name
+JOBS_FAILED = m.JOBS_FAILED.name

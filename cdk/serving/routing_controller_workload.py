@@ -60,6 +60,7 @@ def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> 
     """What the controller routes between: Deployment, Service and NodePool per accelerator.
 
     The NodePool is named after the accelerator (cdk/constructs/node_pools.py node_class_name).
+    Only accelerators with a cost weight are routed: an async-only one takes jobs, never requests.
     """
     return tuple(
         Pool(
@@ -70,6 +71,7 @@ def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> 
             cost_weight=cost_weights[a.deployment_name],
         )
         for a in accelerators
+        if a.deployment_name in cost_weights
     )
 
 

@@ -5,6 +5,10 @@ summed per minute): KEDA feeds it to the HPA as an average per pod, so `scalingT
 number of requests per minute one pod sustains before its latency breaks (docs/serving.md, "Scale").
 KEDA reads CloudWatch with the operator's own workload identity (`identityOwner: keda`), so no
 credentials live in this namespace; the operator's role needs cloudwatch:GetMetricData.
+
+Each Deployment also scales on the job queue's depth (`aws-sqs-queue`, same identity, which needs
+sqs:GetQueueAttributes on the queue): `scalingJobsTarget<Acc>` jobs per pod. An async-only
+Deployment scales on the queue alone, so its minimum may be 0: the first job wakes it.
 """
 
 from __future__ import annotations
@@ -54,9 +58,34 @@ def cloudwatch_trigger(acc: Accelerator, cfg: ServingConfig, region: str) -> dic
     }
 
 
-def scaled_object(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str, Any]:
-    """Scale one Deployment between its configured min and max replicas."""
+def sqs_trigger(acc: Accelerator, cfg: ServingConfig, region: str, queue_url: str) -> dict[str, Any]:
+    """The aws-sqs-queue trigger on the job queue.
+
+    Metadata keys as parsed by kedacore/keda v2.20.1, pkg/scalers/aws_sqs_queue_scaler.go
+    (queueURL, queueLength, activationQueueLength, scaleOnInFlight, awsRegion).
+    """
+    return {
+        "type": "aws-sqs-queue",
+        "authenticationRef": {"name": TRIGGER_AUTH_NAME},
+        "metadata": {
+            "queueURL": queue_url,
+            "queueLength": str(cfg.per_accelerator[acc.name].jobs_target),
+            "activationQueueLength": "0",  # one waiting job wakes a Deployment scaled to zero
+            # Jobs being run count too, so a pod is not scaled away under the job it holds.
+            "scaleOnInFlight": "true",
+            "awsRegion": region,
+        },
+    }
+
+
+def scaled_object(
+    acc: Accelerator, cfg: ServingConfig, region: str, jobs_queue_url: str | None = None
+) -> dict[str, Any]:
+    """Scale one Deployment between its configured min and max replicas (async-only: on the queue only)."""
     per = cfg.per_accelerator[acc.name]
+    triggers = [] if per.async_only else [cloudwatch_trigger(acc, cfg, region)]
+    if jobs_queue_url is not None:
+        triggers.append(sqs_trigger(acc, cfg, region, jobs_queue_url))
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -82,6 +111,6 @@ def scaled_object(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str
                     }
                 }
             },
-            "triggers": [cloudwatch_trigger(acc, cfg, region)],
+            "triggers": triggers,
         },
     }

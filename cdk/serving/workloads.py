@@ -228,6 +228,7 @@ def deployment(
     region: str,
     init_containers: Sequence[dict[str, Any]] = (),
     env_config_maps: Sequence[str] = (),
+    extra_env: Sequence[dict[str, str]] = (),
 ) -> Manifest:
     """The Deployment serving on one accelerator, without `replicas`: its ScaledObject owns that.
 
@@ -237,7 +238,8 @@ def deployment(
     starts at 1 replica (the API default) until KEDA applies minReplicaCount.
 
     `env_config_maps`: ConfigMaps whose keys become environment variables (the sign-in settings);
-    not optional, so a pod never starts without them.
+    not optional, so a pod never starts without them. `extra_env` adds settings another part of the
+    stack owns (the jobs' JOBS_* variables).
     """
     volumes, mounts = scratch_volumes(cfg)
     labels = {**selector_labels(acc), **acc.node_label}
@@ -246,7 +248,7 @@ def deployment(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "ports": [{"name": PORT_NAME, "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "env": service_env(acc, cfg, model_uri, region),
+        "env": service_env(acc, cfg, model_uri, region) + list(extra_env),
         "resources": accelerator_resources(acc, cfg),
         **probes(acc, cfg),
         # The pod keeps serving while the ALB deregisters it; SIGTERM only after that.

@@ -26,13 +26,14 @@ from cdk.accelerators import Accelerator
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.observability.alarms import ServingAlarms
-from cdk.observability.dashboard import DashboardInputs, ServingDashboard
+from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import network_policy, scaling, workloads
 from cdk.serving import neuron_compile_job as njob
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.edge import EdgeDistribution
+from cdk.serving.jobs import JOBS_PREFIX, JobsInfra
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
@@ -53,6 +54,8 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
     if cfg.routing_mode not in WEIGHTED_MODES:
         return None
     per = cfg.per_accelerator
+    # Async-only accelerators take jobs from the queue, never requests from the ALB.
+    accelerators = tuple(a for a in accelerators if not per[a.name].async_only)
     weights = resolve_weights(
         accelerators,
         {a.name: per[a.name].routing_weight for a in accelerators},
@@ -101,6 +104,13 @@ class ServingStack(Stack):
             else None
         )
         after_weights: list[Construct] = [self.staging.resource] if self.staging is not None else []
+        self.jobs = jobs = JobsInfra(
+            self, "Jobs", config=cfg.jobs, log_bucket=store.log_bucket, retain=cfg.model_store_retain
+        )
+        if platform.keda_operator_role is not None:
+            iam.Policy(
+                self, "KedaReadsJobQueue", roles=[platform.keda_operator_role], statements=[jobs.scaler_statement()]
+            )
 
         ns = eks.KubernetesManifest(self, "Namespace", cluster=cluster, manifest=[workloads.namespace(cfg)])
 
@@ -166,6 +176,7 @@ class ServingStack(Stack):
                 description=f"{acc.deployment_name}: read {prefix} of the model store, publish service metrics",
             )
             self._acknowledge_reads(identity, bucket, model_bucket, prefix, [], metrics=True)
+            self._grant_jobs(identity, jobs)
             self.identities[acc.name] = identity
             image = platform.image_uris[acc.name]
             init = (
@@ -183,10 +194,11 @@ class ServingStack(Stack):
                     region=region,
                     init_containers=init,
                     env_config_maps=auth_config_maps,
+                    extra_env=jobs.service_env(),
                 ),
                 workloads.accelerator_service(acc, cfg),
                 workloads.pod_disruption_budget(acc, cfg),
-                scaling.scaled_object(acc, cfg, region),
+                scaling.scaled_object(acc, cfg, region, jobs.queue.queue_url),
             ]
             # GPU pods load the weights at start, Neuron pods wait for the compile that needs them: neither
             # is applied before the weights are staged.
@@ -248,6 +260,7 @@ class ServingStack(Stack):
             load_balancer=load_balancer,
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
             routing_weights=cfg.routing_mode == "cost-with-failover",
+            jobs=JobQueues(jobs.queue.queue_name, jobs.dead_letters.queue_name),
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
@@ -261,6 +274,8 @@ class ServingStack(Stack):
                 value=njob.rerun_command(cfg),
                 description="Re-runs a failed Neuron compile (docs/serving.md)",
             )
+        CfnOutput(self, "JobsTopicArn", value=jobs.topic.topic_arn, description="Subscribe to hear of finished jobs")
+        CfnOutput(self, "JobsDeadLetterQueueUrl", value=jobs.dead_letters.queue_url)
 
     def _routing_controller_identity(self, cfg: ServingConfig, platform: PlatformHandle) -> PodIdentityRole:
         """The controller's IAM role: PutMetricData to the service's namespace, nothing else."""
@@ -281,6 +296,18 @@ class ServingStack(Stack):
             )
         )
         return identity
+
+    def _grant_jobs(self, identity: PodIdentityRole, jobs: JobsInfra) -> None:
+        """The pod's job permissions, as a policy of their own beside the role's model-store policy."""
+        policy = iam.Policy(self, f"{identity.node.id}Jobs", roles=[identity.role], statements=jobs.pod_statements())
+        logical_id = self.resolve(self.get_logical_id(jobs.bucket.node.default_child))
+        Validations.of(policy).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{JOBS_PREFIX}*]",
+                reason="Job records and images are scoped to the results bucket's jobs/ prefix; S3 needs the "
+                "trailing wildcard to name the objects under it.",
+            )
+        )
 
     def _load_balancer_dimension(self, cfg: ServingConfig, hostname: eks.KubernetesObjectValue) -> str:
         """`app/<name>/<id>` of the ALB the controller created, looked up once it exists."""

@@ -32,6 +32,7 @@ TEST_SETTINGS = {
     "queue_size": 8,
     "request_timeout_s": 60.0,
     "max_body_bytes": 4096,
+    "jobs": "off",  # tests of jobs turn them on with a fresh JOBS_DIR (tests/app/test_jobs_*.py)
 }
 
 

@@ -22,6 +22,9 @@ def recorded() -> MetricsAggregator:
     aggregator.request_finished(200, 80.0, images=1)
     aggregator.request_finished(500, 5.0, images=0)
     aggregator.batch_started(2, queue_depth=3)
+    aggregator.job_finished(succeeded=True)
+    aggregator.job_finished(succeeded=True)
+    aggregator.job_finished(succeeded=False)
     return aggregator
 
 
@@ -48,6 +51,7 @@ def test_emf_line_declares_every_metric_with_its_unit_and_dimensions():
     assert set(units) == {spec.name for spec in m.ALL_METRICS}
     assert doc["DeploymentUnit"] == "sd-gpu" and doc["Accelerator"] == "nvidia"
     assert doc[m.REQUESTS.name] == 3.0  # counters are summed
+    assert (doc[m.JOBS_SUCCEEDED.name], doc[m.JOBS_FAILED.name]) == (2.0, 1.0)
     assert doc[m.LATENCY.name] == [120.0, 80.0, 5.0]  # samples keep every value for percentiles
 
 

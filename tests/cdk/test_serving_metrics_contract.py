@@ -70,7 +70,7 @@ def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_man
     scaled = [m for m in serving_manifests if m["kind"] == "ScaledObject"]
     assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled} == set(deployments)
     for so in scaled:
-        (trigger,) = so["spec"]["triggers"]
+        (trigger,) = [t for t in so["spec"]["triggers"] if t["type"] == "aws-cloudwatch"]
         md = trigger["metadata"]
         assert md["namespace"] == metric_names.NAMESPACE
         assert md["metricName"] in PUBLISHED
@@ -94,7 +94,8 @@ def test_scaling_bounds_come_from_config(serving, serving_manifests):
         acc = next(a for a in ACCELERATORS.values() if a.deployment_name == so["metadata"]["name"])
         per = serving.config.per_accelerator[acc.name]
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (per.min_replicas, per.max_replicas)
-        assert float(so["spec"]["triggers"][0]["metadata"]["targetMetricValue"]) == per.scaling_target
+        (cloudwatch,) = [t for t in so["spec"]["triggers"] if t["type"] == "aws-cloudwatch"]
+        assert float(cloudwatch["metadata"]["targetMetricValue"]) == per.scaling_target
 
 
 def test_dashboard_picture_is_current(serving):

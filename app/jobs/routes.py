@@ -1,0 +1,174 @@
+"""POST /v1/jobs, GET /v1/jobs/{id}, and (local backend) GET /v1/jobs/{id}/image.
+
+The body, its bounds and the error format are those of /v1/generate; a job belongs to the caller
+that submitted it (`get_caller_id`), and another caller's job answers 404 like a missing one.
+"""
+
+# No `from __future__ import annotations`: FastAPI must see the request model built at run time.
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from app.api.dependencies import get_caller_id
+from app.api.schemas import ErrorResponse, make_generate_request
+from app.backends.base import UnsupportedRequest
+from app.jobs.model import IDEMPOTENCY_KEY_PATTERN, JOB_ID_PATTERN, JobRecord, JobState
+from app.jobs.service import IdempotencyKeyReused, JobService, QueueUnavailable
+from app.settings import Settings
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+class JobAccepted(BaseModel):
+    """A queued job: poll `status_url` until `state` is `succeeded` or `failed`."""
+
+    id: str
+    state: JobState
+    status_url: str = Field(
+        description="a path on this host: behind the ALB or CloudFront the pod cannot know the scheme"
+    )
+
+
+class JobStatus(BaseModel):
+    """Where a job stands; once `succeeded`, `image_url` fetches the PNG until `image_url_expires_in` runs out."""
+
+    id: str
+    state: JobState
+    error: str | None = Field(None, description="why the job failed, or why its last attempt failed")
+    attempts: int
+    max_attempts: int
+    seed: int
+    created_at: float
+    updated_at: float
+    finished_at: float | None = None
+    backend: str | None = None
+    image_url: str | None = None
+    image_url_expires_in: int | None = Field(None, description="seconds")
+
+
+def get_jobs(request: Request) -> JobService:
+    """The JobService this app was created with."""
+    return request.app.state.jobs.service
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _not_found() -> JSONResponse:
+    return _error(404, "no such job")
+
+
+def jobs_router(settings: Settings) -> APIRouter:
+    """The jobs routes, with the same request model (and bounds) as /v1/generate."""
+    router = APIRouter(prefix="/v1", tags=["jobs"])
+    request_model = make_generate_request(settings)
+    errors: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorResponse, "description": text}
+        for code, text in (
+            (409, "the Idempotency-Key was used before with a different body"),
+            (413, "body too large"),
+            (422, "invalid input, or a shape this deployment cannot serve"),
+            (503, "the job queue is unavailable"),
+        )
+    }
+
+    @router.post("/jobs", status_code=202, response_model=JobAccepted, responses=errors)
+    async def submit_job(
+        body: Annotated[request_model, Body()],  # type: ignore[valid-type]
+        request: Request,
+        caller: Annotated[str, Depends(get_caller_id)],
+        jobs: Annotated[JobService, Depends(get_jobs)],
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias=IDEMPOTENCY_HEADER,
+                pattern=IDEMPOTENCY_KEY_PATTERN.pattern,
+                description="client-chosen key: the same key and body give the same job (1-255 printable characters)",
+            ),
+        ] = None,
+    ) -> Response:
+        """Queue one generation; answers at once with the job's id and where to poll it."""
+        try:
+            submission = await jobs.submit(caller, body.model_dump(), idempotency_key)
+        except UnsupportedRequest as exc:
+            return _error(422, str(exc))
+        except IdempotencyKeyReused:
+            return _error(409, f"this {IDEMPOTENCY_HEADER} was used with a different request body")
+        except QueueUnavailable:
+            return _error(503, "the job queue is unavailable; retry later", {"Retry-After": "5"})
+        record = submission.record
+        status_url = request.app.url_path_for("get_job", job_id=record.id)
+        state, _ = record.visible_state()
+        headers = {"Location": status_url}
+        if submission.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        accepted = JobAccepted(id=record.id, state=state, status_url=status_url)
+        return JSONResponse(accepted.model_dump(mode="json"), status_code=202, headers=headers)
+
+    @router.get("/jobs/{job_id}", response_model=JobStatus, responses={404: {"model": ErrorResponse}})
+    async def get_job(
+        job_id: str,
+        request: Request,
+        caller: Annotated[str, Depends(get_caller_id)],
+        jobs: Annotated[JobService, Depends(get_jobs)],
+    ) -> Response:
+        """The job's state; once it succeeded, a short-lived URL of its PNG."""
+        if not JOB_ID_PATTERN.fullmatch(job_id):
+            return _not_found()
+        record = await jobs.get(caller, job_id)
+        if record is None:
+            return _not_found()
+        return JSONResponse(await _status(record, request, jobs))
+
+    @router.get(
+        "/jobs/{job_id}/image",
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}}}, 403: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    )
+    async def get_job_image(
+        job_id: str,
+        jobs: Annotated[JobService, Depends(get_jobs)],
+        expires: Annotated[int, Query()] = 0,
+        signature: Annotated[str, Query(max_length=128)] = "",
+    ) -> Response:
+        """The PNG of a finished job, through the signed link GET /v1/jobs/{id} gave (local backend)."""
+        if not JOB_ID_PATTERN.fullmatch(job_id) or jobs.signer is None:
+            return _not_found()
+        if not jobs.signer.valid(job_id, expires, signature):
+            return _error(403, "the image link is invalid or has expired; ask GET /v1/jobs/{id} for a new one")
+        png = await asyncio.to_thread(jobs.store.read_image, job_id)
+        if png is None:
+            return _not_found()
+        return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
+
+    return router
+
+
+async def _status(record: JobRecord, request: Request, jobs: JobService) -> dict[str, Any]:
+    state, error = record.visible_state()
+    image_url, ttl = None, None
+    if state is JobState.SUCCEEDED:
+        image_url, ttl = await jobs.image_link(record)
+        if image_url is None and jobs.signer is not None:
+            expires, signature = jobs.signer.sign(record.id, ttl)
+            link = request.url_for("get_job_image", job_id=record.id)
+            image_url = str(link.include_query_params(expires=expires, signature=signature))
+    status = JobStatus(
+        id=record.id,
+        state=state,
+        error=error,
+        attempts=record.attempts,
+        max_attempts=record.max_attempts,
+        seed=int(record.request["seed"]),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        finished_at=record.finished_at,
+        backend=record.backend,
+        image_url=image_url,
+        image_url_expires_in=ttl if image_url else None,
+    )
+    return status.model_dump(mode="json")

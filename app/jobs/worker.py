@@ -1,0 +1,300 @@
+"""The job worker inside every serving pod: takes jobs while the batcher has room, runs them, settles them.
+
+- Room: a job is taken, and handed to the batcher, only while no interactive request is in the
+  batcher (waiting, gathered or running) and the pod holds fewer than JOBS_CONCURRENCY jobs. Jobs
+  never share a batch an interactive request started, and a request arriving behind a batch of
+  jobs waits for that one batch only. A job taken just before requests arrived waits for a gap, at
+  most JOBS_VISIBILITY_S, then queues like a request (no starvation on a pod that stays busy).
+- Hold: while a job runs, its message's visibility is extended every third of JOBS_VISIBILITY_S;
+  the record's lease follows, so a reader can tell a live job from one whose worker died.
+- Settle: the image and the `succeeded` record are stored, the notice is published, and only then
+  is the message deleted. A failure is recorded on the job; the message comes back after a short
+  back-off, and after the last attempt the job is `failed` and the queue moves it to its DLQ.
+- Drain (SIGTERM): take nothing more; jobs already held get the grace period less one long poll to
+  finish, and the ones that cannot are handed back at once (visibility 0) for another pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from app.api.generate import png_bytes
+from app.backends.base import UnsupportedRequest
+from app.batching import QueueFull
+from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
+from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
+from app.logs import log_failure
+from app.params import resolve_params
+from app.service import GenerationService, NotReady
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ROOM_POLL_S = 0.05  # how often a worker without room looks again (a cheap check on the event loop)
+RECEIVE_ERROR_PAUSE_S = 5.0
+MAX_RETRY_DELAY_S = 60
+
+
+class _HandedBack(Exception):
+    """The pod is draining: the job goes back to the queue untouched."""
+
+
+def retry_delay_s(attempt: int) -> int:
+    """Back-off before a failed job is handed out again: 1, 2, 4, ... seconds, at most a minute."""
+    return min(2 ** max(attempt - 1, 0), MAX_RETRY_DELAY_S)
+
+
+class JobWorker:
+    """Consumes the job queue on the service's event loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        generation: GenerationService,
+        queue: JobQueue,
+        store: JobStore,
+        notifier: Notifier,
+        on_finished: Callable[[JobState], None] | None = None,
+    ):
+        self.settings = settings
+        self.generation = generation
+        self.queue = queue
+        self.store = store
+        self.notifier = notifier
+        self._on_finished = on_finished
+        self.visibility_s = settings.jobs_visibility_s
+        self._held: dict[str, asyncio.Task[None]] = {}
+        self._in_batcher = 0  # held jobs inside GenerationService.generate now
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def held(self) -> int:
+        """Jobs this pod holds now."""
+        return len(self._held)
+
+    def start(self) -> None:
+        """Start consuming on the running event loop."""
+        self._loop_task = asyncio.create_task(self._consume(), name="job-worker")
+
+    def _interactive_busy(self) -> bool:
+        """True while the service is not serving, or interactive requests are in the batcher."""
+        service = self.generation
+        batcher = service.batcher
+        if self._stopping or not service.ready or service.draining or batcher is None:
+            return True
+        return batcher.in_flight > self._in_batcher
+
+    def room(self) -> int:
+        """How many more jobs to take now: none while interactive requests are in the batcher."""
+        batcher = self.generation.batcher
+        if self._interactive_busy() or batcher is None:
+            return 0
+        return max(0, min(self.settings.jobs_concurrency - len(self._held), batcher.capacity - batcher.in_flight))
+
+    async def _consume(self) -> None:
+        while not self._stopping:
+            room = self.room()
+            if room <= 0:
+                await asyncio.sleep(ROOM_POLL_S)
+                continue
+            try:
+                deliveries = await asyncio.to_thread(
+                    self.queue.receive, room, self.settings.jobs_poll_s, self.visibility_s
+                )
+            except Exception as exc:
+                log_failure(log, "receiving jobs failed; retrying", exc)
+                await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
+                continue
+            for delivery in deliveries:
+                if self._stopping:  # received during the drain's last poll: hand back at once
+                    await self._hand_back(delivery, None)
+                    continue
+                task = asyncio.create_task(self._process_logged(delivery), name=f"job-{delivery.job_id}")
+                self._held[delivery.receipt] = task
+                task.add_done_callback(lambda _t, receipt=delivery.receipt: self._held.pop(receipt, None))
+
+    async def _process_logged(self, delivery: Delivery) -> None:
+        try:
+            await self._process(delivery)
+        except Exception as exc:  # the store or queue failed: the message returns after its timeout
+            log_failure(log, f"job {delivery.job_id}: settling failed; it will be delivered again", exc)
+
+    async def _process(self, delivery: Delivery) -> None:
+        record = await asyncio.to_thread(self.store.get, delivery.job_id)
+        if record is None:
+            # Records are written before their message is sent, so this job expired or never existed.
+            log.warning("a message names no job record; deleting it", extra={"job_id": delivery.job_id})
+            await asyncio.to_thread(self.queue.delete, delivery)
+            return
+        if record.state in TERMINAL_STATES:  # a duplicate delivery of a settled job
+            await self._settle(delivery, record)
+            return
+        record = record.touch(
+            state=JobState.RUNNING, attempts=delivery.receive_count, lease_until=time.time() + self.visibility_s
+        )
+        await asyncio.to_thread(self.store.put, record)
+        finished = asyncio.Event()
+        keeper = asyncio.create_task(self._keep_hidden(delivery, record, finished), name=f"job-lease-{record.id}")
+
+        async def stop_keeping() -> None:
+            # Let a lease write in progress land before ours, so it cannot overwrite the outcome.
+            finished.set()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+        try:
+            png, backend = await self._run(record)
+        except _HandedBack:
+            await stop_keeping()
+            await self._hand_back(delivery, record)
+            return
+        except asyncio.CancelledError:  # stop() or the end of the drain's grace period
+            await asyncio.shield(stop_keeping())
+            await asyncio.shield(self._hand_back(delivery, record))
+            raise
+        except Exception as exc:
+            await stop_keeping()
+            await self._failed_attempt(delivery, record, exc)
+            return
+        await stop_keeping()
+        await asyncio.to_thread(self.store.put_image, record.id, png)
+        latest = await asyncio.to_thread(self.store.get, record.id)
+        if latest is not None and latest.state is JobState.SUCCEEDED:  # another holder finished first
+            await self._settle(delivery, latest)
+            return
+        done = record.touch(
+            state=JobState.SUCCEEDED, error=None, finished_at=time.time(), lease_until=None, backend=backend
+        )
+        await asyncio.to_thread(self.store.put, done)
+        self._count(JobState.SUCCEEDED)
+        await self._settle(delivery, done)
+
+    async def _run(self, record: JobRecord) -> tuple[bytes, str]:
+        """Generate the job's image through the shared batcher; PNG bytes and the backend's name."""
+        params = resolve_params(self.generation, **record.request)
+        # Requests that came in since the job was taken go first, but a job does not starve on a
+        # pod that stays busy: after one visibility period it queues like a request.
+        yield_until = time.monotonic() + self.visibility_s
+        while True:
+            if self.generation.draining:
+                raise _HandedBack
+            if self._interactive_busy() and time.monotonic() < yield_until:
+                await asyncio.sleep(ROOM_POLL_S)
+                continue
+            self._in_batcher += 1
+            try:
+                result = await self.generation.generate(params)
+                break
+            except QueueFull:
+                await asyncio.sleep(ROOM_POLL_S)
+            except NotReady:
+                raise _HandedBack from None
+            finally:
+                self._in_batcher -= 1
+        png = await asyncio.to_thread(png_bytes, result.image)
+        backend = self.generation.backend.name if self.generation.backend else "unknown"
+        return png, backend
+
+    async def _keep_hidden(self, delivery: Delivery, record: JobRecord, finished: asyncio.Event) -> None:
+        """Extend the message's visibility and the record's lease every third of the timeout, until finished."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), self.visibility_s / 3)
+                return
+            try:
+                await asyncio.to_thread(self.queue.extend, delivery, self.visibility_s)
+                record = record.touch(lease_until=time.time() + self.visibility_s)
+                await asyncio.to_thread(self.store.put, record)
+            except Exception as exc:
+                log_failure(log, "extending a job's visibility failed", exc)
+
+    async def _failed_attempt(self, delivery: Delivery, record: JobRecord, exc: Exception) -> None:
+        if isinstance(exc, UnsupportedRequest):
+            error = f"this deployment cannot run the request: {exc}"
+        else:
+            error_id = log_failure(log, f"job {record.id} attempt {delivery.receive_count} failed", exc)
+            error = f"generation failed (error id {error_id})"
+        if delivery.receive_count >= record.max_attempts:
+            final = record.touch(
+                state=JobState.FAILED,
+                error=f"{error}; gave up after {delivery.receive_count} attempts",
+                finished_at=time.time(),
+                lease_until=None,
+            )
+            await asyncio.to_thread(self.store.put, final)
+            self._count(JobState.FAILED)
+            await self._announce(final)
+            # Not deleted: visible again at once, the queue's redrive policy moves it to the DLQ.
+            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            return
+        retry = record.touch(
+            state=JobState.QUEUED, error=f"attempt {delivery.receive_count} failed: {error}", lease_until=None
+        )
+        await asyncio.to_thread(self.store.put, retry)
+        await asyncio.to_thread(self.queue.extend, delivery, retry_delay_s(delivery.receive_count))
+
+    async def _settle(self, delivery: Delivery, record: JobRecord) -> None:
+        """Announce a finished job once, then delete its message (a failed one is left for the DLQ)."""
+        record = await self._announce(record)
+        if record.state is JobState.SUCCEEDED:
+            await asyncio.to_thread(self.queue.delete, delivery)
+        else:
+            await asyncio.to_thread(self.queue.extend, delivery, 0)
+
+    async def _announce(self, record: JobRecord) -> JobRecord:
+        if record.notified:
+            return record
+        await asyncio.to_thread(self.notifier.job_finished, record)
+        record = record.touch(notified=True)
+        await asyncio.to_thread(self.store.put, record)
+        return record
+
+    async def _hand_back(self, delivery: Delivery, record: JobRecord | None) -> None:
+        """Make the job visible again now (not counted as a failure) and say so on its record."""
+        try:
+            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            if record is not None:
+                await asyncio.to_thread(self.store.put, record.touch(state=JobState.QUEUED, lease_until=None))
+        except Exception as exc:
+            log_failure(log, "handing a job back failed; it returns after its visibility timeout", exc)
+        log.info("job handed back", extra={"job_id": delivery.job_id})
+
+    def _count(self, state: JobState) -> None:
+        if self._on_finished is not None:
+            self._on_finished(state)
+
+    async def drain(self, grace_s: float | None) -> None:
+        """Take no more jobs; let held ones finish within `grace_s`, then hand back the rest.
+
+        The receive loop's last long poll (up to JOBS_POLL_S) must end before anything is handed
+        back, or it could take a handed-back job again and spend one of its attempts.
+        """
+        self._stopping = True
+        poll_margin = self.settings.jobs_poll_s + 1.0
+        held = list(self._held.values())
+        if held:
+            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - poll_margin))
+        if self._loop_task is not None:
+            await asyncio.wait([self._loop_task], timeout=poll_margin + 5.0)
+        pending = [task for task in self._held.values() if not task.done()]
+        for task in pending:
+            task.cancel()  # each hands its job back
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+
+    async def stop(self) -> None:
+        """Stop at once: hand back whatever is held."""
+        self._stopping = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        held = list(self._held.values())
+        for task in held:
+            task.cancel()
+        if held:
+            await asyncio.wait(held, timeout=5)

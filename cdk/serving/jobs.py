@@ -1,0 +1,168 @@
+"""The asynchronous jobs' AWS resources: one KMS key, the SQS queue and its dead-letter queue, the
+SNS topic announcing finished jobs, and the results bucket whose `jobs/` prefix expires.
+
+Every serving pod submits to and consumes from the one queue; `pod_statements` is all a pod may do
+with these resources, and `scaler_statement` all KEDA's operator may (read the queue's depth).
+IAM action names checked against cfn-lint 1.58.0's data/AdditionalSpecs/Policies.json; the
+kms:ViaService condition key against the AWS KMS developer guide, "Condition keys for AWS KMS".
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from cdk.config.serving import JobsConfig
+
+JOBS_PREFIX: Final = "jobs/"  # the service's JOBS_PREFIX: records, images and idempotency keys
+SERVER_ACCESS_LOG_PREFIX: Final = "s3-access/jobs/"
+DLQ_RETENTION: Final = Duration.days(14)  # the SQS maximum: time to look at a poison job
+LONG_POLL: Final = Duration.seconds(20)  # the SQS maximum ReceiveMessage wait
+
+
+class JobsInfra(Construct):
+    """Queue, dead-letter queue, topic and results bucket, all encrypted with one rotating key."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: JobsConfig, log_bucket: s3.IBucket, retain: bool
+    ) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        self.config = config
+        self.key = kms.Key(
+            self,
+            "Key",
+            description="Encrypts the Stable Diffusion job queue, its dead-letter queue, topic and results",
+            enable_key_rotation=True,
+            removal_policy=removal,
+        )
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=self.key,
+            enforce_ssl=True,
+            retention_period=DLQ_RETENTION,
+        )
+        # A job never outlives its record: messages expire no later than the results (SQS keeps 14 days at most).
+        retention = Duration.days(min(config.result_retention_days, 14))
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=self.key,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(config.visibility_s),
+            retention_period=retention,
+            receive_message_wait_time=LONG_POLL,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=config.max_receives),
+        )
+        self.topic = sns.Topic(
+            self, "Finished", display_name="Stable Diffusion jobs finished", master_key=self.key, enforce_ssl=True
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Results",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            bucket_key_enabled=True,  # one data key per bucket and period instead of a KMS call per object
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    prefix=JOBS_PREFIX,
+                    expiration=Duration.days(config.result_retention_days),
+                    noncurrent_version_expiration=Duration.days(1),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=removal,
+        )
+        self._log_server_access(log_bucket)
+
+    def _log_server_access(self, log_bucket: s3.IBucket) -> None:
+        """S3 server access logs into the log bucket, granted by bucket policy (as the model store's)."""
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, s3.CfnBucket)
+        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=log_bucket.bucket_name, log_file_prefix=SERVER_ACCESS_LOG_PREFIX
+        )
+        log_bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                resources=[log_bucket.arn_for_objects(f"{SERVER_ACCESS_LOG_PREFIX}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                },
+            )
+        )
+
+    def pod_statements(self) -> list[iam.PolicyStatement]:
+        """What a serving pod may do: submit and consume its queue, read/write `jobs/`, announce, use the key
+        only through those three services."""
+        stack = Stack.of(self)
+        via = [f"{service}.{stack.region}.{stack.url_suffix}" for service in ("sqs", "s3", "sns")]
+        return [
+            iam.PolicyStatement(
+                sid="SubmitAndConsumeJobs",
+                actions=[
+                    "sqs:SendMessage",
+                    "sqs:ReceiveMessage",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:DeleteMessage",
+                ],
+                resources=[self.queue.queue_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadWriteJobResults",
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[self.bucket.arn_for_objects(f"{JOBS_PREFIX}*")],
+            ),
+            # Without ListBucket a missing record reads as 403 instead of 404.
+            iam.PolicyStatement(
+                sid="ListJobResults",
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{JOBS_PREFIX}*"]}},
+            ),
+            iam.PolicyStatement(sid="AnnounceFinishedJobs", actions=["sns:Publish"], resources=[self.topic.topic_arn]),
+            iam.PolicyStatement(
+                sid="UseJobsKeyThroughItsServices",
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[self.key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": via}},
+            ),
+        ]
+
+    def scaler_statement(self) -> iam.PolicyStatement:
+        """What KEDA's aws-sqs-queue scaler calls (GetQueueAttributes, per kedacore/keda v2.20.1
+        pkg/scalers/aws_sqs_queue_scaler.go), on this queue only."""
+        return iam.PolicyStatement(
+            sid="ReadJobQueueDepth", actions=["sqs:GetQueueAttributes"], resources=[self.queue.queue_arn]
+        )
+
+    def service_env(self) -> list[dict[str, str]]:
+        """The service's JOBS_* settings (app/settings.py) for a pod on AWS."""
+        cfg = self.config
+        return [
+            {"name": "JOBS", "value": "aws"},
+            {"name": "JOBS_QUEUE_URL", "value": self.queue.queue_url},
+            {"name": "JOBS_BUCKET", "value": self.bucket.bucket_name},
+            {"name": "JOBS_PREFIX", "value": JOBS_PREFIX},
+            {"name": "JOBS_TOPIC_ARN", "value": self.topic.topic_arn},
+            {"name": "JOBS_MAX_RECEIVES", "value": str(cfg.max_receives)},
+            {"name": "JOBS_VISIBILITY_S", "value": str(cfg.visibility_s)},
+            {"name": "JOBS_CONCURRENCY", "value": str(cfg.concurrency)},
+            {"name": "JOBS_URL_TTL_S", "value": str(cfg.image_url_s)},
+        ]
