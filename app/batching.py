@@ -1,9 +1,11 @@
 """The batching queue: one bounded queue, one worker, compatible requests share a pipeline call.
 
-Requests wait in a bounded deque. The worker takes the oldest live request, then for up to
-BATCH_WAIT_MS gathers others with the same batch key (size, steps, guidance) up to the batch limit,
-and runs the batch in a thread so the event loop stays free. Requests whose client left or whose
-deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
+Requests wait in a bounded deque. The worker takes the oldest live request and every queued one
+with the same batch key (size, steps, guidance) up to the batch limit, and runs the batch in a thread
+so the event loop stays free. It waits up to BATCH_WAIT_MS for more company only while it is busy
+serving several clients (its previous batch held more than one request): a request that reaches an
+idle worker runs at once, so a lone client pays no batching delay. Requests whose client left or
+whose deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class DeadlineExceeded(Exception):
     """The request waited past REQUEST_TIMEOUT_S: answer 504."""
 
 
+class ShutdownCut(Exception):
+    """The shutdown grace ran out before this request's image was ready: answer 503 with an error id."""
+
+
 @dataclass(frozen=True)
 class BatchResult:
     """One request's image and the size of the batch it ran in."""
@@ -63,6 +69,7 @@ class BatcherStats:
     max_queue_depth: int = 0
     batch_sizes: Counter[int] = field(default_factory=Counter)
     dropped: int = 0  # requests that left (timeout or disconnect) before running
+    last_batch_size: int = 0  # above 1: several clients are being served, so gathering pays off
 
 
 class Batcher:
@@ -87,6 +94,7 @@ class Batcher:
         self._queue: deque[_Job] = deque()
         self._arrived = asyncio.Event()
         self._in_hand = 0  # requests the worker has taken: gathering a batch or inside the pipeline call
+        self._running: list[_Job] = []  # the batch inside the pipeline call, if any
         self._idle = asyncio.Event()
         self._idle.set()
         self._worker: asyncio.Task[None] | None = None
@@ -115,6 +123,14 @@ class Batcher:
             if job.live:
                 job.future.set_exception(RuntimeError("the service stopped before this request ran"))
         self._queue.clear()
+
+    def cut(self) -> int:
+        """Fail every unanswered request with ShutdownCut (the pipeline call itself cannot be stopped)."""
+        jobs = [job for job in (*self._running, *self._queue) if job.live]
+        for job in jobs:
+            job.future.set_exception(ShutdownCut())
+        self._queue.clear()
+        return len(jobs)
 
     async def wait_idle(self) -> None:
         """Return once no request is queued or running."""
@@ -171,7 +187,9 @@ class Batcher:
         batch = [self._queue.popleft()]
         self._in_hand = 1
         loop = asyncio.get_running_loop()
-        gather_until = loop.time() + self.batch_wait_s
+        # An idle worker (its last batch ran alone) runs what is queued now; only a busy one waits.
+        wait_s = self.batch_wait_s if self.stats.last_batch_size > 1 else 0.0
+        gather_until = loop.time() + wait_s
         while True:
             self._arrived.clear()
             self._take_compatible(batch)
@@ -196,6 +214,7 @@ class Batcher:
                 self._set_idle_if_empty()
                 continue
             self.stats.batch_sizes[len(batch)] += 1
+            self.stats.last_batch_size = len(batch)
             if self._on_batch is not None:
                 self._on_batch(len(batch))
 
@@ -205,6 +224,7 @@ class Batcher:
                     if job.on_step is not None and job.live:
                         loop.call_soon_threadsafe(job.on_step, done, total)
 
+            self._running = batch
             try:
                 images = await self._run_pipeline(self.backend.generate, [j.params for j in batch], relay_step)
             except Exception as exc:  # one bad batch must not stop the worker
@@ -217,5 +237,6 @@ class Batcher:
                     if job.live:
                         job.future.set_result(BatchResult(image, len(batch)))
             finally:
+                self._running = []
                 self._in_hand = 0
                 self._set_idle_if_empty()

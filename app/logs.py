@@ -30,9 +30,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def new_error_id() -> str:
+    """A fresh id that ties what a user is shown to the log line about it."""
+    return uuid.uuid4().hex[:12]
+
+
 def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> str:
     """Log `exc` with its traceback under a fresh error id and return the id, which the client is shown."""
-    error_id = uuid.uuid4().hex[:12]
+    error_id = new_error_id()
     logger.error(message, exc_info=exc, extra={"error_id": error_id})
     return error_id
 

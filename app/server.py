@@ -12,6 +12,7 @@ import os
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from app.api import generate, info, probes
 from app.api.errors import install_error_handlers
@@ -19,6 +20,9 @@ from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.backends.selection import load_backend as default_backend_loader
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
+
+# Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
+GRADIO_UPLOAD_PATH = "/gradio_api/upload"
 
 API_DESCRIPTION = """Stable Diffusion on Inferentia2, NVIDIA GPUs or the CPU.
 
@@ -48,7 +52,16 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(probes.router)
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        max_discard_bytes=settings.max_discard_bytes,
+        refused_paths=(GRADIO_UPLOAD_PATH,),
+    )
+    # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any
+    # http://localhost:* origin credentialed access to every route, /v1 included; it stands aside when
+    # the parent app has Starlette's CORSMiddleware (gradio 6.31 route_utils.CustomCORSMiddleware).
+    app.add_middleware(CORSMiddleware, allow_origins=[], allow_credentials=False)
     app.add_middleware(RequestLogMiddleware)
     if settings.ui:
         # The one place the service turns Gradio's usage reporting off: right before it loads.
@@ -58,5 +71,6 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         from app.ui import build_ui
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
-        app = gr.mount_gradio_app(app, build_ui(service), path="/", footer_links=[])
+        # show_error=False: an unexpected exception reaches the browser as a bare "Error", never its text.
+        app = gr.mount_gradio_app(app, build_ui(service), path="/", footer_links=[], show_error=False)
     return app

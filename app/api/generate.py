@@ -13,9 +13,10 @@ from fastapi.responses import JSONResponse
 from PIL.Image import Image
 
 from app.api.dependencies import get_service
+from app.api.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
 from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
-from app.batching import DeadlineExceeded, QueueFull
+from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
@@ -78,13 +79,27 @@ def generate_router(settings: Settings) -> APIRouter:
                 status = 422
                 return _error(422, str(exc))
             try:
-                result = await service.generate(params)
+                result = await unless_disconnected(request.receive, service.generate(params))
+            except ClientDisconnected:
+                # Nobody is listening: the queued request was cancelled before it ran (or its result is
+                # discarded); log and count it as 499, not as a success.
+                status = CLIENT_CLOSED_REQUEST
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
             except NotReady as exc:
                 status = 503
                 return _error(503, str(exc), {"Retry-After": "5"})
             except QueueFull:
                 status = 429
                 return _error(429, "the queue is full; retry later", {"Retry-After": "1"})
+            except ShutdownCut as exc:
+                status = 503
+                error_id = log_failure(log, "shutdown grace over before the image was ready", exc)
+                return _error(
+                    503,
+                    "the service shut down before this image was ready; retry",
+                    {"Retry-After": "1"},
+                    error_id=error_id,
+                )
             except DeadlineExceeded:
                 status = 504
                 return _error(504, f"no image within {settings.request_timeout_s:g} s")
