@@ -24,6 +24,16 @@ from app.backends.base import Backend, GenerationParams
 
 log = logging.getLogger(__name__)
 
+# What batching may change in a request's image. The same seed and the same batch composition give
+# the same bytes; the same request in another batch may differ by a rounding step here and there,
+# because CPU (and GPU) kernels are not batch-invariant. Measured on the CPU: at most 1 on a few of the
+# 0..255 channel values; the bound below leaves room for other kernels. Different prompts differ by
+# a mean of several units, so the bound still tells a mixed-up batch apart.
+ACROSS_BATCH_MAX_ABS = 2
+"""Largest difference of one channel value (0..255) between the same request in two batch compositions."""
+ACROSS_BATCH_MEAN_ABS = 0.1
+"""Largest mean absolute difference (0..255 scale) between the same request in two batch compositions."""
+
 StepListener = Callable[[int, int], None]
 """Called on the event loop after each denoising step with (steps done, total)."""
 
@@ -151,11 +161,22 @@ class Batcher:
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, len(self._queue))
         self._arrived.set()
         try:
-            # wait_for cancels the future on timeout or when our caller is cancelled (client gone);
-            # the worker then skips it.
+            # wait_for cancels the future on timeout or when our caller is cancelled (client gone).
             return await asyncio.wait_for(job.future, timeout_s)
         except TimeoutError:
             raise DeadlineExceeded from None
+        finally:
+            if job.future.cancelled():
+                self._forget(job)
+
+    def _forget(self, job: _Job) -> None:
+        """Take a departed request out of the queue now, so it no longer counts against QUEUE_SIZE."""
+        try:
+            self._queue.remove(job)
+        except ValueError:
+            return  # the worker already took it; it skips departed requests itself
+        self.stats.dropped += 1
+        self._set_idle_if_empty()
 
     def _drop_departed(self) -> None:
         kept = [job for job in self._queue if job.live]
