@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.bench.pipeline import git_commit, software_versions
 from app.bench.report import format_table, percentile
+from app.bench.results_file import update_section
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=4)
     parser.add_argument("--batch-wait-ms", type=float, default=20.0)
     parser.add_argument("--bare-repeats", type=int, default=6, help="bare pipeline calls per row")
+    parser.add_argument("--results-file", type=Path, default=None, help="markdown file to write the figures into")
 
 
 @dataclass(frozen=True)
@@ -156,10 +160,39 @@ def run(args: argparse.Namespace) -> int:
         for concurrency in args.concurrency:
             rows.append(asyncio.run(measure_http(url, concurrency, args.requests_per_client, args.steps, args.size)))
         info = httpx.get(f"{url}/v1/info").json()
-    print(
-        f"backend {info['backend']} ({info.get('device')}), model {info['model']}, {args.size}x{args.size}, "
-        f"{args.steps} steps, MAX_BATCH_SIZE {batch}, BATCH_WAIT_MS {args.batch_wait_ms:g}; "
-        f"batches formed by size: {info['batching']['batches_by_size']}"
+    one_client = next((r for r in rows if r.label.startswith("HTTP") and r.concurrency == 1), None)
+    overhead = (
+        f"- Serving overhead at 1 client: **{overhead_percent(one_client, bare):+.1f} %** "
+        "(p50 of HTTP, 1 client over p50 of the bare batch-1 call)."
+        if one_client
+        else ""
     )
-    print(render(rows, bare))
+    body = "\n".join(
+        [
+            f"### serving: `{args.model_id}` on {info['backend']} ({info.get('device')}), {args.size}x{args.size}, "
+            f"{args.steps} steps, MAX_BATCH_SIZE {batch}, BATCH_WAIT_MS {args.batch_wait_ms:g}",
+            "",
+            f"- Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC at commit {git_commit()} on "
+            f"{os.cpu_count()} CPUs; {software_versions()}.",
+            f"- {args.requests_per_client} requests per client; batches formed by size: "
+            f"{info['batching']['batches_by_size']}.",
+            f"- Command: `python -m app.bench serving --concurrency {' '.join(map(str, args.concurrency))} "
+            f"--requests-per-client {args.requests_per_client} --steps {args.steps} --size {args.size} "
+            f"--max-batch-size {args.max_batch_size} --batch-wait-ms {args.batch_wait_ms:g} "
+            f"--bare-repeats {args.bare_repeats}`",
+            overhead,
+            "",
+            render(rows, bare),
+        ]
+    )
+    print(body)
+    if args.results_file is not None:
+        key = f"serving {info['backend']} {args.model_id} {args.size}x{args.size} {args.steps}"
+        update_section(args.results_file, key, body)
+        print(f"written to {args.results_file}")
     return 1 if any(r.failures for r in rows) else 0
+
+
+def overhead_percent(service: Row, bare: Row) -> float:
+    """How much longer (in %) a request through the service takes than the bare pipeline call, at p50."""
+    return (percentile(service.latencies_s, 50) / percentile(bare.latencies_s, 50) - 1.0) * 100.0
