@@ -56,6 +56,11 @@ class GenerationService:
         """Run a blocking call on the pipeline thread without blocking the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._pipeline_thread, fn, *args)
 
+    def run_blocking_on_pipeline_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` on the pipeline thread and wait for it (for benchmarks: the bare call
+        measured on the very thread that serves the batches)."""
+        return self._pipeline_thread.submit(fn, *args).result()
+
     @property
     def demo_model(self) -> bool:
         """True for the built-in random-weight model (its images are abstract)."""

@@ -58,7 +58,7 @@ def generate_router(settings: Settings) -> APIRouter:
         response_class=Response,
         responses={
             200: {
-                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size",
+                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size, X-Pipeline-Ms",
                 "content": {"image/png": {}, "application/json": {"schema": GenerateJSONResponse.model_json_schema()}},
             },
             **_ERRORS,
@@ -116,6 +116,7 @@ def generate_router(settings: Settings) -> APIRouter:
                 "X-Backend": backend,
                 "X-Latency-Ms": f"{latency_ms:.1f}",
                 "X-Batch-Size": str(result.batch_size),
+                "X-Pipeline-Ms": f"{result.pipeline_ms:.1f}",
             }
             status, images = 200, 1
             if "application/json" in request.headers.get("accept", ""):

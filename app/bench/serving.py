@@ -14,8 +14,10 @@ import datetime
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.bench.pipeline import git_commit, software_versions
 from app.bench.report import format_table, percentile
@@ -32,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-id", default=os.environ.get("MODEL_ID", "builtin:tiny"))
     parser.add_argument("--max-batch-size", type=int, default=4)
     parser.add_argument("--batch-wait-ms", type=float, default=20.0)
-    parser.add_argument("--bare-repeats", type=int, default=6, help="bare pipeline calls per row")
+    parser.add_argument("--bare-repeats", type=int, default=6, help="bare pipeline calls per batch-size row")
+    parser.add_argument("--pairs", type=int, default=20, help="bare/HTTP pairs for the 1-client overhead")
     parser.add_argument("--results-file", type=Path, default=None, help="markdown file to write the figures into")
 
 
@@ -65,6 +68,54 @@ def measure_bare(backend: object, steps: int, size: int, batch: int, repeats: in
         backend.generate(params)  # type: ignore[attr-defined]
         latencies.append(time.perf_counter() - t0)
     return Row(f"bare pipeline, batch {batch}", 1, latencies, repeats * batch, time.perf_counter() - started)
+
+
+def measure_paired(
+    url: str, run_bare: Callable[..., Any], backend: Any, steps: int, size: int, pairs: int
+) -> tuple[Row, Row, list[float], list[float]]:
+    """One client: a bare batch-1 call and the same request over HTTP, alternated `pairs` times.
+
+    Alternating makes both sides of each pair see the same machine: on a shared machine whose load
+    drifts, separate runs of bare calls and HTTP requests would measure the drift, not the service.
+    `run_bare(fn, *args)` runs the bare call on the service's pipeline thread, so both sides run the
+    model on the same thread. Returns the bare row, the HTTP row, each pair's HTTP/bare ratio, and each
+    HTTP request's own overhead: its latency over the pipeline call inside it (`X-Pipeline-Ms`), which
+    no change of machine load between two calls can blur.
+    """
+    import httpx
+
+    from app.backends.base import GenerationParams
+
+    params = GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, 1)
+    body = {"prompt": params.prompt, "steps": steps, "width": size, "height": size, "seed": params.seed}
+    bare_s: list[float] = []
+    http_s: list[float] = []
+    ratios: list[float] = []
+    own: list[float] = []
+    failures = 0
+    with httpx.Client(base_url=url, timeout=600) as client:
+        run_bare(backend.generate, [params])  # warm both paths first
+        client.post("/v1/generate", json=body)
+        for _ in range(pairs):
+            t0 = time.perf_counter()
+            run_bare(backend.generate, [params])
+            bare = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            response = client.post("/v1/generate", json=body)
+            http = time.perf_counter() - t0
+            bare_s.append(bare)
+            if response.status_code != 200:
+                failures += 1
+                continue
+            http_s.append(http)
+            ratios.append(http / bare)
+            own.append(http / (float(response.headers["x-pipeline-ms"]) / 1000.0))
+    return (
+        Row("bare pipeline, batch 1", 1, bare_s, len(bare_s), sum(bare_s)),
+        Row("HTTP, 1 client(s)", 1, http_s, len(http_s), sum(http_s), failures),
+        ratios,
+        own,
+    )
 
 
 async def measure_http(url: str, concurrency: int, per_client: int, steps: int, size: int) -> Row:
@@ -152,20 +203,24 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             time.sleep(0.2)
         backend = service.backend
-        bare = measure_bare(backend, args.steps, args.size, 1, args.bare_repeats)
+        bare, one_client, ratios, own = measure_paired(
+            url, service.run_blocking_on_pipeline_thread, backend, args.steps, args.size, args.pairs
+        )
         batch = service.batcher.max_batch_size
         rows = [bare]
         if batch > 1:
             rows.append(measure_bare(backend, args.steps, args.size, batch, max(2, args.bare_repeats // batch)))
         for concurrency in args.concurrency:
+            if concurrency == 1:
+                rows.append(one_client)
+                continue
             rows.append(asyncio.run(measure_http(url, concurrency, args.requests_per_client, args.steps, args.size)))
         info = httpx.get(f"{url}/v1/info").json()
-    one_client = next((r for r in rows if r.label.startswith("HTTP") and r.concurrency == 1), None)
     overhead = (
-        f"- Serving overhead at 1 client: **{overhead_percent(one_client, bare):+.1f} %** "
-        "(p50 of HTTP, 1 client over p50 of the bare batch-1 call)."
-        if one_client
-        else ""
+        f"- Serving overhead at 1 client: **{(percentile(own, 50) - 1) * 100:+.1f} %**, the median over "
+        f"{len(own)} requests of the client's latency over the pipeline call inside the request "
+        f"(`X-Pipeline-Ms`); against the alternated bare calls: {(percentile(ratios, 50) - 1) * 100:+.1f} % "
+        f"(median of pair ratios), {overhead_percent(one_client, bare):+.1f} % (ratio of the rows' p50s)."
     )
     body = "\n".join(
         [
@@ -174,12 +229,13 @@ def run(args: argparse.Namespace) -> int:
             "",
             f"- Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC at commit {git_commit()} on "
             f"{os.cpu_count()} CPUs; {software_versions()}.",
-            f"- {args.requests_per_client} requests per client; batches formed by size: "
+            f"- 1 client: {args.pairs} bare calls and HTTP requests alternated; more clients: "
+            f"{args.requests_per_client} requests per client; batches formed by size: "
             f"{info['batching']['batches_by_size']}.",
             f"- Command: `python -m app.bench serving --concurrency {' '.join(map(str, args.concurrency))} "
             f"--requests-per-client {args.requests_per_client} --steps {args.steps} --size {args.size} "
             f"--max-batch-size {args.max_batch_size} --batch-wait-ms {args.batch_wait_ms:g} "
-            f"--bare-repeats {args.bare_repeats}`",
+            f"--bare-repeats {args.bare_repeats} --pairs {args.pairs}`",
             overhead,
             "",
             render(rows, bare),
