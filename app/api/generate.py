@@ -38,9 +38,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def png_bytes(image: Image) -> bytes:
-    """Encode an image as PNG (deterministic: same pixels, same bytes)."""
+    """Encode an image as PNG (deterministic: same pixels, same bytes).
+
+    zlib level 1 rather than Pillow's default 6: measured on the built-in model's images on the CPU,
+    2.4 -> 1.5 ms at 128x128 and 31 -> 28 ms at 512x512, for files about 3 % larger; the encoding is
+    part of every request's latency.
+    """
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 
