@@ -11,8 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 def main() -> int:
     """Start the service; exit 2 with one readable line when a setting is invalid."""
-    import uvicorn
-
+    from app.http_protocol import server_config
     from app.logs import configure_logging
     from app.server import create_app
     from app.settings import SettingsError, load_settings
@@ -25,15 +24,8 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level)
     app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,  # keep our JSON logging
-        access_log=False,
-        timeout_graceful_shutdown=settings.shutdown_grace_s,
-    )
-    server = DrainingServer(config, app.state.service)
+    config = server_config(app, settings, host=settings.host, port=settings.port)
+    server = DrainingServer(config, app.state.service, settings.shutdown_grace_s)
     logging.getLogger("app").info("serving", extra={"url": f"http://{settings.host}:{settings.port}/"})
     server.run()
     return 0

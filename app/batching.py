@@ -1,9 +1,11 @@
 """The batching queue: one bounded queue, one worker, compatible requests share a pipeline call.
 
-Requests wait in a bounded deque. The worker takes the oldest live request, then for up to
-BATCH_WAIT_MS gathers others with the same batch key (size, steps, guidance) up to the batch limit,
-and runs the batch in a thread so the event loop stays free. Requests whose client left or whose
-deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
+Requests wait in a bounded deque. The worker takes the oldest live request and every queued one
+with the same batch key (size, steps, guidance) up to the batch limit, and runs the batch in a thread
+so the event loop stays free. It waits up to BATCH_WAIT_MS for more company only while it is busy
+serving several clients (its previous batch held more than one request): a request that reaches an
+idle worker runs at once, so a lone client pays no batching delay. Requests whose client left or
+whose deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +24,16 @@ from PIL.Image import Image
 from app.backends.base import Backend, GenerationParams
 
 log = logging.getLogger(__name__)
+
+# What batching may change in a request's image. The same seed and the same batch composition give
+# the same bytes; the same request in another batch may differ by a rounding step here and there,
+# because CPU (and GPU) kernels are not batch-invariant. Measured on the CPU: at most 1 on a few of the
+# 0..255 channel values; the bound below leaves room for other kernels. Different prompts differ by
+# a mean of several units, so the bound still tells a mixed-up batch apart.
+ACROSS_BATCH_MAX_ABS = 2
+"""Largest difference of one channel value (0..255) between the same request in two batch compositions."""
+ACROSS_BATCH_MEAN_ABS = 0.1
+"""Largest mean absolute difference (0..255 scale) between the same request in two batch compositions."""
 
 StepListener = Callable[[int, int], None]
 """Called on the event loop after each denoising step with (steps done, total)."""
@@ -37,12 +50,17 @@ class DeadlineExceeded(Exception):
     """The request waited past REQUEST_TIMEOUT_S: answer 504."""
 
 
+class ShutdownCut(Exception):
+    """The shutdown grace ran out before this request's image was ready: answer 503 with an error id."""
+
+
 @dataclass(frozen=True)
 class BatchResult:
     """One request's image and the size of the batch it ran in."""
 
     image: Image
     batch_size: int
+    pipeline_ms: float = 0.0  # time inside the pipeline call that made it (the rest is the service's)
 
 
 @dataclass
@@ -63,6 +81,7 @@ class BatcherStats:
     max_queue_depth: int = 0
     batch_sizes: Counter[int] = field(default_factory=Counter)
     dropped: int = 0  # requests that left (timeout or disconnect) before running
+    last_batch_size: int = 0  # above 1: several clients are being served, so gathering pays off
 
 
 class Batcher:
@@ -87,6 +106,7 @@ class Batcher:
         self._queue: deque[_Job] = deque()
         self._arrived = asyncio.Event()
         self._in_hand = 0  # requests the worker has taken: gathering a batch or inside the pipeline call
+        self._running: list[_Job] = []  # the batch inside the pipeline call, if any
         self._idle = asyncio.Event()
         self._idle.set()
         self._worker: asyncio.Task[None] | None = None
@@ -116,6 +136,14 @@ class Batcher:
                 job.future.set_exception(RuntimeError("the service stopped before this request ran"))
         self._queue.clear()
 
+    def cut(self) -> int:
+        """Fail every unanswered request with ShutdownCut (the pipeline call itself cannot be stopped)."""
+        jobs = [job for job in (*self._running, *self._queue) if job.live]
+        for job in jobs:
+            job.future.set_exception(ShutdownCut())
+        self._queue.clear()
+        return len(jobs)
+
     async def wait_idle(self) -> None:
         """Return once no request is queued or running."""
         while self._queue or self._in_hand:
@@ -135,11 +163,22 @@ class Batcher:
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, len(self._queue))
         self._arrived.set()
         try:
-            # wait_for cancels the future on timeout or when our caller is cancelled (client gone);
-            # the worker then skips it.
+            # wait_for cancels the future on timeout or when our caller is cancelled (client gone).
             return await asyncio.wait_for(job.future, timeout_s)
         except TimeoutError:
             raise DeadlineExceeded from None
+        finally:
+            if job.future.cancelled():
+                self._forget(job)
+
+    def _forget(self, job: _Job) -> None:
+        """Take a departed request out of the queue now, so it no longer counts against QUEUE_SIZE."""
+        try:
+            self._queue.remove(job)
+        except ValueError:
+            return  # the worker already took it; it skips departed requests itself
+        self.stats.dropped += 1
+        self._set_idle_if_empty()
 
     def _drop_departed(self) -> None:
         kept = [job for job in self._queue if job.live]
@@ -171,7 +210,9 @@ class Batcher:
         batch = [self._queue.popleft()]
         self._in_hand = 1
         loop = asyncio.get_running_loop()
-        gather_until = loop.time() + self.batch_wait_s
+        # An idle worker (its last batch ran alone) runs what is queued now; only a busy one waits.
+        wait_s = self.batch_wait_s if self.stats.last_batch_size > 1 else 0.0
+        gather_until = loop.time() + wait_s
         while True:
             self._arrived.clear()
             self._take_compatible(batch)
@@ -196,6 +237,7 @@ class Batcher:
                 self._set_idle_if_empty()
                 continue
             self.stats.batch_sizes[len(batch)] += 1
+            self.stats.last_batch_size = len(batch)
             if self._on_batch is not None:
                 self._on_batch(len(batch))
 
@@ -205,8 +247,9 @@ class Batcher:
                     if job.on_step is not None and job.live:
                         loop.call_soon_threadsafe(job.on_step, done, total)
 
+            self._running = batch
             try:
-                images = await self._run_pipeline(self.backend.generate, [j.params for j in batch], relay_step)
+                images, pipeline_ms = await self._run_pipeline(_timed, self.backend.generate, batch, relay_step)
             except Exception as exc:  # one bad batch must not stop the worker
                 log.exception("pipeline call failed for a batch of %d", len(batch))
                 for job in batch:
@@ -215,7 +258,15 @@ class Batcher:
             else:
                 for job, image in zip(batch, images, strict=True):
                     if job.live:
-                        job.future.set_result(BatchResult(image, len(batch)))
+                        job.future.set_result(BatchResult(image, len(batch), pipeline_ms))
             finally:
+                self._running = []
                 self._in_hand = 0
                 self._set_idle_if_empty()
+
+
+def _timed(generate: Callable[..., list[Image]], batch: list[_Job], on_step: StepListener) -> tuple[list[Image], float]:
+    """Run the pipeline call (on the pipeline thread) and measure it there, without the thread hand-offs."""
+    started = time.perf_counter()
+    images = generate([job.params for job in batch], on_step)
+    return images, (time.perf_counter() - started) * 1000.0

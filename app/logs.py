@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
+import threading
 import time
 import uuid
 
@@ -30,16 +32,82 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def new_error_id() -> str:
+    """A fresh id that ties what a user is shown to the log line about it."""
+    return uuid.uuid4().hex[:12]
+
+
 def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> str:
     """Log `exc` with its traceback under a fresh error id and return the id, which the client is shown."""
-    error_id = uuid.uuid4().hex[:12]
+    error_id = new_error_id()
     logger.error(message, exc_info=exc, extra={"error_id": error_id})
     return error_id
 
 
+_TRACEBACK_CONTINUES = (
+    "Traceback (most recent call last):",
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+    "",
+)
+
+
+class StderrToLog(io.TextIOBase):
+    """Stands in for sys.stderr: text that libraries print there becomes JSON log records.
+
+    Gradio prints the tracebacks of failed events with `traceback.print_exc()` (gradio 6.31
+    `queueing.py`, `routes.py`, `utils.py`), not through logging; a traceback becomes one record
+    (logger "stderr", level error, the text in `traceback`), any other line a warning record.
+    """
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__()
+        self._logger = logger
+        self._partial = ""
+        self._traceback: list[str] = []
+        self._lock = threading.RLock()  # re-entrant: a failing handler reports to sys.stderr, which is this
+
+    def writable(self) -> bool:
+        """A text stream that accepts writes."""
+        return True
+
+    def write(self, text: str) -> int:
+        """Buffer `text`; log each complete line (a traceback once its last line is in)."""
+        with self._lock:
+            self._partial += text
+            *lines, self._partial = self._partial.split("\n")
+            for line in lines:
+                self._take(line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Log what is buffered, complete or not."""
+        with self._lock:
+            if self._partial:
+                self._take(self._partial)
+                self._partial = ""
+            self._end_traceback()
+
+    def _take(self, line: str) -> None:
+        if self._traceback or line.startswith("Traceback"):
+            self._traceback.append(line)
+            # The exception's own line ends a traceback: unindented, and not one of the joining lines.
+            if not line.startswith((" ", "\t")) and line not in _TRACEBACK_CONTINUES and len(self._traceback) > 1:
+                self._end_traceback()
+        elif line.strip():
+            self._logger.warning(line)
+
+    def _end_traceback(self) -> None:
+        if self._traceback:
+            text = "\n".join(self._traceback).strip()
+            self._traceback = []
+            self._logger.error(text.rsplit("\n", 1)[-1], extra={"traceback": text})
+
+
 def configure_logging(level: str = "INFO") -> None:
-    """Send our logs and uvicorn's to stderr as JSON lines (stdout is left to EMF metrics)."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Send our logs, uvicorn's, Gradio's and whatever is printed to stderr to stderr as JSON lines
+    (stdout is left to EMF metrics)."""
+    handler = logging.StreamHandler(sys.__stderr__)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -51,6 +119,8 @@ def configure_logging(level: str = "INFO") -> None:
     logging.getLogger("uvicorn.access").disabled = True
     for noisy in ("httpx", "httpcore", "botocore", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # warnings.warn() output as records too
+    sys.stderr = StderrToLog(logging.getLogger("stderr"))
 
 
 def quiet_model_libraries() -> None:

@@ -12,6 +12,7 @@ import os
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from app.api import generate, info, probes
 from app.api.errors import install_error_handlers
@@ -22,6 +23,9 @@ from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
+
+# Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
+GRADIO_UPLOAD_PATH = "/gradio_api/upload"
 
 API_DESCRIPTION = """Stable Diffusion on Inferentia2, NVIDIA GPUs or the CPU.
 
@@ -59,8 +63,17 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(generate.generate_router(settings))
     if jobs is not None:
         app.include_router(jobs_router(settings))
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        max_discard_bytes=settings.max_discard_bytes,
+        refused_paths=(GRADIO_UPLOAD_PATH,),
+    )
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
+    # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any
+    # http://localhost:* origin credentialed access to every route, /v1 included; it stands aside when
+    # the parent app has Starlette's CORSMiddleware (gradio 6.31 route_utils.CustomCORSMiddleware).
+    app.add_middleware(CORSMiddleware, allow_origins=[], allow_credentials=False)
     app.add_middleware(RequestLogMiddleware)
     if settings.ui:
         # The one place the service turns Gradio's usage reporting off: right before it loads.
@@ -71,8 +84,14 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
         # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
-        # http:// links for an https page.
+        # http:// links for an https page. show_error=False: an unexpected exception reaches the
+        # browser as a bare "Error", never its text.
         app = gr.mount_gradio_app(
-            app, build_ui(service), path="/", footer_links=[], root_path=settings.public_url or None
+            app,
+            build_ui(service),
+            path="/",
+            footer_links=[],
+            root_path=settings.public_url or None,
+            show_error=False,
         )
     return app

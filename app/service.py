@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from app.api.disconnect import CLIENT_CLOSED_REQUEST
 from app.backends.base import Backend, GenerationParams
 from app.batching import Batcher, BatchResult, StepListener
+from app.logs import log_failure
 from app.metrics.aggregator import MetricsAggregator
 from app.metrics.flusher import make_publisher, run_flusher
+from app.model_source import public_model_name
 from app.models.builtin import BUILTIN_PREFIX
 from app.settings import Settings
 
@@ -42,7 +45,9 @@ class GenerationService:
         self.metrics: MetricsAggregator | None = None
         self.ready = False
         self.draining = False
-        self.load_error: str | None = None
+        self.load_error: str | None = None  # for operators and the benchmark; never in a response
+        self.load_error_id: str | None = None
+        self.cancelled = 0  # requests whose client left before the answer (API and UI)
         self._tasks: list[asyncio.Task[None]] = []
         self._drain_hooks: list[DrainHook] = []
         # One thread runs every pipeline call (load, warm-up, batches): compiled CUDA graphs are
@@ -52,6 +57,11 @@ class GenerationService:
     async def _on_pipeline_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking call on the pipeline thread without blocking the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._pipeline_thread, fn, *args)
+
+    def run_blocking_on_pipeline_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` on the pipeline thread and wait for it (for benchmarks: the bare call
+        measured on the very thread that serves the batches)."""
+        return self._pipeline_thread.submit(fn, *args).result()
 
     @property
     def demo_model(self) -> bool:
@@ -76,7 +86,8 @@ class GenerationService:
         except Exception as exc:
             self.backend = None
             self.load_error = f"{type(exc).__name__}: {exc}"
-            log.exception("loading the model failed; readiness stays 503")
+            # Responses carry only this id; the exception (paths, bucket names) stays in the log line.
+            self.load_error_id = log_failure(log, "loading the model failed; readiness stays 503", exc)
             return
         self.metrics = MetricsAggregator(settings.deployment_unit, backend.name)
         self.batcher = Batcher(
@@ -113,7 +124,8 @@ class GenerationService:
             try:
                 await asyncio.wait_for(self.batcher.wait_idle(), grace_s)
             except TimeoutError:
-                log.warning("grace period over with requests still in flight")
+                cut = self.batcher.cut()
+                log.warning("grace period over; unanswered requests get a 503", extra={"cut": cut})
         if hooks:
             await asyncio.gather(*hooks, return_exceptions=True)
 
@@ -136,7 +148,9 @@ class GenerationService:
         return await self.batcher.submit(params, self.settings.request_timeout_s, on_step)
 
     def record(self, status: int, latency_ms: float, images: int) -> None:
-        """Count one finished generation request (API or UI) in the metrics."""
+        """Count one finished generation request (API or UI) in the metrics (499: the client left)."""
+        if status == CLIENT_CLOSED_REQUEST:
+            self.cancelled += 1
         if self.metrics is not None:
             self.metrics.request_finished(status, latency_ms, images)
 
@@ -148,10 +162,10 @@ class GenerationService:
         return {
             "ready": self.ready,
             "backend": backend.name if backend else None,
-            "model": settings.model_id,
+            "model": public_model_name(settings.model_id),
             "demo_model": self.demo_model,
             **(backend.describe() if backend else {}),
-            "load_error": self.load_error,
+            "load_error_id": self.load_error_id,
             "limits": {
                 "max_prompt_chars": settings.max_prompt_chars,
                 "max_steps": settings.max_steps,
@@ -167,6 +181,7 @@ class GenerationService:
                 "max_queue_depth_seen": batcher.stats.max_queue_depth if batcher else 0,
                 "batches_by_size": {str(k): v for k, v in sorted(batcher.stats.batch_sizes.items())} if batcher else {},
                 "dropped_before_running": batcher.stats.dropped if batcher else 0,
+                "cancelled_by_client": self.cancelled,
             },
             "deployment_unit": settings.deployment_unit,
         }

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
 
     # Bounds on a request.
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, le=1024 * 1024, description="request line + headers; larger gets a 400 and is closed"
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0.0, le=300.0, description="a connection that does not finish its headers in time is closed"
+    )
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
     default_steps: int = Field(25, ge=1)
     max_steps: int = Field(100, ge=1, le=1000)
@@ -55,7 +61,12 @@ class Settings(BaseSettings):
     default_height: int | None = Field(None, ge=64, description="unset: the model's native size")
     min_size: int = Field(64, ge=8)
     max_size: int = Field(1024, ge=64, le=4096)
-    max_body_bytes: int = Field(64 * 1024, ge=1024, description="larger request bodies get a 413")
+    max_body_bytes: int = Field(64 * 1024, ge=1024, description="larger request bodies get a 413 (every route)")
+    max_discard_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=0,
+        description="how much of a refused body is read and dropped before the 413, so the client can read it",
+    )
 
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
@@ -107,6 +118,9 @@ class Settings(BaseSettings):
 
     # The UI and logs.
     ui: bool = Field(True, description="serve the Gradio UI at /")
+    ui_file_ttl_s: int = Field(
+        60, ge=1, le=86400, description="the UI's generated image files are deleted after this many seconds"
+    )
     log_level: LogLevel = Field("INFO", description="JSON logs on stderr at this level")
 
     # Sign-in (app/auth/; variable names in app/auth/env.py): off for `make run` on 127.0.0.1, the

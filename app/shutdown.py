@@ -1,28 +1,43 @@
-"""Graceful shutdown: on SIGTERM drain the service first, then let uvicorn stop.
+"""Graceful shutdown: on SIGTERM drain the service, then let uvicorn stop, all within one grace period.
 
 Kubernetes sends SIGTERM and keeps routing for a moment; during the drain readiness is 503, new
-generations are refused with 503, and queued and running ones finish (up to SHUTDOWN_GRACE_S).
+generations are refused with 503, and queued and running ones finish. SHUTDOWN_GRACE_S is the whole
+budget: the drain gets it less a short reserve; requests still unanswered then get a JSON 503 with an
+error id (not uvicorn's plain-text 500), and uvicorn gets the reserve to send those answers and close.
+The pod's terminationGracePeriodSeconds (cdk/config/serving.py) is preStop + SHUTDOWN_GRACE_S + 5.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from types import FrameType
 
 import uvicorn
 
 from app.service import GenerationService
 
+ANSWER_RESERVE_S = 2.0
+"""At most this much of the grace is kept for answering cut requests and closing connections."""
+
+
+def answer_reserve_s(grace_s: float) -> float:
+    """The part of the grace kept back from the drain: 2 s, or a quarter of a short grace."""
+    return min(ANSWER_RESERVE_S, grace_s / 4)
+
 
 class DrainingServer(uvicorn.Server):
     """A uvicorn server whose first SIGTERM drains the generation service before exiting."""
 
-    def __init__(self, config: uvicorn.Config, service: GenerationService):
+    def __init__(self, config: uvicorn.Config, service: GenerationService, grace_s: float):
         super().__init__(config)
         self._service = service
+        self._grace_s = grace_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
+        # Until SIGTERM, uvicorn's own wait (e.g. after Ctrl-C) is the whole grace.
+        config.timeout_graceful_shutdown = grace_s  # type: ignore[assignment]
 
     async def serve(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         """Remember the loop, so the signal handler can schedule the drain on it."""
@@ -37,9 +52,12 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
     def _start_drain(self, sig: int, frame: FrameType | None) -> None:
+        deadline = time.monotonic() + self._grace_s
+
         async def drain_then_exit() -> None:
-            # The same grace uvicorn gives open connections (SHUTDOWN_GRACE_S).
-            await self._service.drain(self.config.timeout_graceful_shutdown)
+            await self._service.drain(max(0.0, self._grace_s - answer_reserve_s(self._grace_s)))
+            # What is left of the one grace period is uvicorn's, for the answers to the cut requests.
+            self.config.timeout_graceful_shutdown = max(0.1, deadline - time.monotonic())  # type: ignore[assignment]
             super(DrainingServer, self).handle_exit(sig, frame)
 
         self._drain = asyncio.create_task(drain_then_exit(), name="drain")

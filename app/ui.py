@@ -8,18 +8,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 from PIL.Image import Image
+from pydantic import BaseModel, ValidationError
 
+from app.api.disconnect import CLIENT_CLOSED_REQUEST
+from app.api.errors import describe_errors
+from app.api.schemas import make_generate_request
 from app.backends.base import UnsupportedRequest
-from app.batching import DeadlineExceeded, QueueFull
-from app.logs import log_failure
+from app.batching import BatchResult, DeadlineExceeded, QueueFull, ShutdownCut
+from app.logs import log_failure, new_error_id
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 
 log = logging.getLogger(__name__)
+
+CLIENT_POLL_S = 0.5  # how often a waiting UI request checks whether its browser is still there
 
 DEMO_NOTICE = (
     "**Demo model loaded**: `builtin:tiny` is a tiny Stable Diffusion with *random weights*, built on this "
@@ -28,45 +35,102 @@ DEMO_NOTICE = (
 )
 
 
+BUSY_MESSAGE = "The service is busy (its queue is full); try again in a moment."
+LEFT_MESSAGE = "The request was cancelled because the page was closed."
+
+
+def _ui_error(message: str) -> gr.Error:
+    """A message for the user; Gradio prints no traceback for it (logs stay one JSON line each)."""
+    return gr.Error(message, print_exception=False)
+
+
+def _as_api_number(value: Any) -> Any:
+    """Sliders and number boxes send floats: 4.0 becomes the API's 4; 2.7 or NaN stay, and fail validation."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def ui_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out."""
+    fields = {name: _as_api_number(value) for name, value in values.items()}
+    if fields.get("negative_prompt") in ("", None):
+        fields.pop("negative_prompt", None)
+    if fields.get("seed") is None:
+        fields.pop("seed", None)
+    return fields
+
+
 async def _generate_with_progress(
-    service: GenerationService, fields: dict[str, Any], progress: gr.Progress
+    service: GenerationService,
+    fields: dict[str, Any],
+    progress: gr.Progress,
+    client_gone: Callable[[], bool] = lambda: False,
+    request_model: type[BaseModel] | None = None,
 ) -> tuple[Image, str]:
-    """Queue a request, relay each denoising step to the progress bar, return the image and a caption."""
-    try:
-        params = resolve_params(service, **fields)
-    except UnsupportedRequest as exc:
-        raise gr.Error(str(exc)) from None
-    steps: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+    """Validate like the API, queue a request, relay each denoising step to the progress bar.
+
+    Every outcome is counted in the metrics and logged as one `ui:generate` line with the HTTP status
+    the API would have given (499 when the browser left); failures carry an error id.
+    """
     started = time.perf_counter()
-    status, images = 500, 0
-    progress((0, params.steps), desc="waiting in the queue", unit="steps")
-    task = asyncio.create_task(service.generate(params, on_step=lambda done, total: steps.put_nowait((done, total))))
+    status, images, batch_size, error_id = 500, 0, None, None
+    task: asyncio.Task[BatchResult] | None = None
     try:
+        try:
+            if request_model is not None:
+                fields = request_model.model_validate(fields).model_dump()
+            params = resolve_params(service, **fields)
+        except ValidationError as exc:
+            status = 422
+            raise _ui_error(describe_errors(exc.errors())[0]) from None
+        except UnsupportedRequest as exc:
+            status = 422
+            raise _ui_error(str(exc)) from None
+        steps: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        progress((0, params.steps), desc="waiting in the queue", unit="steps")
+        task = asyncio.create_task(
+            service.generate(params, on_step=lambda done, total: steps.put_nowait((done, total)))
+        )
         while not task.done():
             next_step = asyncio.ensure_future(steps.get())
-            await asyncio.wait({task, next_step}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, next_step}, timeout=CLIENT_POLL_S, return_when=asyncio.FIRST_COMPLETED)
             if next_step.done():
                 progress(next_step.result(), desc="denoising", unit="steps")
             else:
                 next_step.cancel()
+            if not task.done() and client_gone():
+                status = CLIENT_CLOSED_REQUEST
+                raise _ui_error(LEFT_MESSAGE)
         result = task.result()
-        status, images = 200, 1
+        status, images, batch_size = 200, 1, result.batch_size
+    except gr.Error:
+        raise
     except NotReady as exc:
         status = 503
-        raise gr.Error(f"{exc}; try again in a moment") from None
+        raise _ui_error(f"{exc}; try again in a moment") from None
     except QueueFull:
         status = 429
-        raise gr.Error("the service is busy (queue full); try again in a moment") from None
+        raise _ui_error(BUSY_MESSAGE) from None
+    except ShutdownCut:
+        status = 503
+        raise _ui_error("The service restarted before the image was ready; try again.") from None
     except DeadlineExceeded:
         status = 504
-        raise gr.Error("the image took too long; try fewer steps or a smaller size") from None
+        raise _ui_error("The image took too long; try fewer steps or a smaller size.") from None
+    except asyncio.CancelledError:
+        status = CLIENT_CLOSED_REQUEST
+        raise
     except Exception as exc:
         error_id = log_failure(log, "generation failed", exc)
-        raise gr.Error(f"internal error while generating (error id {error_id})") from None
+        raise _ui_error(f"Internal error while generating (error id {error_id}).") from None
     finally:
-        task.cancel()  # a no-op when done; stops waiting if the browser left
+        if task is not None:
+            task.cancel()  # a no-op when done; takes the request out of the queue if the browser left
         latency_ms = (time.perf_counter() - started) * 1000.0
         service.record(status, latency_ms, images)
+        if status >= 400 and status != CLIENT_CLOSED_REQUEST and error_id is None:
+            error_id = new_error_id()
         log.info(
             "request",
             extra={
@@ -75,21 +139,42 @@ async def _generate_with_progress(
                 "status": status,
                 "latency_ms": round(latency_ms, 1),
                 "backend": service.backend.name if service.backend else None,
-                "batch_size": task.result().batch_size if status == 200 else None,
+                "batch_size": batch_size,
+                "error_id": error_id,
             },
         )
-    latency = latency_ms / 1000.0
     caption = (
         f"seed {params.seed} · {params.width}x{params.height} · {params.steps} steps · "
-        f"{latency:.2f} s on {service.backend.name if service.backend else '?'} (batch of {result.batch_size})"
+        f"{latency_ms / 1000.0:.2f} s on {service.backend.name if service.backend else '?'} "
+        f"(batch of {result.batch_size})"
     )
     return result.image, caption
+
+
+def _browser_left(ui: gr.Blocks, request: gr.Request | None) -> bool:
+    """True once Gradio has seen the page's event stream close.
+
+    Gradio does not cancel a running event when the browser leaves: its queue marks the session's
+    active events `alive = False` (gradio 6.31 `queueing.py`, `Queue.clean_events`, called from the
+    SSE route in `routes.py` on `request.is_disconnected()`), which is what this reads.
+    """
+    session = getattr(request, "session_hash", None)
+    queue = getattr(ui, "_queue", None)
+    if session is None or queue is None:
+        return False
+    return any(
+        event.session_hash == session and not event.alive for jobs in queue.active_jobs if jobs for event in jobs
+    )
 
 
 def build_ui(service: GenerationService) -> gr.Blocks:
     """The Blocks app; sizes default to the model's native size once it is loaded."""
     settings = service.settings
-    with gr.Blocks(title="Stable Diffusion") as ui:
+    request_model = make_generate_request(settings)
+    # Gradio writes each output image under GRADIO_TEMP_DIR; delete them after UI_FILE_TTL_S (checked as
+    # often), so a busy UI cannot fill the pod's /tmp. The browser fetches an image as soon as it is shown.
+    ttl = settings.ui_file_ttl_s
+    with gr.Blocks(title="Stable Diffusion", delete_cache=(ttl, ttl)) as ui:
         gr.Markdown("# Stable Diffusion\nType a prompt and press **Generate**.")
         if service.demo_model:
             gr.Markdown(DEMO_NOTICE, elem_id="demo-notice")
@@ -105,7 +190,8 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     size = {"minimum": settings.min_size, "maximum": settings.max_size, "step": 8}
                     width = gr.Slider(**size, value=settings.default_width or settings.min_size, label="Width")
                     height = gr.Slider(**size, value=settings.default_height or settings.min_size, label="Height")
-                    seed = gr.Number(label="Seed (empty: random)", value=None, precision=0, minimum=0)
+                    # No precision: Gradio would round (and fail on NaN) before our validation sees it.
+                    seed = gr.Number(label="Seed (empty: random)", value=None, minimum=0)
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
                 image = gr.Image(
@@ -114,25 +200,31 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                 caption = gr.Markdown(elem_id="caption")
 
         async def generate(
-            prompt_text: str,
-            negative_text: str,
-            steps_value: float,
-            guidance_value: float,
-            width_value: float,
-            height_value: float,
-            seed_value: float | None,
+            prompt_text: Any,
+            negative_text: Any,
+            steps_value: Any,
+            guidance_value: Any,
+            width_value: Any,
+            height_value: Any,
+            seed_value: Any,
+            request: gr.Request,
             progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
         ) -> tuple[Image, str]:
-            fields = {
-                "prompt": prompt_text,
-                "negative_prompt": negative_text,
-                "steps": int(steps_value),
-                "guidance_scale": float(guidance_value),
-                "width": int(width_value),
-                "height": int(height_value),
-                "seed": None if seed_value is None else int(seed_value),
-            }
-            return await _generate_with_progress(service, fields, progress)
+            # No conversion here: the API's request model judges the raw values (2.7 steps is an error).
+            fields = ui_fields(
+                {
+                    "prompt": prompt_text,
+                    "negative_prompt": negative_text,
+                    "steps": steps_value,
+                    "guidance_scale": guidance_value,
+                    "width": width_value,
+                    "height": height_value,
+                    "seed": seed_value,
+                }
+            )
+            return await _generate_with_progress(
+                service, fields, progress, lambda: _browser_left(ui, request), request_model
+            )
 
         def native_sizes() -> tuple[Any, Any]:
             # Runs on page load: once the model is known, default the sliders to its native size.
@@ -143,8 +235,11 @@ def build_ui(service: GenerationService) -> gr.Blocks:
 
         ui.load(native_sizes, outputs=[width, height], queue=False)
         inputs = [prompt, negative, steps, guidance, width, height, seed]
-        # Our own batcher bounds the work; let Gradio hand requests to it concurrently so they can batch.
-        event = {"concurrency_limit": settings.queue_size + settings.max_batch_size}
-        button.click(generate, inputs, [image, caption], **event)
-        prompt.submit(generate, inputs, [image, caption], **event)
+        # Our batcher is the one bound for UI and API alike: Gradio hands every UI request to it at once
+        # (no concurrency limit, so nothing waits in Gradio's own queue), and a full queue is a "busy".
+        event = {"concurrency_limit": None}
+        button.click(generate, inputs, [image, caption], api_name="generate", **event)
+        prompt.submit(generate, inputs, [image, caption], api_name=False, **event)
+    # Defence in depth: Gradio's queue could only fill if events stopped reaching our handler.
+    ui.queue(max_size=settings.queue_size, default_concurrency_limit=None)
     return ui

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
 from tests.support.pinned_node import use_pinned_node
 
@@ -17,3 +18,20 @@ def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServe
     """The real service (built-in model, CPU, UI on) on a free loopback port, shared by the session."""
     with serve(tmp_path_factory.mktemp("model-cache")) as live:
         yield live
+
+
+@pytest.fixture(scope="session")
+def held_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, FakeBackend]]:
+    """The real HTTP stack and UI over a stand-in backend whose pipeline call a test can hold
+    (`backend.release.clear()`), one request per batch, a queue of 4 and short limits, for tests of
+    what happens around the model: queue bounds, departed clients, HTTP limits, UI errors."""
+    backend = FakeBackend()
+    with serve(
+        tmp_path_factory.mktemp("unused"),
+        loader=lambda _settings: backend,
+        max_batch_size=1,
+        queue_size=4,
+        header_timeout_s=1.0,
+        ui_file_ttl_s=1,
+    ) as live:
+        yield live, backend

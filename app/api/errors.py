@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -30,11 +31,20 @@ def _describe(error: dict[str, Any]) -> dict[str, str]:
     return {"field": _field(tuple(error.get("loc", ()))), "message": error.get("msg", "invalid")}
 
 
+def describe_errors(errors: Sequence[Any]) -> tuple[str, list[dict[str, str]]]:
+    """Pydantic errors -> ("invalid request: field: message; ...", [{field, message}]), no input echo.
+
+    The API's 422 and the UI's error message both come from here, so they read the same.
+    """
+    detail = [_describe(e) for e in errors]
+    summary = "; ".join(f"{d['field']}: {d['message']}" for d in detail)
+    return f"invalid request: {summary}", detail
+
+
 async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
     """422 listing each bad field with pydantic's message (no input echo: bodies may be huge)."""
-    detail = [_describe(e) for e in exc.errors()]
-    summary = "; ".join(f"{d['field']}: {d['message']}" for d in detail)
-    return JSONResponse({"error": f"invalid request: {summary}", "detail": detail}, status_code=422)
+    message, detail = describe_errors(exc.errors())
+    return JSONResponse({"error": message, "detail": detail}, status_code=422)
 
 
 async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:

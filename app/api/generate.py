@@ -13,9 +13,10 @@ from fastapi.responses import JSONResponse
 from PIL.Image import Image
 
 from app.api.dependencies import get_service
+from app.api.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
 from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
-from app.batching import DeadlineExceeded, QueueFull
+from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
@@ -37,9 +38,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def png_bytes(image: Image) -> bytes:
-    """Encode an image as PNG (deterministic: same pixels, same bytes)."""
+    """Encode an image as PNG (deterministic: same pixels, same bytes).
+
+    zlib level 1 rather than Pillow's default 6: measured on the built-in model's images on the CPU,
+    2.4 -> 1.5 ms at 128x128 and 31 -> 28 ms at 512x512, for files about 3 % larger; the encoding is
+    part of every request's latency.
+    """
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 
@@ -57,7 +63,7 @@ def generate_router(settings: Settings) -> APIRouter:
         response_class=Response,
         responses={
             200: {
-                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size",
+                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size, X-Pipeline-Ms",
                 "content": {"image/png": {}, "application/json": {"schema": GenerateJSONResponse.model_json_schema()}},
             },
             **_ERRORS,
@@ -78,13 +84,27 @@ def generate_router(settings: Settings) -> APIRouter:
                 status = 422
                 return _error(422, str(exc))
             try:
-                result = await service.generate(params)
+                result = await unless_disconnected(request.receive, service.generate(params))
+            except ClientDisconnected:
+                # Nobody is listening: the queued request was cancelled before it ran (or its result is
+                # discarded); log and count it as 499, not as a success.
+                status = CLIENT_CLOSED_REQUEST
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
             except NotReady as exc:
                 status = 503
                 return _error(503, str(exc), {"Retry-After": "5"})
             except QueueFull:
                 status = 429
                 return _error(429, "the queue is full; retry later", {"Retry-After": "1"})
+            except ShutdownCut as exc:
+                status = 503
+                error_id = log_failure(log, "shutdown grace over before the image was ready", exc)
+                return _error(
+                    503,
+                    "the service shut down before this image was ready; retry",
+                    {"Retry-After": "1"},
+                    error_id=error_id,
+                )
             except DeadlineExceeded:
                 status = 504
                 return _error(504, f"no image within {settings.request_timeout_s:g} s")
@@ -101,6 +121,7 @@ def generate_router(settings: Settings) -> APIRouter:
                 "X-Backend": backend,
                 "X-Latency-Ms": f"{latency_ms:.1f}",
                 "X-Batch-Size": str(result.batch_size),
+                "X-Pipeline-Ms": f"{result.pipeline_ms:.1f}",
             }
             status, images = 200, 1
             if "application/json" in request.headers.get("accept", ""):

@@ -1,7 +1,9 @@
-"""ASGI middleware: a body size limit for the API, and one JSON log line per request."""
+"""ASGI middleware: a body size limit for every route, and one JSON log line per request."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -21,21 +23,78 @@ def _log_level(path: str) -> int:
     return logging.INFO if path == "/" or path.startswith("/v1/") else logging.DEBUG
 
 
-class BodyLimitMiddleware:
-    """Answer 413 to API requests whose body is larger than `max_bytes`, before anything parses it."""
+async def _discard_body(receive: Receive, already: int, max_discard_bytes: int, timeout_s: float) -> None:
+    """Read and drop the rest of a refused body, up to `max_discard_bytes` and `timeout_s`.
 
-    def __init__(self, app: ASGIApp, max_bytes: int, path_prefix: str = "/v1"):
+    A client that writes its whole body before reading (Python's urllib, a load balancer) sees a
+    connection reset instead of our answer if we answer and close while it is still writing; reading
+    the body first lets it read the 413. The bounds keep a huge or slow body from costing more.
+    """
+
+    async def drain() -> None:
+        seen = already
+        while seen <= max_discard_bytes:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(drain(), timeout_s)
+
+
+async def _send_json(send: Send, status: int, message: str) -> None:
+    payload = json.dumps({"error": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than `max_bytes`.
+
+    The body is read with a cap before anything parses it and replayed to the app; a refused body is
+    read and discarded (bounded) before the 413 so that clients that write it all first can read it.
+    Gradio's upload route is refused outright (403): the UI takes no files, and uploads would be kept
+    on the pod's disk.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        max_discard_bytes: int,
+        discard_timeout_s: float = 10.0,
+        refused_paths: tuple[str, ...] = (),
+    ):
         self.app = app
         self.max_bytes = max_bytes
-        self.path_prefix = path_prefix
+        self.max_discard_bytes = max_discard_bytes
+        self.discard_timeout_s = discard_timeout_s
+        self.refused_paths = refused_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(self.path_prefix):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"].rstrip("/") in self.refused_paths:
+            await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
+            await _send_json(send, 403, "this service accepts no file uploads")
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._reject(send)
+            await self._reject(receive, send, 0)
             return
         # Read the (possibly chunked) body with a cap, then replay it to the app.
         body = bytearray()
@@ -47,7 +106,7 @@ class BodyLimitMiddleware:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > self.max_bytes:
-                await self._reject(send)
+                await self._reject(receive, send, len(body) if more else -1)
                 return
         replayed = False
 
@@ -60,16 +119,11 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _reject(self, send: Send) -> None:
-        payload = json.dumps({"error": f"request body larger than {self.max_bytes} bytes"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+    async def _reject(self, receive: Receive, send: Send, already: int) -> None:
+        """413 after discarding the rest of the body (`already` bytes read; -1: nothing left to read)."""
+        if already >= 0:
+            await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
+        await _send_json(send, 413, f"request body larger than {self.max_bytes} bytes")
 
 
 class RequestLogMiddleware:

@@ -25,10 +25,10 @@ async def readiness(service: Annotated[GenerationService, Depends(get_service)])
     """200 once the model is loaded and warmed up; 503 before that and while shutting down."""
     if service.ready:
         return JSONResponse({"status": "ready"})
+    body: dict[str, str] = {"status": "loading"}
     if service.draining:
-        status = "draining"
-    elif service.load_error:
-        status = "load failed: " + service.load_error
-    else:
-        status = "loading"
-    return JSONResponse({"status": status}, status_code=503, headers={"Retry-After": "5"})
+        body = {"status": "draining"}
+    elif service.load_error_id:
+        # The exception itself is in the log line with this id, not here.
+        body = {"status": "load failed", "error_id": service.load_error_id}
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})

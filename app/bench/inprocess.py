@@ -11,14 +11,16 @@ from typing import Any
 
 import uvicorn
 
+from app.http_protocol import server_config
+
 
 @contextmanager
 def serve_in_thread(app: Any, start_timeout_s: float = 30.0) -> Iterator[str]:
-    """Yield the server's base URL once it accepts connections; stop it on exit."""
+    """Serve an app from `create_app` as `python -m app` does; yield its URL once it accepts connections."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))  # port 0: the kernel picks a free one, and we hold it from now on
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    server = uvicorn.Server(server_config(app, app.state.service.settings, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn")
     thread.start()
     try:

@@ -261,7 +261,7 @@ def software_versions() -> str:
     )
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
     """The checked-out commit, flagged when the measured code (under app/) has local changes."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -334,7 +334,7 @@ def table(measurements: list[Measurement], flops: ImageFlops, peak_tflops: float
 def run(args: argparse.Namespace) -> int:
     """Run the comparison, print it, and write it to `args.results_file` when given."""
     settings = load_settings()
-    commit = _git_commit()  # now, before the code or the checkout can change during a long run
+    commit = git_commit()  # now, before the code or the checkout can change during a long run
     device = _device(args.device)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     model_path = resolve_model(args.model, args.cache_dir or settings.model_cache_dir)

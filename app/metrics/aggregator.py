@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app import metric_names as m
+from app.api.disconnect import CLIENT_CLOSED_REQUEST
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,15 @@ class MetricsAggregator:
         self._values: defaultdict[str, list[float]] = defaultdict(list)
 
     def request_finished(self, status: int, latency_ms: float, images: int) -> None:
-        """One generation request ended with HTTP `status` (5xx counts as an error)."""
+        """One generation request ended with HTTP `status` (5xx counts as an error).
+
+        A request whose client left (499) counts as a request but not as an error, and its time is
+        left out of the latency: it measures when the client gave up, not the service.
+        """
         self._values[m.REQUESTS.name].append(1)
         self._values[m.ERRORS.name].append(1 if status >= 500 else 0)
-        self._values[m.LATENCY.name].append(latency_ms)
+        if status != CLIENT_CLOSED_REQUEST:
+            self._values[m.LATENCY.name].append(latency_ms)
         if images:
             self._values[m.IMAGES_GENERATED.name].append(images)
 

@@ -31,3 +31,15 @@ def resolve_model_source(model_id: str, cache_dir: Path) -> Path | str:
         f"MODEL_ID={model_id!r} is not builtin:<name>, an existing directory, s3://bucket/prefix, "
         "or a Hugging Face repo id (owner/name)"
     )
+
+
+def public_model_name(model_id: str) -> str:
+    """What responses may say about MODEL_ID: a built-in or hub id as is, else only the folder's last name.
+
+    An S3 URI or a local path tells a caller about buckets and file systems, so it stays in the logs.
+    """
+    if model_id.startswith(BUILTIN_PREFIX):
+        return model_id
+    if _HUB_REPO_ID.match(model_id) and not model_id.startswith((".", "/", "~")) and not Path(model_id).is_dir():
+        return model_id
+    return model_id.rstrip("/").rsplit("/", 1)[-1] or "model"

@@ -12,7 +12,7 @@ from app.models.random_pipeline import PipelineSpec
 BUILTIN_PREFIX = "builtin:"
 
 TINY = PipelineSpec(
-    name="builtin-tiny-v1",
+    name="builtin-tiny-v2",  # v2: a tokenizer with the whole vocabulary (v1 ignored the prompt)
     description="tiny random-weight Stable Diffusion (demo: abstract images, no download)",
     unet={
         "sample_size": 32,  # 32 latent pixels x 8 = 256 x 256 images by default

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.models.tokenizer_files import END_TOKEN, write_tokenizer_files
+from app.models.tokenizer_files import load_tokenizer, write_tokenizer_files
 
 # Stable Diffusion's noise schedule (the same for 1.x and 2.x base models).
 SD_SCHEDULER: Mapping[str, Any] = {
@@ -50,15 +50,10 @@ def build_pipeline(
     """Create the pipeline in memory with seeded random weights and our own tokenizer files."""
     import torch
     from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+    from transformers import CLIPTextConfig, CLIPTextModel
 
     token_ids = write_tokenizer_files(tokenizer_dir)
-    tokenizer = CLIPTokenizer(
-        vocab_file=str(tokenizer_dir / "vocab.json"),
-        merges_file=str(tokenizer_dir / "merges.txt"),
-        pad_token=END_TOKEN,
-        model_max_length=int(spec.text_encoder.get("max_position_embeddings", 77)),
-    )
+    tokenizer = load_tokenizer(tokenizer_dir, int(spec.text_encoder.get("max_position_embeddings", 77)))
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(spec.seed)

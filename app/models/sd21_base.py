@@ -21,7 +21,7 @@ from app.models.random_pipeline import PipelineSpec
 BENCH_MODEL_NAME = "sd21-base"
 
 SD21_BASE = PipelineSpec(
-    name="bench-sd21-base-v1",
+    name="bench-sd21-base-v2",  # v2: the tokenizer fix of builtin-tiny-v2
     description="Stable Diffusion 2.1-base architecture, random weights (benchmark only)",
     unet={
         "sample_size": 64,  # 64 latent pixels x 8 = 512 x 512 images

@@ -22,6 +22,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_ready(url: str) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readiness").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("never ready")
+
+
 def test_sigterm_drains_then_exits(tmp_path):
     port = free_port()
     env = {
@@ -43,16 +55,7 @@ def test_sigterm_drains_then_exits(tmp_path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readiness").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("never ready")
+        wait_ready(url)
 
         # A slow request (many steps at full size) is in flight when SIGTERM arrives.
         in_flight: list[httpx.Response] = []
@@ -81,3 +84,53 @@ def test_sigterm_drains_then_exits(tmp_path):
     assert '"message": "draining", "in_flight": 1' in stderr  # SIGTERM came while it was running
     # METRICS=emf: the final flush on shutdown wrote the requests as an EMF line on stdout.
     assert '"CloudWatchMetrics"' in stdout and '"Requests"' in stdout
+
+
+def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_path):
+    grace_s = 20
+    port = free_port()
+    env = {
+        **os.environ,
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "BACKEND": "cpu",
+        "MODEL_CACHE_DIR": str(tmp_path),
+        "DEFAULT_STEPS": "2",
+        "UI": "false",
+        "SHUTDOWN_GRACE_S": str(grace_s),
+        "REQUEST_TIMEOUT_S": "600",
+        "MAX_BATCH_SIZE": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url)
+        # Far more work than the grace allows: one long request runs, two wait behind it.
+        answers: list[httpx.Response] = []
+        big = {"prompt": "slow", "steps": 100, "width": 1024, "height": 1024, "seed": 1}
+        clients = [
+            threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/generate", json=big, timeout=600)))
+            for _ in range(3)
+        ]
+        for client in clients:
+            client.start()
+            time.sleep(0.3)
+        sigterm_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10 * grace_s)
+        exited_after_s = time.monotonic() - sigterm_at
+        for client in clients:
+            client.join(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    process.communicate()
+
+    # One grace period in total (plus process exit), not the drain's grace and then uvicorn's again.
+    assert exited_after_s < grace_s + 8
+    assert len(answers) == 3
+    for answer in answers:
+        assert answer.status_code == 503 and answer.headers["content-type"] == "application/json"
+        assert len(answer.json()["error_id"]) == 12 and "shut down" in answer.json()["error"]

@@ -45,7 +45,7 @@ def test_out_of_bounds_input_is_a_gradio_error_with_the_reason():
 
 
 def test_a_pipeline_failure_reaches_the_user_as_an_error_with_an_id():
-    with pytest.raises(gr.Error, match=r"internal error while generating \(error id [0-9a-f]{12}\)"):
+    with pytest.raises(gr.Error, match=r"Internal error while generating \(error id [0-9a-f]{12}\)"):
         asyncio.run(_run({"prompt": "explode", "steps": 2}, RecordingProgress(), FakeBackend()))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.held import finish, hold_the_pipeline, info, wait_until
 from tests.app.live_server import LiveServer
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -54,3 +55,35 @@ def test_typing_a_prompt_and_pressing_generate_shows_an_image(browser, live_serv
     screenshot = Path(os.environ.get("UI_SCREENSHOT", tmp_path / "ui.png"))
     page.screenshot(path=str(screenshot), full_page=True)
     page.close()
+
+
+def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser, live_service: LiveServer):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_service.url + "/", wait_until="domcontentloaded")
+    page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
+    page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
+    page.get_by_text("Options").click()
+    page.get_by_label("Seed (empty: random)").fill("2.5")  # the API answers 422; the UI used to run seed 2
+    page.locator("#generate").click()
+    page.get_by_text("seed: Input should be a valid integer").first.wait_for(timeout=60_000)
+    assert page.locator("#result img").count() == 0
+    page.close()
+
+
+def test_closing_the_page_takes_its_queued_request_out_of_the_queue(browser, held_service):
+    live, backend = held_service
+    before = info(live)["batching"]["cancelled_by_client"]
+    batches = len(backend.batches)
+    blocker = hold_the_pipeline(live, backend)
+    try:
+        page = browser.new_page()
+        page.goto(live.url + "/", wait_until="domcontentloaded")
+        page.locator("#prompt textarea").fill("nobody will look at this")
+        page.locator("#generate").click()
+        wait_until(lambda: live.service.batcher.depth == 1)
+        page.close()
+        wait_until(lambda: info(live)["batching"]["cancelled_by_client"] == before + 1)
+        assert live.service.batcher.depth == 0
+    finally:
+        finish(blocker, backend)
+    assert [p.prompt for batch in backend.batches[batches:] for p in batch] == ["blocker"]

@@ -1,0 +1,111 @@
+"""Limits at the HTTP layer: header size and time, body size on every route, no uploads."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+
+def connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=30)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a reset ends it too)."""
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def test_an_oversized_header_is_refused_and_the_connection_closed(held_service):
+    live, _ = held_service
+    sock = connect(live.url)
+    request = b"GET /health HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * (64 * 1024) + b"\r\n\r\n"
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused while still writing: fine
+        sock.sendall(request)
+    answer = read_until_closed(sock)
+    sock.close()
+    assert not answer.startswith(b"HTTP/1.1 200")
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431")
+    assert live.settings.max_header_bytes < 64 * 1024
+
+
+@pytest.mark.parametrize(
+    "sends",
+    [
+        pytest.param([b""], id="nothing"),
+        pytest.param([b"GET /health HTTP/1.1\r\nHost: test\r\n"], id="headers never finished"),
+        # A byte every 0.3 s: the clock runs from the first byte, it is not reset by each one.
+        pytest.param([b"GET /health HTTP/1.1\r\n"] + [b"X"] * 40, id="headers dribbled"),
+    ],
+)
+def test_a_connection_that_does_not_finish_its_headers_in_time_is_closed(held_service, sends):
+    live, _ = held_service
+    limit = live.settings.header_timeout_s
+    sock = connect(live.url)
+    started = time.monotonic()
+    closed = False
+    try:
+        for chunk in sends:
+            sock.sendall(chunk)
+            time.sleep(0.3 if len(sends) > 1 else 0)
+        sock.settimeout(limit + 10)
+        closed = sock.recv(1024) == b""
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    finally:
+        sock.close()
+    elapsed = time.monotonic() - started
+    assert closed
+    assert elapsed < limit + 5
+
+
+def test_a_complete_request_after_a_pause_is_served(held_service):
+    live, _ = held_service
+    sock = connect(live.url)
+    time.sleep(live.settings.header_timeout_s / 3)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    assert read_until_closed(sock).startswith(b"HTTP/1.1 200")
+    sock.close()
+
+
+@pytest.mark.parametrize("path", ["/v1/generate", "/gradio_api/queue/join"])
+def test_a_client_that_writes_the_whole_body_first_reads_the_413(held_service, path):
+    live, _ = held_service
+    body = json.dumps({"prompt": "x" * 2_000_000}).encode()
+    request = urllib.request.Request(live.url + path, data=body, headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 413
+    assert f"larger than {live.settings.max_body_bytes} bytes" in json.loads(refused.value.read())["error"]
+
+
+def test_a_chunked_body_over_the_limit_on_a_ui_route_is_refused(held_service):
+    live, _ = held_service
+
+    def chunks():
+        for _ in range(64):
+            yield b"x" * 1024
+
+    response = httpx.post(f"{live.url}/gradio_api/queue/join", content=chunks(), timeout=30)
+    assert response.status_code == 413
+
+
+def test_gradio_uploads_are_refused(held_service, tmp_path):
+    live, _ = held_service
+    response = httpx.post(f"{live.url}/gradio_api/upload", files={"files": ("big.bin", b"\0" * 10_000)}, timeout=30)
+    assert response.status_code == 403
+    assert "no file uploads" in response.json()["error"]

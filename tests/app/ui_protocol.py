@@ -1,0 +1,62 @@
+"""Talk to the Gradio UI the way its page does: join the queue, then read the event stream (SSE)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+FIELDS = ("prompt", "negative_prompt", "steps", "guidance_scale", "width", "height", "seed")
+DEFAULTS: dict[str, Any] = {"negative_prompt": "", "steps": 2, "guidance_scale": 7.5, "width": 64, "height": 64}
+
+
+def _generate_dependency(url: str) -> dict[str, Any]:
+    config = httpx.get(f"{url}/config", timeout=30).json()
+    return next(d for d in config["dependencies"] if d.get("api_name") == "generate")
+
+
+@contextmanager
+def ui_event_stream(url: str, **values: Any) -> Iterator[Iterator[dict[str, Any]]]:
+    """Press Generate with `values` (the UI's fields; missing ones take the page's defaults) and yield
+    the stream of Gradio messages; leaving the block closes the stream, as closing the page does."""
+    dependency = _generate_dependency(url)
+    session = uuid.uuid4().hex
+    data = [{**DEFAULTS, "seed": None, **values}.get(name) for name in FIELDS]
+    joined = httpx.post(
+        f"{url}/gradio_api/queue/join",
+        json={
+            "data": data,
+            "fn_index": dependency["id"],
+            "trigger_id": dependency["targets"][0][0],
+            "session_hash": session,
+            "event_data": None,
+        },
+        timeout=30,
+    )
+    joined.raise_for_status()
+    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session}, timeout=60) as stream:
+
+        def messages() -> Iterator[dict[str, Any]]:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    yield json.loads(line.removeprefix("data:"))
+
+        yield messages()
+
+
+def ui_generate(url: str, **values: Any) -> dict[str, Any]:
+    """Press Generate and return Gradio's final message (`success`, `output`)."""
+    with ui_event_stream(url, **values) as messages:
+        for message in messages:
+            if message["msg"] == "process_completed":
+                return message
+    raise AssertionError("the event stream ended without a result")
+
+
+def ui_error(message: dict[str, Any]) -> str | None:
+    """The error text the page would show for a final message, or None if it succeeded."""
+    return None if message.get("success") else (message.get("output") or {}).get("error")
