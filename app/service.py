@@ -20,7 +20,7 @@ from app.batching import Batcher, BatchResult, StepListener
 from app.logs import log_failure
 from app.metrics.aggregator import MetricsAggregator
 from app.metrics.flusher import make_publisher, run_flusher
-from app.model_source import public_model_name
+from app.model_store.source import public_model_name
 from app.models.builtin import BUILTIN_PREFIX
 from app.settings import Settings
 

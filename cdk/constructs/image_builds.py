@@ -212,40 +212,61 @@ class ImageBuilds(Construct):
             properties={"Builds": builds, "SourceHash": source_hash},
         )
 
+    def _docker_build_project(
+        self,
+        construct_id: str,
+        *,
+        description: str,
+        source: s3_assets.Asset,
+        buildspec: str,
+        compute_type: codebuild.ComputeType,
+        timeout: Duration,
+        variables: dict[str, str],
+    ) -> codebuild.Project:
+        """A privileged project that runs `buildspec` from `source` and pushes to the repository."""
+        project = codebuild.Project(
+            self,
+            construct_id,
+            description=description,
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_source_filename(buildspec),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
+                compute_type=compute_type,
+                privileged=True,  # docker build needs the Docker daemon
+            ),
+            environment_variables={
+                name: codebuild.BuildEnvironmentVariable(value=value)
+                for name, value in {"REPOSITORY_URI": self.repository.repository_uri, **variables}.items()
+            },
+            encryption_key=self.artifacts_key,
+            logging=codebuild.LoggingOptions(
+                cloud_watch=codebuild.CloudWatchLoggingOptions(
+                    log_group=encrypted_log_group(self, f"{construct_id}Logs")
+                )
+            ),
+            timeout=timeout,
+        )
+        self.repository.grant_pull_push(project)
+        self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
+        return project
+
     def _project(
         self, item: AcceleratorCapacity, *, tag: str, region: str, args: Mapping[str, str]
     ) -> codebuild.Project:
         """A privileged project that builds and pushes one accelerator's image."""
         base_image = item.base_image.replace("{region}", region)
         dlc_registry = base_image.split("/", 1)[0]
-        logs_group = encrypted_log_group(self, f"{item.name.capitalize()}BuildLogs")
-        project = codebuild.Project(
-            self,
+        project = self._docker_build_project(
             f"{item.name.capitalize()}Build",
             description=f"Builds the {item.name} service image on {base_image}",
-            source=codebuild.Source.s3(bucket=self.source.bucket, path=self.source.s3_object_key),
-            build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
-            environment=codebuild.BuildEnvironment(
-                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
-                compute_type=codebuild.ComputeType.X_LARGE,
-                privileged=True,  # docker build needs the Docker daemon
-            ),
-            environment_variables={
-                name: codebuild.BuildEnvironmentVariable(value=value)
-                for name, value in {
-                    "REPOSITORY_URI": self.repository.repository_uri,
-                    "IMAGE_TAG": tag,
-                    "BASE_IMAGE": base_image,
-                    "DLC_REGISTRY": dlc_registry,
-                    **args,  # the build args the tag hashes (ACCELERATOR, OPTIMUM_NEURON_VERSION)
-                }.items()
-            },
-            encryption_key=self.artifacts_key,
-            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=logs_group)),
+            source=self.source,
+            buildspec=BUILDSPEC,
+            compute_type=codebuild.ComputeType.X_LARGE,
             timeout=Duration.minutes(90),
+            # the build args the tag hashes (ACCELERATOR, OPTIMUM_NEURON_VERSION)
+            variables={"IMAGE_TAG": tag, "BASE_IMAGE": base_image, "DLC_REGISTRY": dlc_registry, **args},
         )
-        self.repository.grant_pull_push(project)
-        self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
         # Pull the DLC base: the DLC registry is another AWS account; scope to the base's repository.
         # (A base image from a public registry needs no permission.)
         dlc_account = dlc_registry.split(".", 1)[0]
@@ -262,30 +283,13 @@ class ImageBuilds(Construct):
 
     def _routing_controller_project(self, source: s3_assets.Asset, *, tag: str) -> codebuild.Project:
         """A small privileged project that builds routing_controller/Dockerfile on a slim Python base."""
-        logs_group = encrypted_log_group(self, "RoutingControllerBuildLogs")
-        project = codebuild.Project(
-            self,
+        project = self._docker_build_project(
             "RoutingControllerBuild",
             description=f"Builds the routing controller image on {versions.ROUTING_CONTROLLER_BASE_IMAGE}",
-            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
-            build_spec=codebuild.BuildSpec.from_source_filename(ROUTING_CONTROLLER_BUILDSPEC),
-            environment=codebuild.BuildEnvironment(
-                build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
-                compute_type=codebuild.ComputeType.SMALL,
-                privileged=True,  # docker build needs the Docker daemon
-            ),
-            environment_variables={
-                name: codebuild.BuildEnvironmentVariable(value=value)
-                for name, value in {
-                    "REPOSITORY_URI": self.repository.repository_uri,
-                    "IMAGE_TAG": tag,
-                    "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE,
-                }.items()
-            },
-            encryption_key=self.artifacts_key,
-            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=logs_group)),
+            source=source,
+            buildspec=ROUTING_CONTROLLER_BUILDSPEC,
+            compute_type=codebuild.ComputeType.SMALL,
             timeout=Duration.minutes(20),
+            variables={"IMAGE_TAG": tag, "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE},
         )
-        self.repository.grant_pull_push(project)
-        self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
         return project
