@@ -12,15 +12,23 @@ from typing import Any
 import uvicorn
 
 from app.http_protocol import server_config
+from app.settings import Settings, load_settings
 
 
 @contextmanager
-def serve_in_thread(app: Any, start_timeout_s: float = 30.0) -> Iterator[str]:
-    """Serve an app from `create_app` as `python -m app` does; yield its URL once it accepts connections."""
+def serve_in_thread(app: Any, settings: Settings | None = None, start_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve an ASGI app as `python -m app` does; yield its URL once it accepts connections.
+
+    The server's limits come from `settings`: by default those of the app's service (an app from
+    `create_app`), or the defaults for any other app (a test's stand-in identity provider, say).
+    """
+    if settings is None:
+        service = getattr(getattr(app, "state", None), "service", None)
+        settings = service.settings if service is not None else load_settings()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))  # port 0: the kernel picks a free one, and we hold it from now on
-    server = uvicorn.Server(server_config(app, app.state.service.settings, lifespan="on"))
+    server = uvicorn.Server(server_config(app, settings, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn")
     thread.start()
     try:

@@ -73,7 +73,7 @@ def serve_jobs(tmp: Path, loader: Callable[[Settings], Backend], **overrides: ob
         }
     )
     app = create_app(settings, loader)
-    with serve_in_thread(with_test_caller(app)) as url:
+    with serve_in_thread(with_test_caller(app), settings) as url:
         deadline = time.monotonic() + 60
         while httpx.get(f"{url}/readiness").status_code != 200:
             if time.monotonic() > deadline:
