@@ -106,6 +106,7 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
         app,
         http=protocol,
         h11_max_incomplete_event_size=settings.max_header_bytes,
+        timeout_keep_alive=settings.keep_alive_s,
         log_config=None,  # keep our JSON logging
         access_log=False,  # RequestLogMiddleware writes one line per request
         **options,

@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     # Network.
     host: str = Field("0.0.0.0", description="bind address; make run uses 127.0.0.1")
     port: int = Field(8000, ge=1, le=65535)
+    keep_alive_s: float = Field(
+        5.0,
+        gt=0.0,
+        le=4000.0,
+        description="how long an idle keep-alive connection stays open; behind a load balancer, longer than its "
+        "idle timeout, or it may reuse a connection the service just closed (a 502)",
+    )
 
     # Bounds on a request.
     max_header_bytes: int = Field(

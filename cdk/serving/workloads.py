@@ -23,6 +23,8 @@ CACHE_DIR: Final = "/cache"
 TMP_DIR: Final = "/tmp"  # noqa: S108
 SHM_DIR: Final = "/dev/shm"  # noqa: S108
 Manifest = dict[str, Any]
+# Seconds the service keeps an idle connection beyond the ALB's idle timeout (ingressIdleTimeoutSeconds).
+KEEP_ALIVE_MARGIN_S: Final = 5
 
 # Checkov findings on the pods that are the design, not an oversight (tests/cdk/test_checkov.py).
 POD_CHECKOV_SKIPS: Final = {
@@ -162,6 +164,8 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "MODEL_ID", "value": model_uri},
         {"name": "BACKEND", "value": acc.service_backend},
         {"name": "PORT", "value": str(CONTAINER_PORT)},
+        # The ALB keeps idle connections to targets for its idle timeout; the pod must keep them longer.
+        {"name": "KEEP_ALIVE_S", "value": str(cfg.idle_timeout_s + KEEP_ALIVE_MARGIN_S)},
         {"name": "MAX_BATCH_SIZE", "value": str(cfg.max_batch_size)},
         {"name": "BATCH_WAIT_MS", "value": f"{cfg.batch_wait_ms:g}"},
         {"name": "QUEUE_SIZE", "value": str(cfg.queue_size)},

@@ -109,3 +109,22 @@ def test_gradio_uploads_are_refused(held_service, tmp_path):
     response = httpx.post(f"{live.url}/gradio_api/upload", files={"files": ("big.bin", b"\0" * 10_000)}, timeout=30)
     assert response.status_code == 403
     assert "no file uploads" in response.json()["error"]
+
+
+def _get_health(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+    return sock.recv(65536)
+
+
+def test_an_idle_keep_alive_connection_lasts_keep_alive_s(held_service):
+    """Behind the ALB, KEEP_ALIVE_S is set above its idle timeout (cdk/serving/workloads.py), so the
+    ALB never sends on a connection the service has just closed."""
+    live, _ = held_service
+    limit = live.settings.keep_alive_s
+    sock = connect(live.url)
+    assert _get_health(sock).startswith(b"HTTP/1.1 200")
+    time.sleep(limit / 2)
+    assert _get_health(sock).startswith(b"HTTP/1.1 200"), "closed before KEEP_ALIVE_S"
+    time.sleep(limit + 1.0)
+    assert read_until_closed(sock) == b"", "still open after KEEP_ALIVE_S"
+    sock.close()

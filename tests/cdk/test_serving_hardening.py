@@ -70,3 +70,13 @@ def test_every_log_group_is_encrypted_with_a_customer_key(platform_synth):
     for name, template in platform_synth.raw_templates.items():
         for logical_id, group in resources_of(template, "AWS::Logs::LogGroup").items():
             assert "KmsKeyId" in group["Properties"], f"{name}/{logical_id}"
+
+
+def test_the_service_keeps_idle_connections_longer_than_the_alb(serving, serving_manifests):
+    (ingress,) = [o for o in serving_manifests if o["kind"] == "Ingress"]
+    attributes = ingress["metadata"]["annotations"]["alb.ingress.kubernetes.io/load-balancer-attributes"]
+    idle = int(attributes.split("idle_timeout.timeout_seconds=")[1].split(",")[0])
+    for name, spec in _pod_specs(serving_manifests):
+        env = {e["name"]: e.get("value") for c in spec["containers"] for e in c.get("env", [])}
+        if "PORT" in env:
+            assert float(env["KEEP_ALIVE_S"]) > idle, name
