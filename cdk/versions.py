@@ -141,12 +141,15 @@ ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.1
 # `make lock`): the locks are resolved for this Python and platform, and against this torch, which
 # stays the DLC's own build (it is left out of the lock). tests/app/test_image_locks.py ties them to
 # the tags above.
-# neuron: Python 3.11 and torch 2.8.0 (torch-neuronx 2.8.0.2.10), per aws-neuron/deep-learning-containers
-#   tag 2.26.1, pytorch/inference/2.8.0/Dockerfile.neuronx (PYTHON=python3.11) and README.md.
-# nvidia: Python 3.12 and torch 2.13.0, per aws/deep-learning-containers docker/pytorch/2.13/cuda/pyproject.toml
-#   and docs/src/data/pytorch/2.13-cuda-ec2.yml (python: py312).
-# Platform: both install torch wheels tagged manylinux_2_28 (PyPI / download.pytorch.org), so that glibc
-#   floor holds on both (Ubuntu 22.04, Amazon Linux 2023); x86_64 (inf2/trn1, g5/g6).
+# Verified: aws-neuron/deep-learning-containers@2.26.1 pytorch/inference/2.8.0/Dockerfile.neuronx (PYTHON=python3.11);
+# aws/deep-learning-containers@e0ecedea6a1c docs/src/data/pytorch/2.13-cuda-ec2.yml (python: py312).
 BASE_IMAGE_PYTHON: Final = {"neuron": "3.11", "nvidia": "3.12"}
+# Verified: aws-neuron/deep-learning-containers@2.26.1 pytorch/inference/2.8.0/Dockerfile.neuronx (torch 2.8.0,
+# torch-neuronx 2.8.0.2.10); aws/deep-learning-containers@e0ecedea6a1c docker/pytorch/2.13/cuda/pyproject.toml
+# (torch 2.13.0).
 BASE_IMAGE_TORCH: Final = {"neuron": "2.8.0", "nvidia": "2.13.0"}
+# Both DLCs install torch wheels tagged manylinux_2_28, so that glibc floor holds on both (Ubuntu 22.04,
+# Amazon Linux 2023); x86_64 (inf2/trn1, g5/g6).
+# Verified: PyPI torch==2.8.0 (torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl, pip download) and torch==2.13.0
+# (torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl, the same release line's platform tag).
 BASE_IMAGE_PLATFORM: Final = {"neuron": "x86_64-manylinux_2_28", "nvidia": "x86_64-manylinux_2_28"}

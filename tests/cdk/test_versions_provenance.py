@@ -31,8 +31,12 @@ class Pin:
     provenance: str  # the comment block right above the assignment
 
 
+PINNED_ELSEWHERE = frozenset(v for v in vars(versions).values() if isinstance(v, str))
+
+
 def pins() -> list[Pin]:
-    """Public module-level string (or tuple of strings) constants of cdk/versions.py with their comments."""
+    """Public module-level string constants of cdk/versions.py (also tuples of strings, and per-accelerator
+    dicts of strings that are not only other pins gathered) with their comments."""
     source = VERSIONS_PY.read_text()
     lines = source.splitlines()
     found = []
@@ -43,8 +47,12 @@ def pins() -> list[Pin]:
         if not isinstance(target, ast.Name) or target.id.startswith("_"):
             continue
         value = getattr(versions, target.id)
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            if all(v in PINNED_ELSEWHERE for v in value.values()):
+                continue  # aggregates such as BASE_IMAGES repeat pins checked on their own
+            value = tuple(value.values())
         if not (isinstance(value, str) or (isinstance(value, tuple) and all(isinstance(v, str) for v in value))):
-            continue  # aggregates such as BASE_IMAGES repeat pins checked on their own
+            continue
         comment = []
         row = node.lineno - 2
         while row >= 0 and lines[row].lstrip().startswith("#"):
