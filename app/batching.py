@@ -154,7 +154,6 @@ class Batcher:
         self, params: GenerationParams, timeout_s: float, on_step: StepListener | None = None
     ) -> BatchResult:
         """Queue one request and wait for its image; QueueFull or DeadlineExceeded otherwise."""
-        self._drop_departed()
         if len(self._queue) >= self.capacity:
             raise QueueFull
         job = _Job(params, asyncio.get_running_loop().create_future(), on_step)

@@ -26,8 +26,9 @@ from app.settings import Settings
 class BoundedHeadH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a size cap and a time limit on each request's head."""
 
-    header_timeout_s: float = 10.0  # set per server by `server_config`
-    max_header_bytes: int = 16 * 1024
+    # Set per server by `server_config` from Settings (their one home).
+    header_timeout_s: float
+    max_header_bytes: int
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -49,7 +49,8 @@ def png_bytes(image: Image) -> bytes:
     return buffer.getvalue()
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+def error_response(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    """The API's error body, `{"error": message, ...}`, shared by every /v1 route."""
     return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
@@ -82,7 +83,7 @@ def generate_router(settings: Settings) -> APIRouter:
                 params = resolve_params(service, **body.model_dump())
             except UnsupportedRequest as exc:
                 status = 422
-                return _error(422, str(exc))
+                return error_response(422, str(exc))
             try:
                 result = await unless_disconnected(request.receive, service.generate(params))
             except ClientDisconnected:
@@ -92,14 +93,14 @@ def generate_router(settings: Settings) -> APIRouter:
                 return Response(status_code=CLIENT_CLOSED_REQUEST)
             except NotReady as exc:
                 status = 503
-                return _error(503, str(exc), {"Retry-After": "5"})
+                return error_response(503, str(exc), {"Retry-After": "5"})
             except QueueFull:
                 status = 429
-                return _error(429, "the queue is full; retry later", {"Retry-After": "1"})
+                return error_response(429, "the queue is full; retry later", {"Retry-After": "1"})
             except ShutdownCut as exc:
                 status = 503
                 error_id = log_failure(log, "shutdown grace over before the image was ready", exc)
-                return _error(
+                return error_response(
                     503,
                     "the service shut down before this image was ready; retry",
                     {"Retry-After": "1"},
@@ -107,10 +108,10 @@ def generate_router(settings: Settings) -> APIRouter:
                 )
             except DeadlineExceeded:
                 status = 504
-                return _error(504, f"no image within {settings.request_timeout_s:g} s")
+                return error_response(504, f"no image within {settings.request_timeout_s:g} s")
             except Exception as exc:
                 error_id = log_failure(log, "generation failed", exc)
-                return _error(500, "internal error while generating", error_id=error_id)
+                return error_response(500, "internal error while generating", error_id=error_id)
             png = await asyncio.to_thread(png_bytes, result.image)
             latency_ms = (time.perf_counter() - started) * 1000.0
             backend = service.backend.name if service.backend else "unknown"

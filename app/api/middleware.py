@@ -45,19 +45,15 @@ async def _discard_body(receive: Receive, already: int, max_discard_bytes: int, 
         await asyncio.wait_for(drain(), timeout_s)
 
 
-async def _send_json(send: Send, status: int, message: str) -> None:
+async def send_json_error(
+    send: Send, status: int, message: str, *, extra_headers: list[tuple[bytes, bytes]] | None = None, close: bool = True
+) -> None:
+    """Answer `{"error": message}` straight from ASGI middleware (before any route runs)."""
     payload = json.dumps({"error": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -90,7 +86,7 @@ class BodyLimitMiddleware:
             return
         if scope["path"].rstrip("/") in self.refused_paths:
             await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
-            await _send_json(send, 403, "this service accepts no file uploads")
+            await send_json_error(send, 403, "this service accepts no file uploads")
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
@@ -123,7 +119,7 @@ class BodyLimitMiddleware:
         """413 after discarding the rest of the body (`already` bytes read; -1: nothing left to read)."""
         if already >= 0:
             await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
-        await _send_json(send, 413, f"request body larger than {self.max_bytes} bytes")
+        await send_json_error(send, 413, f"request body larger than {self.max_bytes} bytes")
 
 
 class RequestLogMiddleware:

@@ -9,13 +9,13 @@ nothing unauthenticated reaches the batching queue.
 
 from __future__ import annotations
 
-import json
 import logging
 from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.middleware import send_json_error
 from app.auth.browser import SESSION_COOKIE, BrowserSignIn
 from app.auth.env import LOGIN_PATH
 from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
@@ -88,12 +88,8 @@ async def _reply(scope: Scope, send: Send, status: int, message: str) -> None:
         # Policy violation: close the handshake without accepting it.
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = json.dumps({"error": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="sd", error="invalid_token"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    challenge = [(b"www-authenticate", b'Bearer realm="sd", error="invalid_token"')] if status == 401 else []
+    await send_json_error(send, status, message, extra_headers=challenge, close=False)
 
 
 async def _redirect(send: Send, location: str) -> None:

@@ -33,8 +33,6 @@ class Identity:
     """Who a verified token speaks for."""
 
     subject: str
-    client_id: str
-    scopes: tuple[str, ...]
 
 
 class TokenVerifier:
@@ -71,11 +69,7 @@ class TokenVerifier:
             raise TokenError("an access token is required (token_use=access), not an ID token")
         if claims["client_id"] not in self.client_ids:
             raise TokenError("the token was issued to an app client this service does not accept")
-        return Identity(
-            subject=str(claims["sub"]),
-            client_id=str(claims["client_id"]),
-            scopes=tuple(str(claims.get("scope", "")).split()),
-        )
+        return Identity(subject=str(claims["sub"]))
 
     def _decode(self, token: str, key: jwt.PyJWK) -> dict[str, Any]:
         try:

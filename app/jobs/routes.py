@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app.api.dependencies import get_caller_id
+from app.api.generate import error_response
 from app.api.schemas import ErrorResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.jobs.model import IDEMPOTENCY_KEY_PATTERN, JOB_ID_PATTERN, JobRecord, JobState
@@ -54,12 +55,8 @@ def get_jobs(request: Request) -> JobService:
     return request.app.state.jobs.service
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
 def _not_found() -> JSONResponse:
-    return _error(404, "no such job")
+    return error_response(404, "no such job")
 
 
 def jobs_router(settings: Settings) -> APIRouter:
@@ -95,11 +92,11 @@ def jobs_router(settings: Settings) -> APIRouter:
         try:
             submission = await jobs.submit(caller, body.model_dump(), idempotency_key)
         except UnsupportedRequest as exc:
-            return _error(422, str(exc))
+            return error_response(422, str(exc))
         except IdempotencyKeyReused:
-            return _error(409, f"this {IDEMPOTENCY_HEADER} was used with a different request body")
+            return error_response(409, f"this {IDEMPOTENCY_HEADER} was used with a different request body")
         except QueueUnavailable:
-            return _error(503, "the job queue is unavailable; retry later", {"Retry-After": "5"})
+            return error_response(503, "the job queue is unavailable; retry later", {"Retry-After": "5"})
         record = submission.record
         status_url = request.app.url_path_for("get_job", job_id=record.id)
         state, _ = record.visible_state()
@@ -139,7 +136,7 @@ def jobs_router(settings: Settings) -> APIRouter:
         if not JOB_ID_PATTERN.fullmatch(job_id) or jobs.signer is None:
             return _not_found()
         if not jobs.signer.valid(job_id, expires, signature):
-            return _error(403, "the image link is invalid or has expired; ask GET /v1/jobs/{id} for a new one")
+            return error_response(403, "the image link is invalid or has expired; ask GET /v1/jobs/{id} for a new one")
         png = await asyncio.to_thread(jobs.store.read_image, job_id)
         if png is None:
             return _not_found()

@@ -55,4 +55,4 @@ def build_jobs(settings: Settings, generation: GenerationService) -> Jobs | None
 
     worker = JobWorker(settings, generation, queue, store, notifier, on_finished=count)
     generation.add_drain_hook(worker.drain)
-    return Jobs(JobService(settings, generation, queue, store, notifier, signer), worker)
+    return Jobs(JobService(settings, generation, queue, store, signer), worker)

@@ -15,7 +15,7 @@ from app.jobs.model import (
     new_job_id,
     request_fingerprint,
 )
-from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore, Notifier
+from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore
 from app.jobs.signing import UrlSigner
 from app.params import resolve_params
 from app.service import GenerationService
@@ -49,14 +49,12 @@ class JobService:
         generation: GenerationService,
         queue: JobQueue,
         store: JobStore,
-        notifier: Notifier,
         signer: UrlSigner | None = None,
     ):
         self.settings = settings
         self.generation = generation
         self.queue = queue
         self.store = store
-        self.notifier = notifier
         self.signer = signer
 
     async def submit(self, owner: str, body: dict[str, Any], idempotency_key: str | None) -> Submission:

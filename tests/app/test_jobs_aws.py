@@ -123,7 +123,7 @@ async def start_pod(aws: Aws, backend: FakeBackend | None = None, visibility_s: 
     notifier = SnsNotifier(aws.sns, aws.topic_arn)
     worker = JobWorker(cfg, generation, queue, store, notifier)
     generation.add_drain_hook(worker.drain)
-    return Pod(generation, backend, JobService(cfg, generation, queue, store, notifier), worker, store, queue)
+    return Pod(generation, backend, JobService(cfg, generation, queue, store), worker, store, queue)
 
 
 async def settled(store: S3Store, job_id: str, timeout_s: float = 30) -> Any:
