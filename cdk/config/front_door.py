@@ -131,20 +131,14 @@ class FrontDoorConfig:
                     "ALB's plain-HTTP listener on the internet beside CloudFront: set ingressInternetFacing to "
                     "false (CloudFront reaches the internal ALB through a VPC origin)"
                 )
-            for key, value in (
-                ("ingressCertificateArn", self.certificate_arn),
-                ("ingressDomainName", self.domain_name),
-            ):
+            for key, value in self._https_settings():
                 if value is not None:
                     raise ConfigError(
                         f"setting '{key}' is only used with 'ingressFrontDoor' = 'alb-https' (CloudFront serves "
                         "its own default certificate): remove it or set ingressFrontDoor to alb-https"
                     )
         else:
-            for key, value in (
-                ("ingressCertificateArn", self.certificate_arn),
-                ("ingressDomainName", self.domain_name),
-            ):
+            for key, value in self._https_settings():
                 if value is None:
                     raise ConfigError(
                         f"setting '{key}' is required with 'ingressFrontDoor' = 'alb-https': the ALB serves "
@@ -190,6 +184,7 @@ class FrontDoorConfig:
             )
 
     def _https_settings(self) -> tuple[tuple[str, str | None], ...]:
+        """The alb-https route's own settings, by key."""
         return (("ingressCertificateArn", self.certificate_arn), ("ingressDomainName", self.domain_name))
 
     def check_timeouts(self, request_timeout_s: int) -> None:

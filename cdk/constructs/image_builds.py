@@ -71,7 +71,7 @@ def image_tag(accelerator: str, *, source_hash: str, base_image: str, args: Mapp
     """`<accelerator>-<sha256>` of everything that goes into the image, so that any change rebuilds it.
 
     `source_hash` covers the asset (app/, the Dockerfile, the requirement and lock files, the
-    buildspec); `base_image` is the DLC in its `{region}` form (the same image in every region);
+    buildspec); `base_image` is the base as configured (already resolved for the stack's region);
     `args` are the build args. Tags are immutable: an unchanged input set reuses the pushed image.
     """
     inputs = {"source": source_hash, "base_image": base_image, "build_args": dict(sorted(args.items()))}
@@ -151,7 +151,13 @@ class ImageBuilds(Construct):
             controller_source = s3_assets.Asset(
                 self, "RoutingControllerSource", path=str(REPO_ROOT), exclude=ROUTING_CONTROLLER_EXCLUDES
             )
-            tag = f"routing-controller-{controller_source.asset_hash}"
+            # Its base image is an input too: a new base rebuilds it, as for the service images.
+            tag = image_tag(
+                "routing-controller",
+                source_hash=controller_source.asset_hash,
+                base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
+                args={},
+            )
             self.routing_controller_project = self._routing_controller_project(controller_source, tag=tag)
             self.routing_controller_image_uri = image_uri(cluster_name, tag)
             builds.append(
@@ -255,7 +261,7 @@ class ImageBuilds(Construct):
         self, item: AcceleratorCapacity, *, tag: str, region: str, args: Mapping[str, str]
     ) -> codebuild.Project:
         """A privileged project that builds and pushes one accelerator's image."""
-        base_image = item.base_image.replace("{region}", region)
+        base_image = item.base_image
         dlc_registry = base_image.split("/", 1)[0]
         project = self._docker_build_project(
             f"{item.name.capitalize()}Build",
@@ -271,7 +277,7 @@ class ImageBuilds(Construct):
         # (A base image from a public registry needs no permission.)
         dlc_account = dlc_registry.split(".", 1)[0]
         dlc_repository = base_image.split("/", 1)[1].rsplit(":", 1)[0]
-        if ECR_REGISTRY.fullmatch(dlc_registry.replace(region, "region")):
+        if ECR_REGISTRY.fullmatch(dlc_registry):
             project.add_to_role_policy(
                 iam.PolicyStatement(
                     sid="PullDeepLearningContainerBase",
