@@ -8,17 +8,17 @@ cluster-scoped NodeClaims (coordinates in routing_controller/nodeclaims.py).
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from routing_controller import nodeclaims
 from routing_controller.decision import PoolObservation
+from routing_controller.heartbeat import API_TIMEOUT_S
 from routing_controller.settings import Pool
 
 # Every API call gives up after this long, so a stuck connection costs one period, not the loop.
-API_TIMEOUT_S: Final = 15
 
 LOG = logging.getLogger(__name__)
 

@@ -11,19 +11,27 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Final
 
 # On the pod's writable /tmp (an emptyDir under a read-only root).
 HEARTBEAT_FILE = Path("/tmp/routing-controller.heartbeat")  # noqa: S108 - inside the container
 
 
-# What one step may take on top of its period: its few Kubernetes API calls each give up after
-# cluster.API_TIMEOUT_S (15 s), and a step makes at most four of them in a row.
-STEP_ALLOWANCE_S = 60.0
+# Every Kubernetes API call of the loop gives up after this (cluster.py, loop.py): a slow API makes a
+# slow step, never a hung one.
+API_TIMEOUT_S: Final = 15
 
 
-def max_age_seconds(period_s: float) -> float:
-    """How old the heartbeat may get before the loop counts as hung: three periods plus one slow step."""
-    return 3 * period_s + STEP_ALLOWANCE_S
+def calls_per_step(pools: int) -> int:
+    """The API calls of one step, made one after another: a Deployment, its Pods and the NodeClaims per
+    pool, then the Ingress read, its patch and an Event."""
+    return 3 * pools + 3
+
+
+def max_age_seconds(period_s: float, pools: int) -> float:
+    """How old the heartbeat may get before the loop counts as hung: three periods plus one step whose
+    every call ran to its timeout."""
+    return 3 * period_s + calls_per_step(pools) * API_TIMEOUT_S
 
 
 def beat(path: Path = HEARTBEAT_FILE) -> None:

@@ -20,8 +20,9 @@ from kubernetes import client
 
 from app import metric_names
 from routing_controller import annotation
-from routing_controller.cluster import API_TIMEOUT_S, ClusterReader
+from routing_controller.cluster import ClusterReader
 from routing_controller.decision import Decision, Hysteresis, PoolObservation, RoutingState, decide
+from routing_controller.heartbeat import API_TIMEOUT_S
 from routing_controller.settings import Settings
 
 COMPONENT: Final = "sd-routing-controller"

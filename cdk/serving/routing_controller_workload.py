@@ -37,9 +37,9 @@ CHECKOV_SKIPS: Final = {
 }
 
 
-def heartbeat_probe(cfg: ServingConfig) -> dict[str, Any]:
-    """An exec probe that fails once no step has ended for three periods (a hung loop)."""
-    max_age = heartbeat.max_age_seconds(cfg.routing_controller.period_s)
+def heartbeat_probe(cfg: ServingConfig, pools: int) -> dict[str, Any]:
+    """An exec probe that fails once no step has ended for three periods and one slow step (a hung loop)."""
+    max_age = heartbeat.max_age_seconds(cfg.routing_controller.period_s, pools)
     return {
         "exec": {"command": ["python", "-m", "routing_controller.heartbeat", f"--max-age-seconds={max_age:g}"]},
         "periodSeconds": max(10, int(cfg.routing_controller.period_s)),
@@ -195,8 +195,8 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
                             "imagePullPolicy": "IfNotPresent",
                             "env": environment(cfg, routed, region),
                             # Nothing routes to the controller; ready and live mean its loop keeps stepping.
-                            "readinessProbe": heartbeat_probe(cfg),
-                            "livenessProbe": {**heartbeat_probe(cfg), "initialDelaySeconds": 30},
+                            "readinessProbe": heartbeat_probe(cfg, len(routed)),
+                            "livenessProbe": {**heartbeat_probe(cfg, len(routed)), "initialDelaySeconds": 30},
                             "resources": {
                                 "requests": {"cpu": "50m", "memory": "128Mi"},
                                 "limits": {"memory": "256Mi"},

@@ -30,5 +30,6 @@ def test_the_probe_passes_after_a_step_and_fails_once_steps_stop(tmp_path):
 
 
 def test_a_slow_step_is_not_a_hung_loop():
-    # Three periods plus the time one step's API calls may take before they time out.
-    assert heartbeat.max_age_seconds(10) == 90
+    # Three periods plus one step in which every API call ran to its timeout: two pools, nine calls.
+    assert heartbeat.calls_per_step(2) == 9
+    assert heartbeat.max_age_seconds(10, pools=2) == 30 + 9 * heartbeat.API_TIMEOUT_S

@@ -12,7 +12,7 @@ from kubernetes import client
 from moto import mock_aws
 
 from app import metric_names
-from routing_controller import annotation
+from routing_controller import annotation, heartbeat
 from routing_controller.loop import EVENT_REASON, Controller
 from routing_controller.settings import Pool, Settings, SettingsError, pools_env
 from tests.routing_controller.fake_kube import FakeKube
@@ -118,6 +118,20 @@ def test_losing_the_neuron_pods_patches_the_ingress_and_says_why(cluster, caplog
     now[0] += 10
     ctl.step()
     assert len(cluster.calls("PATCH")) == 1 and len(cluster.calls("POST")) == 1
+
+
+@mock_aws
+def test_a_step_makes_no_more_api_calls_than_the_liveness_probe_allows_for(cluster):
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    now = [1000.0]
+    ctl = controller(cluster, cloudwatch, now)
+    ctl.step()
+    cluster.lists[f"/api/v1/namespaces/{NS}/pods"] = [pod("sd-gpu", 0, True)]  # a change: patch and Event too
+    cluster.requests.clear()
+    now[0] += 10
+    ctl.step()
+    assert cluster.calls("PATCH")
+    assert len(cluster.requests) <= heartbeat.calls_per_step(len(ctl.settings.pools))
 
 
 @mock_aws
