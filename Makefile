@@ -22,7 +22,7 @@ $(VENV)/.local-installed: requirements.txt requirements-local.txt | $(BIN)/pytho
 	$(BIN)/python -m pip install --quiet -r requirements-local.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk.txt requirements-dev.txt routing_controller/requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 

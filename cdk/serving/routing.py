@@ -24,13 +24,13 @@ from typing import Any, Final
 from app.bench.cost import cost_per_1000_images
 from cdk.accelerators import Accelerator
 from routing_controller import annotation
+from routing_controller.decision import WEIGHT_TOTAL  # the controller's weights sum to the same total
 
 SERVICE_PORT: Final = 80
 CONTAINER_PORT: Final = 8000
 PORT_NAME: Final = "http"
 CAPACITY_SERVICE_NAME: Final = "sd"  # the Service across all accelerators (capacity mode)
 WEIGHTED_ACTION_NAME: Final = "weighted"  # the LBC action name (cost mode)
-WEIGHT_TOTAL: Final = 100  # the controller's weights sum to the same total (routing_controller.decision)
 
 
 @dataclass(frozen=True)

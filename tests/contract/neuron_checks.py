@@ -24,17 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# The compile job's export call; the staging branch may move it to app.model_store.neuron_compile.
-COMPILE_FUNCTION = ("app.model_store.neuron_compile", "optimum_compile")
 # A shape the built-in tiny model (VAE scale 8) can be exported for.
 BATCH, HEIGHT, WIDTH = 2, 256, 192
 
 Check = Callable[[], str]
-
-
-def _compile_function() -> Callable[..., None]:
-    module, name = COMPILE_FUNCTION
-    return getattr(importlib.import_module(module), name)
 
 
 def check_versions() -> str:
@@ -117,6 +110,7 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
     import optimum.neuron.modeling_diffusion as modeling_diffusion
 
     from app.model_store.layout import CompileShape
+    from app.model_store.neuron_compile import optimum_compile
     from app.models.builtin import TINY
     from app.models.random_pipeline import materialize
 
@@ -142,7 +136,7 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
     weights = materialize(TINY, scratch / "models")
     error = None
     try:
-        _compile_function()(weights, CompileShape(BATCH, HEIGHT, WIDTH), scratch / "compiled")
+        optimum_compile(weights, CompileShape(BATCH, HEIGHT, WIDTH), scratch / "compiled")
     except Exception as exc:  # expected: the first use of the Neuron SDK
         error = exc
     finally:
