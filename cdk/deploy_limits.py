@@ -25,3 +25,7 @@ IMAGE_BUILD_WAIT: Final = Duration.minutes(50)
 # The is-complete handler gives up this long after the builds started, before the waiter's end, so
 # its own message ("still running, re-run the deploy") reaches the stack events.
 IMAGE_BUILD_REPORT_AFTER: Final = Duration.minutes(45)
+# The weights staging build (a few GB from the Hub) ends within this, before its waiter does, so the
+# failure the deploy reports is CodeBuild's, with its log link.
+STAGING_BUILD: Final = Duration.minutes(45)
+STAGING_WAIT: Final = Duration.minutes(55)

@@ -271,7 +271,6 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
     builds = platform.images.builds
     controller = [builds.routing_controller_project] if builds.routing_controller_project is not None else []
     projects = [*builds.projects.values(), *controller]
-    acknowledge_build_runner(builds.on_event, builds.is_complete, builds.node.find_child("Provider"), projects)
     for project in projects:
         _ack(
             project,

@@ -14,13 +14,12 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import deploy_limits, versions
 from cdk.config import AcceleratorCapacity
+from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +36,6 @@ SOURCE_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
 # The routing controller's image: its own package, the metric names module and its buildspec only,
 # so a change to the service does not rebuild it and it does not carry the service.
 ROUTING_CONTROLLER_BUILD = "routingController"  # its `Accelerator` key in the custom resource's Builds
@@ -168,48 +166,18 @@ class ImageBuilds(Construct):
                 }
             )
 
-        handler_props = {
-            "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
-            "code": lambda_.Code.from_asset(str(REPO_ROOT / "lambdas"), exclude=LAMBDA_EXCLUDES),
-            "timeout": Duration.minutes(1),
-            "memory_size": 256,
-        }
-        self.on_event = lambda_.Function(
-            self, "OnEvent", handler="codebuild_runner.on_event", description="Starts image builds", **handler_props
-        )
-        self.is_complete = lambda_.Function(
-            self,
-            "IsComplete",
-            handler="codebuild_runner.is_complete",
-            description="Polls image builds",
-            **handler_props,
-        )
-        project_arns = [p.project_arn for p in self.projects.values()]
-        if self.routing_controller_project is not None:
-            project_arns.append(self.routing_controller_project.project_arn)
-        self.on_event.add_to_role_policy(iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=project_arns))
-        self.is_complete.add_to_role_policy(
-            iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=project_arns)
-        )
+        controller = [self.routing_controller_project] if self.routing_controller_project is not None else []
         # A build that outlasts the wait keeps running in CodeBuild (its own timeout is longer) and
         # pushes; the handler says so and the next deploy reuses the pushed image (buildspec skip).
-        self.is_complete.add_environment(
-            "REPORT_AFTER_SECONDS", str(int(deploy_limits.IMAGE_BUILD_REPORT_AFTER.to_seconds()))
-        )
-        provider = cr.Provider(
+        runner = build_runner(
             self,
-            "Provider",
-            on_event_handler=self.on_event,
-            is_complete_handler=self.is_complete,
-            query_interval=Duration.seconds(30),
-            # Inside CloudFormation's one-hour custom-resource limit (cdk/deploy_limits.py); a Neuron
-            # image build takes 15-30 minutes.
-            total_timeout=deploy_limits.IMAGE_BUILD_WAIT,
-            log_group=encrypted_log_group(self, "ProviderLogs"),
-            waiter_state_machine_log_options=cr.LogOptions(
-                destination=encrypted_log_group(self, "WaiterLogs"),
-            ),
+            projects=[*self.projects.values(), *controller],
+            what="image builds",
+            # Inside CloudFormation's one-hour limit (cdk/deploy_limits.py); a Neuron build takes 15-30 min.
+            wait=deploy_limits.IMAGE_BUILD_WAIT,
+            report_after=deploy_limits.IMAGE_BUILD_REPORT_AFTER,
         )
+        self.on_event, self.is_complete, provider = runner.on_event, runner.is_complete, runner.provider
         self.resource = CustomResource(
             self,
             "Images",

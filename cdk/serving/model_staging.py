@@ -16,20 +16,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, CustomResource, Stack, Validations
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from app.model_store.layout import model_slug, s3_uri, weights_prefix
-from cdk import versions
+from cdk import deploy_limits, versions
+from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
-from cdk.nag import acknowledge_build_runner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Only what `python -m app.model_store.stage` imports, so a service change does not re-run staging.
@@ -44,11 +42,6 @@ SOURCE_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-LAMBDA_EXCLUDES = ["__pycache__", "*.pyc"]
-# CloudFormation gives a custom resource at most one hour; the build's own limit ends first, so
-# the failure the deploy reports is CodeBuild's, with its log link.
-BUILD_TIMEOUT = Duration.minutes(45)
-WAIT_TIMEOUT = Duration.minutes(55)
 HUB_AUTH_ENV_NAME = "HF_TOKEN"  # huggingface_hub's own variable name; app/model_store/stage.py reads it
 
 
@@ -118,44 +111,13 @@ class WeightsStaging(Construct):
             environment_variables=variables,
             encryption_key=key,
             logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=log_group)),
-            timeout=BUILD_TIMEOUT,
+            timeout=deploy_limits.STAGING_BUILD,
         )
         self._grant_prefix(bucket, prefix)
-        handler_props = {
-            "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
-            "code": lambda_.Code.from_asset(str(REPO_ROOT / "lambdas"), exclude=LAMBDA_EXCLUDES),
-            "timeout": Duration.minutes(1),
-            "memory_size": 256,
-        }
-        on_event = lambda_.Function(
-            self, "OnEvent", handler="codebuild_runner.on_event", description="Starts weights staging", **handler_props
-        )
-        is_complete = lambda_.Function(
-            self,
-            "IsComplete",
-            handler="codebuild_runner.is_complete",
-            description="Polls weights staging",
-            **handler_props,
-        )
-        on_event.add_to_role_policy(
-            iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=[self.project.project_arn])
-        )
-        is_complete.add_to_role_policy(
-            iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=[self.project.project_arn])
-        )
-        provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=on_event,
-            is_complete_handler=is_complete,
-            query_interval=Duration.seconds(30),
-            total_timeout=WAIT_TIMEOUT,
-            log_group=encrypted_log_group(self, "ProviderLogs"),
-            waiter_state_machine_log_options=cr.LogOptions(
-                destination=encrypted_log_group(self, "WaiterLogs"),
-            ),
-        )
-        acknowledge_build_runner(on_event, is_complete, provider, [self.project])
+        # The build's own limit ends first, so the failure the deploy reports is CodeBuild's, with its log link.
+        provider = build_runner(
+            self, projects=[self.project], what="weights staging", wait=deploy_limits.STAGING_WAIT
+        ).provider
         self._acknowledge_writes(bucket, prefix, token_secret)
         self.resource = CustomResource(
             self,
