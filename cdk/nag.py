@@ -200,7 +200,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
         for policy in WORKER_NODE_POLICIES:
             _ack(role, f"IAM4[{_MANAGED}{policy}]", NODE_POLICIES_REASON)
 
-    _acknowledge_aws_custom_resource_provider(stack)
+    acknowledge_aws_custom_resource_provider(stack)
 
     alb_role = stack.load_balancer_controller.node.find_child("alb-sa").node.find_child("Role")
     _ack(
@@ -239,7 +239,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
     )
 
 
-def _acknowledge_aws_custom_resource_provider(stack: cdk.Stack) -> None:
+def acknowledge_aws_custom_resource_provider(stack: cdk.Stack) -> None:
     """The stack's AwsCustomResource function (a CDK singleton), acknowledged where it lives."""
     provider = stack.node.try_find_child("AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", ""))
     if provider is None:

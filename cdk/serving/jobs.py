@@ -20,6 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdk.config.serving import JobsConfig
+from cdk.serving.model_store import log_server_access
 
 JOBS_PREFIX: Final = "jobs/"  # the service's JOBS_PREFIX: records, images and idempotency keys
 SERVER_ACCESS_LOG_PREFIX: Final = "s3-access/jobs/"
@@ -87,26 +88,7 @@ class JobsInfra(Construct):
             ],
             removal_policy=removal,
         )
-        self._log_server_access(log_bucket)
-
-    def _log_server_access(self, log_bucket: s3.IBucket) -> None:
-        """S3 server access logs into the log bucket, granted by bucket policy (as the model store's)."""
-        cfn_bucket = self.bucket.node.default_child
-        assert isinstance(cfn_bucket, s3.CfnBucket)
-        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
-            destination_bucket_name=log_bucket.bucket_name, log_file_prefix=SERVER_ACCESS_LOG_PREFIX
-        )
-        log_bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject"],
-                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
-                resources=[log_bucket.arn_for_objects(f"{SERVER_ACCESS_LOG_PREFIX}*")],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
-                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
-                },
-            )
-        )
+        log_server_access(self.bucket, log_bucket, SERVER_ACCESS_LOG_PREFIX)
 
     def pod_statements(self) -> list[iam.PolicyStatement]:
         """What a serving pod may do: submit and consume its queue, read/write `jobs/`, announce, use the key

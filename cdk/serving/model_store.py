@@ -29,6 +29,30 @@ def elb_log_delivery_principal(region: str) -> iam.IPrincipal:
     return iam.AccountPrincipal(account) if account else iam.ServicePrincipal(ELB_LOG_DELIVERY_SERVICE)
 
 
+def log_server_access(bucket: s3.Bucket, log_bucket: s3.IBucket, prefix: str) -> None:
+    """S3 server access logs of `bucket` into `log_bucket` under `prefix`, granted by bucket policy.
+
+    `server_access_logs_bucket` would add a LogDeliveryWrite ACL unless a feature flag is set;
+    the policy form works the same whatever the app's flags are.
+    """
+    cfn_bucket = bucket.node.default_child
+    assert isinstance(cfn_bucket, s3.CfnBucket)
+    cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+        destination_bucket_name=log_bucket.bucket_name, log_file_prefix=prefix
+    )
+    log_bucket.add_to_resource_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+            resources=[log_bucket.arn_for_objects(f"{prefix}*")],
+            conditions={
+                "ArnLike": {"aws:SourceArn": bucket.bucket_arn},
+                "StringEquals": {"aws:SourceAccount": Stack.of(bucket).account},
+            },
+        )
+    )
+
+
 class ModelStore(Construct):
     """An encrypted, versioned, TLS-only, private bucket, plus a log bucket for S3 and ALB access logs."""
 
@@ -69,32 +93,8 @@ class ModelStore(Construct):
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
             removal_policy=removal,
         )
-        self._log_server_access()
+        log_server_access(self.bucket, self.log_bucket, SERVER_ACCESS_LOG_PREFIX)
         self._allow_alb_access_logs()
-
-    def _log_server_access(self) -> None:
-        """S3 server access logs into the log bucket, granted by bucket policy (not the legacy ACL).
-
-        `server_access_logs_bucket` would add a LogDeliveryWrite ACL unless a feature flag is set;
-        the policy form works the same whatever the app's flags are.
-        """
-        stack = Stack.of(self)
-        cfn_bucket = self.bucket.node.default_child
-        assert isinstance(cfn_bucket, s3.CfnBucket)
-        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
-            destination_bucket_name=self.log_bucket.bucket_name, log_file_prefix=SERVER_ACCESS_LOG_PREFIX
-        )
-        self.log_bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject"],
-                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
-                resources=[self.log_bucket.arn_for_objects(f"{SERVER_ACCESS_LOG_PREFIX}*")],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                },
-            )
-        )
 
     def _allow_alb_access_logs(self) -> None:
         """Let the ALB write its access logs under `alb/AWSLogs/<account>/`."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, CfnResource, Fn, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, Fn, Stack, Validations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -25,6 +25,7 @@ from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
 from cdk.platform_handle import PlatformHandle
@@ -333,21 +334,7 @@ class ServingStack(Stack):
                 reason="elasticloadbalancing:DescribeLoadBalancers does not support resource-level permissions.",
             )
         )
-        # The provider function is a stack-level singleton, so it is acknowledged where it lives.
-        provider = self.node.try_find_child("AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", ""))
-        if provider is not None:
-            Validations.of(provider).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                    "AWSLambdaBasicExecutionRole]",
-                    reason="The CDK-provided lookup function only writes its own logs; the managed policy "
-                    "grants exactly that.",
-                )
-            )
-            function = provider.node.default_child
-            if isinstance(function, CfnResource):
-                # CDK's singleton adds a DependsOn on its role that the Role reference already implies.
-                function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        acknowledge_aws_custom_resource_provider(self)  # its provider function is a stack-level singleton
         arn = lookup.get_response_field("LoadBalancers.0.LoadBalancerArn")
         self.load_balancer_arn = arn
         return Fn.select(1, Fn.split("loadbalancer/", arn))
