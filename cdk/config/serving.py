@@ -139,6 +139,11 @@ class ServingConfig:
     jobs: JobsConfig
 
     @property
+    def runs_routing_controller(self) -> bool:
+        """cost-with-failover: the routing controller moves weight to the accelerators with ready pods."""
+        return self.routing_mode == "cost-with-failover"
+
+    @property
     def compile_settings(self) -> NeuronCompile:
         """The neuronCompile* settings, for code that runs only with Neuron enabled."""
         if self.neuron_compile is None:

@@ -16,9 +16,9 @@ from cdk.config.serving import ServingConfig
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 from cdk.serving.ingress import INGRESS_NAME
 from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
-from cdk.serving.workloads import container_security_context
+from cdk.serving.workloads import POD_CHECKOV_SKIPS, container_security_context
 from routing_controller import heartbeat, nodeclaims
-from routing_controller.settings import Pool, pools_env
+from routing_controller.settings import ENV_POOLS, Pool, pools_env
 
 NAME: Final = "sd-routing-controller"
 # The non-root user routing_controller/Dockerfile creates (tests check the two agree).
@@ -32,8 +32,7 @@ CHECKOV_SKIPS: Final = {
     "source, so a cached image is always the right one.",
     "CKV_K8S_38": "The controller reads Deployments, Pods and NodeClaims and patches the Ingress through the "
     "Kubernetes API (its Role and ClusterRole), which needs the service-account token.",
-    "CKV_K8S_43": "Tags are immutable and content-addressed (ECR tag immutability); the digest only exists after "
-    "the build that runs during the same deploy.",
+    "CKV_K8S_43": POD_CHECKOV_SKIPS["CKV_K8S_43"],
 }
 
 
@@ -146,7 +145,7 @@ def environment(cfg: ServingConfig, routed: tuple[Pool, ...], region: str) -> li
         "ROUTING_INGRESS": INGRESS_NAME,
         "ROUTING_ACTION": WEIGHTED_ACTION_NAME,
         "ROUTING_SERVICE_PORT": str(SERVICE_PORT),
-        "ROUTING_POOLS": pools_env(routed),
+        ENV_POOLS: pools_env(routed),
         "ROUTING_PERIOD_SECONDS": str(rc.period_s),
         "ROUTING_HOLD_SECONDS": str(rc.hold_s),
         "ROUTING_BAND_PODS": str(rc.band_pods),

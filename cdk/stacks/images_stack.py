@@ -21,7 +21,7 @@ class ImagesStack(Stack):
             "Images",
             cluster_name=config.cluster_name,
             capacity=config.capacity,
-            routing_controller=config.serving.routing_mode == "cost-with-failover",
+            routing_controller=config.serving.runs_routing_controller,
         )
         self.image_uris: dict[str, str] = dict(self.builds.image_uris)
         self.routing_controller_image: str | None = self.builds.routing_controller_image_uri

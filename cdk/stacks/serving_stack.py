@@ -62,7 +62,7 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
         {a.name: per[a.name].routing_weight for a in accelerators},
         {a.name: CostInput(per[a.name].price_per_hour, per[a.name].seconds_per_image) for a in accelerators},
     )
-    if cfg.routing_mode == "cost-with-failover":
+    if cfg.runs_routing_controller:
         # The controller's weights sum to WEIGHT_TOTAL; explicit weights are scaled to the same total
         # so that the deployed Ingress already carries what the controller sets while all is healthy.
         weights = normalize({name: float(w) for name, w in weights.items()}, WEIGHT_TOTAL)
@@ -221,7 +221,7 @@ class ServingStack(Stack):
             )
         )
         front = manifest("Ingress", shared, *workload_manifests)
-        if cfg.routing_mode == "cost-with-failover" and self.weights is not None:
+        if cfg.runs_routing_controller and self.weights is not None:
             if platform.routing_controller_image is None:
                 raise ValueError("routingMode cost-with-failover needs the routing controller image from the platform")
             controller_identity = self._routing_controller_identity(cfg, platform)
@@ -260,7 +260,7 @@ class ServingStack(Stack):
             namespace=cfg.namespace,
             load_balancer=load_balancer,
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
-            routing_weights=cfg.routing_mode == "cost-with-failover",
+            routing_weights=cfg.runs_routing_controller,
             jobs=JobQueues(jobs.queue.queue_name, jobs.dead_letters.queue_name),
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")

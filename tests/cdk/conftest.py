@@ -156,6 +156,17 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synth(tmp_path_factory.mktemp("cdk-variant"), VARIANT_OVERRIDES)
 
 
+def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Stable Diffusion Deployments (workloads.APP_LABEL), not the routing controller's."""
+    from cdk.serving.workloads import APP_LABEL
+
+    return [
+        m
+        for m in manifests
+        if m["kind"] == "Deployment" and APP_LABEL.items() <= m["metadata"].get("labels", {}).items()
+    ]
+
+
 def resources_of(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     """Logical id -> resource for one CloudFormation type."""
     return {k: v for k, v in template.get("Resources", {}).items() if v["Type"] == resource_type}

@@ -13,7 +13,7 @@ from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.serving.sign_in import CONFIG_MAP_NAME
 from cdk.serving.waf import MANAGED_RULE_GROUPS, RATE_RULE_NAME
-from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of
+from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"
 CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0d5e7f1a-1111-2222-3333-444455556666"
@@ -189,9 +189,7 @@ def test_pods_read_their_sign_in_settings_from_the_config_map(serving):
     assert config["data"][env.AUTH] == "cognito"
     assert config["data"][env.PUBLIC_URL] == "https://sd.example.com"
     assert config["data"][env.AUTH_UI_CLIENT_ID] in config["data"][env.AUTH_CLIENT_IDS].split(",")
-    for deployment in _by_kind(serving.manifests, "Deployment").values():
-        if deployment["metadata"]["labels"].get("app.kubernetes.io/name") != "stable-diffusion":
-            continue  # the routing controller serves no one
+    for deployment in service_deployments(serving.manifests):
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert {"configMapRef": {"name": CONFIG_MAP_NAME}} in container["envFrom"]
 

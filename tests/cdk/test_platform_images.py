@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Match
 
 from cdk import versions
+from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD
 from tests.cdk.conftest import resources_of
 
 IMAGES = "SdOnEksImages"
@@ -68,7 +69,7 @@ def test_custom_resource_starts_and_waits_for_every_build(platform_synth):
     template = platform_synth.raw_templates[IMAGES]
     (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
     builds = resource["Properties"]["Builds"]
-    assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", "routingController"]
+    assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", ROUTING_CONTROLLER_BUILD]
     projects = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
     assert {b["Project"]["Ref"] for b in builds} == projects
     handlers = {

@@ -8,6 +8,7 @@ from app import metric_names
 from app.model_store.layout import weights_prefix
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 from cdk.serving import neuron_compile_job as njob
+from cdk.serving import routing_controller_workload as rcw
 
 
 def statements(template, role_prefix):
@@ -71,7 +72,7 @@ def test_pod_identity_associations_bind_each_service_account(serving):
     assocs = serving.template.find_resources("AWS::EKS::PodIdentityAssociation")
     bound = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in assocs.values()}
     ns = serving.config.namespace
-    assert bound == {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, "sd-routing-controller")}
+    assert bound == {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, rcw.NAME)}
     service_accounts = {m["metadata"]["name"] for m in serving.manifests if m["kind"] == "ServiceAccount"}
     assert {sa for _, sa in bound} == service_accounts
 

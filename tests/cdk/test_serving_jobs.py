@@ -19,7 +19,7 @@ from cdk.serving import routing_controller_workload as rcw
 from cdk.serving import scaling
 from cdk.serving.jobs import JOBS_PREFIX
 from cdk.stacks.serving_stack import routing_weights
-from tests.cdk.conftest import DEFAULT_CONTEXT
+from tests.cdk.conftest import DEFAULT_CONTEXT, service_deployments
 from tests.cdk.test_serving_metrics_contract import alarm_metrics
 from tests.support.k8s_schema import validate_custom_resources
 
@@ -175,9 +175,7 @@ def test_each_scaled_object_also_scales_on_the_queue_and_passes_the_keda_schema(
 
 
 def test_pods_get_the_job_settings_the_service_reads(serving, jobs):
-    for deployment in (m for m in serving.manifests if m["kind"] == "Deployment"):
-        if deployment["metadata"]["labels"].get("app.kubernetes.io/name") != "stable-diffusion":
-            continue  # the routing controller takes no jobs
+    for deployment in service_deployments(serving.manifests):
         env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["JOBS"] == "aws" and env["JOBS_PREFIX"] == JOBS_PREFIX
         assert env["JOBS_QUEUE_URL"] == jobs["queue"][0] and env["JOBS_TOPIC_ARN"] == jobs["topic"][0]

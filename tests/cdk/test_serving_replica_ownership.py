@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cdk.conftest import service_deployments
+
 
 @pytest.mark.parametrize("view", ["serving", "capacity_serving"])
 def test_deployments_scaled_by_keda_leave_replicas_to_it(view, request):
     manifests = request.getfixturevalue(view).manifests
-    deployments = {
-        m["metadata"]["name"]: m
-        for m in manifests
-        if m["kind"] == "Deployment" and m["metadata"]["labels"].get("app.kubernetes.io/name") == "stable-diffusion"
-    }
+    deployments = {m["metadata"]["name"]: m for m in service_deployments(manifests)}
     scaled = {
         m["spec"]["scaleTargetRef"]["name"]
         for m in manifests
