@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -42,3 +45,21 @@ def serve_in_thread(app: Any, settings: Settings | None = None, start_timeout_s:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def bench_cache_dir() -> Path:
+    """Where benchmarks keep built models between runs: MODEL_CACHE_DIR, else a folder in the temp dir."""
+    return Path(os.environ.get("MODEL_CACHE_DIR", Path(tempfile.gettempdir()) / "sd-bench-cache"))
+
+
+def wait_ready(url: str, service: Any, timeout_s: float = 600.0) -> bool:
+    """Poll /readiness until 200; False (and say why) when the model failed to load or never got ready."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while httpx.get(f"{url}/readiness").status_code != 200:
+        if service.load_error or time.monotonic() > deadline:
+            print(f"the service did not become ready: {service.load_error}")
+            return False
+        time.sleep(0.2)
+    return True

@@ -37,28 +37,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, help="also write the table into this markdown file")
 
 
-def _bare_batch_s(service: object, steps: int, size: int, batch: int) -> float:
-    from app.backends.base import GenerationParams
-
-    params = [GenerationParams("bench", "", steps, 7.5, size, size, i) for i in range(batch)]
-    started = time.perf_counter()
-    service.backend.generate(params)  # type: ignore[attr-defined]
-    return time.perf_counter() - started
-
-
 def run(args: argparse.Namespace) -> int:
     """Measure, print the table (and write it to --results); exit 1 if a job was lost or duplicated."""
     import httpx
 
-    from app.bench.inprocess import serve_in_thread
+    from app.bench.inprocess import bench_cache_dir, serve_in_thread, wait_ready
+    from app.bench.serving import measure_bare
     from app.server import create_app
     from app.settings import load_settings
 
-    cache_dir = Path(os.environ.get("MODEL_CACHE_DIR", Path(tempfile.gettempdir()) / "sd-bench-cache"))
     jobs_dir = Path(tempfile.mkdtemp(prefix="sd-bench-jobs-"))
     settings = load_settings(
         model_id=args.model_id,
-        model_cache_dir=cache_dir,
+        model_cache_dir=bench_cache_dir(),
         max_steps=max(args.steps, 1),
         default_steps=min(args.steps, 25),
         max_size=max(args.size, 1024),
@@ -72,12 +63,8 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)
     service = app.state.service
     with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=600) as client:
-        deadline = time.monotonic() + 600
-        while client.get("/readiness").status_code != 200:
-            if service.load_error or time.monotonic() > deadline:
-                print(f"the service did not become ready: {service.load_error}")
-                return 1
-            time.sleep(0.2)
+        if not wait_ready(url, service):
+            return 1
 
         def probe() -> list[float]:
             latencies = []
@@ -88,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 latencies.append(time.perf_counter() - started)
             return latencies
 
-        batch_s = _bare_batch_s(service, args.steps, args.size, args.jobs_concurrency)
+        batch_s = measure_bare(service.backend, args.steps, args.size, args.jobs_concurrency, 1).latencies_s[0]
         idle = probe()
         started = time.perf_counter()
         ids = [client.post("/v1/jobs", json={**body, "seed": 10_000 + i}).json()["id"] for i in range(args.jobs)]

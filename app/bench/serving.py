@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import datetime
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,14 +176,13 @@ def run(args: argparse.Namespace) -> int:
 
     import httpx
 
-    from app.bench.inprocess import serve_in_thread
+    from app.bench.inprocess import bench_cache_dir, serve_in_thread, wait_ready
     from app.server import create_app
     from app.settings import load_settings
 
-    cache_dir = Path(os.environ.get("MODEL_CACHE_DIR", Path(tempfile.gettempdir()) / "sd-bench-cache"))
     settings = load_settings(
         model_id=args.model_id,
-        model_cache_dir=cache_dir,
+        model_cache_dir=bench_cache_dir(),
         max_batch_size=args.max_batch_size,
         batch_wait_ms=args.batch_wait_ms,
         queue_size=max(args.concurrency) * 2,  # the benchmark measures batching, not refusals
@@ -196,12 +194,8 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)
     service = app.state.service
     with serve_in_thread(app) as url:
-        deadline = time.monotonic() + 600
-        while httpx.get(f"{url}/readiness").status_code != 200:
-            if service.load_error or time.monotonic() > deadline:
-                print(f"the service did not become ready: {service.load_error}")
-                return 1
-            time.sleep(0.2)
+        if not wait_ready(url, service):
+            return 1
         backend = service.backend
         bare, one_client, ratios, own = measure_paired(
             url, service.run_blocking_on_pipeline_thread, backend, args.steps, args.size, args.pairs
