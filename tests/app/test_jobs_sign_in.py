@@ -8,17 +8,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.bench.inprocess import serve_in_thread
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
-from tests.support.fake_user_pool import API_CLIENT, UI_CLIENT, FakeUserPool
+from tests.support.fake_user_pool import FakeUserPool
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[FakeUserPool]:
-    fake = FakeUserPool()
-    with serve_in_thread(fake.app()) as url:
-        fake.url = url
+    with FakeUserPool().serving() as fake:
         yield fake
 
 
@@ -28,11 +25,7 @@ def live(pool: FakeUserPool, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         tmp_path_factory.mktemp("jobs-auth-cache"),
         lambda _s: FakeBackend(),
         ui=False,
-        auth="cognito",
-        auth_issuer=pool.issuer,
-        auth_client_ids=f"{UI_CLIENT},{API_CLIENT}",
-        auth_ui_client_id=UI_CLIENT,
-        auth_login_url=pool.url,
+        **pool.service_settings(),
         public_url="http://127.0.0.1:9",
         jobs="local",
         jobs_dir=tmp_path_factory.mktemp("jobs"),

@@ -14,20 +14,17 @@ import pytest
 
 from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE, BrowserSignIn
 from app.auth.tokens import TokenVerifier
-from app.bench.inprocess import serve_in_thread
 from app.settings import SettingsError, load_settings
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
-from tests.support.fake_user_pool import API_CLIENT, UI_CLIENT, FakeUserPool, new_key
+from tests.support.fake_user_pool import UI_CLIENT, FakeUserPool, new_key
 
 PUBLIC_URL = "http://127.0.0.1:9"  # where browsers would reach the service (only used in redirects)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[FakeUserPool]:
-    fake = FakeUserPool()
-    with serve_in_thread(fake.app()) as url:
-        fake.url = url
+    with FakeUserPool().serving() as fake:
         yield fake
 
 
@@ -42,11 +39,7 @@ def live(pool: FakeUserPool, backend: FakeBackend, tmp_path_factory: pytest.Temp
         tmp_path_factory.mktemp("auth-cache"),
         lambda _s: backend,
         ui=False,
-        auth="cognito",
-        auth_issuer=pool.issuer,
-        auth_client_ids=f"{UI_CLIENT},{API_CLIENT}",
-        auth_ui_client_id=UI_CLIENT,
-        auth_login_url=pool.url,
+        **pool.service_settings(),
         public_url=PUBLIC_URL,
     ) as server:
         yield server

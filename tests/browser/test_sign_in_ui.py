@@ -13,13 +13,12 @@ import httpx
 import pytest
 import uvicorn
 
-from app.bench.inprocess import serve_in_thread
 from app.server import create_app
 from app.settings import load_settings
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import TEST_SETTINGS
 from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
-from tests.support.fake_user_pool import API_CLIENT, UI_CLIENT, FakeUserPool
+from tests.support.fake_user_pool import FakeUserPool
 
 pytestmark = pytest.mark.browser
 
@@ -33,20 +32,14 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def signed_in_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, FakeUserPool]]:
     """The service with AUTH=cognito on a known port (PUBLIC_URL must name it before it starts)."""
-    pool = FakeUserPool()
-    with serve_in_thread(pool.app()) as pool_url:
-        pool.url = pool_url
+    with FakeUserPool().serving() as pool:
         port = _free_port()
         public_url = f"http://127.0.0.1:{port}"
         settings = load_settings(
             **{
                 **TEST_SETTINGS,
                 "model_cache_dir": tmp_path_factory.mktemp("signed-in"),
-                "auth": "cognito",
-                "auth_issuer": pool.issuer,
-                "auth_client_ids": f"{UI_CLIENT},{API_CLIENT}",
-                "auth_ui_client_id": UI_CLIENT,
-                "auth_login_url": pool.url,
+                **pool.service_settings(),
                 "public_url": public_url,
             }
         )

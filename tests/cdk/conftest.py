@@ -167,6 +167,11 @@ def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]
     ]
 
 
+def as_list(value: Any) -> list[Any]:
+    """An IAM policy field (Action, Resource) as a list: CloudFormation allows a single value too."""
+    return value if isinstance(value, list) else [value]
+
+
 def resources_of(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     """Logical id -> resource for one CloudFormation type."""
     return {k: v for k, v in template.get("Resources", {}).items() if v["Type"] == resource_type}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cdk.constructs.spot_role import SPOT_ROLE_NAME, SPOT_SERVICE
-from tests.cdk.conftest import resources_of
+from tests.cdk.conftest import as_list, resources_of
 
 CLUSTER = "SdOnEksCluster"
 
@@ -57,10 +57,6 @@ INSTANCE_PROFILE_WRITES = {
 }
 
 
-def _as_list(value):
-    return value if isinstance(value, list) else [value]
-
-
 def _controller_statements(template):
     for logical_id, policy in resources_of(template, "AWS::IAM::Policy").items():
         if logical_id.startswith("KarpenterController"):
@@ -68,7 +64,7 @@ def _controller_statements(template):
 
 
 def test_controller_policy_matches_karpenter_v1_14_1_action_for_action(platform_synth):
-    ours = {s["Sid"]: set(_as_list(s["Action"])) for s in _controller_statements(platform_synth.raw_templates[CLUSTER])}
+    ours = {s["Sid"]: set(as_list(s["Action"])) for s in _controller_statements(platform_synth.raw_templates[CLUSTER])}
     expected = {sid: actions for sid, actions in UPSTREAM_V1_14_1.items() if sid not in INSTANCE_PROFILE_WRITES}
     assert ours == expected
 

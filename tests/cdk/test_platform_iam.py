@@ -6,6 +6,7 @@ import pytest
 
 from app import metric_names
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
+from tests.cdk.conftest import as_list
 
 # Actions that support no resource-level permissions (AWS Service Authorization Reference), so "*"
 # is their only valid resource.
@@ -29,10 +30,6 @@ def _statements(template):
                 yield from ((logical_id, s) for s in policy["PolicyDocument"]["Statement"])
 
 
-def _as_list(value):
-    return value if isinstance(value, list) else [value]
-
-
 @pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
 def test_no_star_actions_and_star_resources_only_where_documented(fixture, request):
     synth = request.getfixturevalue(fixture)
@@ -42,9 +39,9 @@ def test_no_star_actions_and_star_resources_only_where_documented(fixture, reque
             if statement.get("Effect") != "Allow":
                 continue
             checked += 1
-            actions = _as_list(statement.get("Action", []))
+            actions = as_list(statement.get("Action", []))
             assert "*" not in actions and not any(a.endswith(":*") for a in actions), (name, logical_id, actions)
-            if "*" in _as_list(statement.get("Resource", [])):
+            if "*" in as_list(statement.get("Resource", [])):
                 # The AWS Load Balancer Controller's policy is the one AWS publishes for it;
                 # its Describe* and tag-conditioned writes are checked by cdk-nag acknowledgements.
                 if "albsaRole" in logical_id:
@@ -75,7 +72,7 @@ def test_karpenter_writes_are_conditioned_on_this_cluster(platform_synth):
     writes = {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate", "ec2:CreateLaunchTemplate", "ec2:CreateTags"}
     seen = set()
     for logical_id, statement in _statements(template):
-        actions = set(_as_list(statement.get("Action", [])))
+        actions = set(as_list(statement.get("Action", [])))
         if "KarpenterController" in logical_id and actions & writes:
             seen |= actions & writes
             assert cluster_tag in str(statement.get("Condition", {})), statement.get("Sid")

@@ -19,7 +19,7 @@ from cdk.serving import routing_controller_workload as rcw
 from cdk.serving import scaling
 from cdk.serving.jobs import JOBS_PREFIX
 from cdk.stacks.serving_stack import routing_weights
-from tests.cdk.conftest import DEFAULT_CONTEXT, service_deployments
+from tests.cdk.conftest import DEFAULT_CONTEXT, as_list, service_deployments
 from tests.cdk.test_serving_metrics_contract import alarm_metrics
 from tests.support.k8s_schema import validate_custom_resources
 
@@ -40,10 +40,6 @@ def one(template, resource_type, logical_prefix):
     found = {k: v for k, v in template.find_resources(resource_type).items() if k.startswith(logical_prefix)}
     assert len(found) == 1, sorted(found)
     return next(iter(found.items()))
-
-
-def as_list(value):
-    return value if isinstance(value, list) else [value]
 
 
 @pytest.fixture(scope="module")

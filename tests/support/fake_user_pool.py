@@ -9,6 +9,8 @@ import hashlib
 import secrets
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +36,25 @@ class FakeUserPool:
     key: rsa.RSAPrivateKey = field(default_factory=new_key)
     kid: str = "key-1"
     challenges: dict[str, str] = field(default_factory=dict)  # code -> PKCE challenge it was issued for
+
+    @contextmanager
+    def serving(self) -> Iterator[FakeUserPool]:
+        """Serve the pool on a loopback port (its `url` set) for the length of the block."""
+        from app.bench.inprocess import serve_in_thread
+
+        with serve_in_thread(self.app()) as url:
+            self.url = url
+            yield self
+
+    def service_settings(self) -> dict[str, Any]:
+        """The service's AUTH=cognito settings that trust this pool (UI and API clients)."""
+        return {
+            "auth": "cognito",
+            "auth_issuer": self.issuer,
+            "auth_client_ids": f"{UI_CLIENT},{API_CLIENT}",
+            "auth_ui_client_id": UI_CLIENT,
+            "auth_login_url": self.url,
+        }
 
     @property
     def issuer(self) -> str:
