@@ -3,10 +3,8 @@ process (another pod) completes it. Local backend, built-in model, the real HTTP
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,19 +14,13 @@ import httpx
 
 from app.jobs.local import LocalStore
 from app.jobs.model import JobState
-from tests.app.test_shutdown import ROOT, free_port
+from tests.support.app_process import run_app
 
 
 @contextmanager
 def service(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = free_port()
     env = {
-        **os.environ,
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "BACKEND": "cpu",
         "MODEL_CACHE_DIR": str(tmp_path / "models"),
-        "DEFAULT_STEPS": "2",
         "UI": "false",
         "JOBS": "local",
         "JOBS_DIR": str(tmp_path / "jobs"),
@@ -37,26 +29,9 @@ def service(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
         "REQUEST_TIMEOUT_S": "600",
     }
     # Logs go to a file: a pipe nobody reads fills up and blocks the server mid-test.
-    log = (tmp_path / f"service-{port}.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readiness").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("never ready")
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        log.close()
+    log_path = tmp_path / f"service-{time.monotonic_ns()}.log"
+    with log_path.open("w") as log, run_app(env, output=log, ready_timeout_s=180, log=log_path) as running:
+        yield running
 
 
 def wait_state(url: str, job_id: str, states: set[str], timeout_s: float) -> dict:

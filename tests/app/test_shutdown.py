@@ -2,47 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_ready(url: str) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readiness").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("never ready")
+from tests.support.app_process import run_app
 
 
 def test_sigterm_drains_then_exits(tmp_path):
-    port = free_port()
     env = {
-        **os.environ,
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "BACKEND": "cpu",
         "MODEL_CACHE_DIR": str(tmp_path),
-        "DEFAULT_STEPS": "2",
         "UI": "false",
         "METRICS": "emf",
         "METRICS_FLUSH_S": "60",
@@ -50,13 +21,7 @@ def test_sigterm_drains_then_exits(tmp_path):
         "SHUTDOWN_GRACE_S": "600",
         "REQUEST_TIMEOUT_S": "600",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url)
-
+    with run_app(env) as (process, url):
         # A slow request (many steps at full size) is in flight when SIGTERM arrives.
         in_flight: list[httpx.Response] = []
         slow = threading.Thread(
@@ -72,9 +37,6 @@ def test_sigterm_drains_then_exits(tmp_path):
         refused = httpx.post(f"{url}/v1/generate", json={"prompt": "late", "steps": 2})
         slow.join(timeout=600)
         process.wait(timeout=600)
-    finally:
-        if process.poll() is None:
-            process.kill()
     stdout, stderr = process.communicate()
 
     assert readiness.status_code == 503 and readiness.json()["status"] == "draining"
@@ -88,25 +50,14 @@ def test_sigterm_drains_then_exits(tmp_path):
 
 def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_path):
     grace_s = 20
-    port = free_port()
     env = {
-        **os.environ,
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "BACKEND": "cpu",
         "MODEL_CACHE_DIR": str(tmp_path),
-        "DEFAULT_STEPS": "2",
         "UI": "false",
         "SHUTDOWN_GRACE_S": str(grace_s),
         "REQUEST_TIMEOUT_S": "600",
         "MAX_BATCH_SIZE": "1",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url)
+    with run_app(env) as (process, url):
         # Far more work than the grace allows: one long request runs, two wait behind it.
         answers: list[httpx.Response] = []
         big = {"prompt": "slow", "steps": 100, "width": 1024, "height": 1024, "seed": 1}
@@ -123,9 +74,6 @@ def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_p
         exited_after_s = time.monotonic() - sigterm_at
         for client in clients:
             client.join(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
     process.communicate()
 
     # One grace period in total (plus process exit), not the drain's grace and then uvicorn's again.

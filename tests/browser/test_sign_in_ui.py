@@ -3,7 +3,6 @@ and the Gradio UI then works with the session cookie alone (its own calls carry 
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,22 +17,17 @@ from app.settings import load_settings
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import TEST_SETTINGS
 from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
+from tests.support.app_process import free_port
 from tests.support.fake_user_pool import FakeUserPool
 
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def signed_in_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, FakeUserPool]]:
     """The service with AUTH=cognito on a known port (PUBLIC_URL must name it before it starts)."""
     with FakeUserPool().serving() as pool:
-        port = _free_port()
+        port = free_port()
         public_url = f"http://127.0.0.1:{port}"
         settings = load_settings(
             **{

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 
 from tests.contract.neuron_checks import MODES
 from tests.contract.neuron_venv import NoInterpreter, ensure_venv, venv_python
+from tests.support.app_process import run_app
 from tools.image_locks import REPO_ROOT, image_lock_specs, read_lock
 
 CHECK_TIMEOUT_S = 600
@@ -65,54 +64,23 @@ def test_neuron_contract(check_results, check):
     assert result["ok"], result["detail"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def neuron_line_service(
     neuron_python: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """`python -m app` on the CPU with the built-in model, in the contract venv, on a free loopback port."""
-    port = _free_port()
     log = tmp_path_factory.mktemp("neuron-line-service") / "service.log"
     env = {
-        **os.environ,
         **CHECK_ENV,
-        "BACKEND": "cpu",
         "MODEL_ID": "builtin:tiny",
         "MODEL_CACHE_DIR": str(log.parent / "models"),
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
         "METRICS": "off",
-        "DEFAULT_STEPS": "2",
         "DEFAULT_WIDTH": "64",
         "DEFAULT_HEIGHT": "64",
         "GRADIO_ANALYTICS_ENABLED": "False",
     }
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [str(neuron_python), "-m", "app"], cwd=REPO_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, log.read_text()[-4000:]
-            assert time.monotonic() < deadline, "not ready within 300 s:\n" + log.read_text()[-4000:]
-            try:
-                if httpx.get(f"{url}/readiness", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+    with log.open("w") as sink, run_app(env, python=str(neuron_python), output=sink, log=log) as (process, url):
         yield url, process, log
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
 
 
 def test_service_serves_on_the_neuron_images_diffusers_and_transformers_and_drains(neuron_line_service):
