@@ -44,12 +44,6 @@ from cdk.serving.waf import ServingWebAcl
 from routing_controller.decision import normalize
 
 
-def model_location_for(acc: Accelerator, cfg: ServingConfig, store: str) -> tuple[str, str]:
-    """(bucket, prefix) a pod loads: Neuron the compiled artifacts in the store, GPU the weights
-    (in the store, or where an s3:// model id says)."""
-    return (store, njob.artifact_prefix(cfg)) if acc.name == "neuron" else weights_location(cfg.model_id, store)
-
-
 def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -> dict[str, int] | None:
     """Service name -> weight in the weighted modes (the cost weights); None in capacity mode."""
     if cfg.routing_mode not in WEIGHTED_MODES:
@@ -165,8 +159,10 @@ class ServingStack(Stack):
         self.identities: dict[str, PodIdentityRole] = {}
         workload_manifests = []
         for acc in platform.accelerators:
-            model_bucket_name, prefix = model_location_for(acc, cfg, bucket.bucket_name)
-            model_bucket = bucket if acc.name == "neuron" else weights_bucket
+            # Neuron pods load the compiled artifacts from the store; GPU pods the weights, wherever they are.
+            model_bucket, prefix = (
+                (bucket, njob.artifact_prefix(cfg)) if acc.name == "neuron" else (weights_bucket, weights_key)
+            )
             identity = PodIdentityRole(
                 self,
                 f"{acc.name.capitalize()}Identity",
@@ -191,7 +187,7 @@ class ServingStack(Stack):
                     acc,
                     cfg,
                     image=image,
-                    model_uri=s3_uri(model_bucket_name, prefix),
+                    model_uri=s3_uri(model_bucket.bucket_name, prefix),
                     region=region,
                     init_containers=init,
                     env_config_maps=auth_config_maps,
