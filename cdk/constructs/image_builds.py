@@ -21,6 +21,7 @@ from cdk import deploy_limits, versions
 from cdk.config import AcceleratorCapacity
 from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
+from cdk.retention import RETAINED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDSPEC = "buildspecs/image.yml"
@@ -125,7 +126,11 @@ class ImageBuilds(Construct):
         source_hash = self.source.asset_hash
 
         self.artifacts_key = kms.Key(
-            self, "BuildKey", description="Encrypts the image builds' artifacts and logs", enable_key_rotation=True
+            self,
+            "BuildKey",
+            description="Encrypts the image builds' artifacts and logs",
+            enable_key_rotation=True,
+            removal_policy=RETAINED,
         )
         self.projects: dict[str, codebuild.Project] = {}
         self.image_uris: dict[str, str] = {}
