@@ -40,6 +40,7 @@ SOURCE_EXCLUDES = [
 # The routing controller's image: its own package, the metric names module and its buildspec only,
 # so a change to the service does not rebuild it and it does not carry the service.
 ROUTING_CONTROLLER_BUILD = "routingController"  # its `Accelerator` key in the custom resource's Builds
+ROUTING_CONTROLLER_KIND = "routing-controller"  # its tag prefix, beside the accelerators' names
 ROUTING_CONTROLLER_BUILDSPEC = "buildspecs/routing-controller.yml"
 ROUTING_CONTROLLER_EXCLUDES = [
     "*",
@@ -55,6 +56,45 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/*.pyc",
 ]
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+# Each image kind keeps its own newest images: a rule over the whole repository would let a few service
+# changes (two images each) age out the routing controller's image, which changes rarely, while deployed.
+# The deployed image of a kind is its newest unless later deploys of that kind failed; the one before
+# it is what a rollback returns to.
+KEEP_IMAGES_PER_KIND = 10
+UNTAGGED_IMAGE_DAYS = 1  # tags are immutable, so an untagged image is a leftover of an interrupted push
+
+
+def tag_prefix(kind: str) -> str:
+    """What every tag of one image kind (an accelerator, or the routing controller) starts with."""
+    return f"{kind}-"
+
+
+def lifecycle_rules(kinds: list[str]) -> list[ecr.LifecycleRule]:
+    """Keep the KEEP_IMAGES_PER_KIND newest images of each kind, counted per kind; drop untagged leftovers.
+
+    Images of kinds not listed (an accelerator turned off) are never expired. ECR applies at most one
+    rule to an image, the first by priority whose selection it matches (Amazon ECR User Guide,
+    lifecycle policy properties and evaluation).
+    """
+    rules = [
+        ecr.LifecycleRule(
+            rule_priority=priority,
+            description=f"Keep the {KEEP_IMAGES_PER_KIND} newest {kind} images",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_prefix_list=[tag_prefix(kind)],
+            max_image_count=KEEP_IMAGES_PER_KIND,
+        )
+        for priority, kind in enumerate(kinds, start=1)
+    ]
+    rules.append(
+        ecr.LifecycleRule(
+            rule_priority=len(kinds) + 1,
+            description="Drop untagged images (left by interrupted pushes)",
+            tag_status=ecr.TagStatus.UNTAGGED,
+            max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
+        )
+    )
+    return rules
 
 
 def build_args(accelerator: str) -> dict[str, str]:
@@ -75,7 +115,7 @@ def image_tag(accelerator: str, *, source_hash: str, base_image: str, args: Mapp
     """
     inputs = {"source": source_hash, "base_image": base_image, "build_args": dict(sorted(args.items()))}
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-    return f"{accelerator}-{digest}"
+    return f"{tag_prefix(accelerator)}{digest}"
 
 
 def repository_name(cluster_name: str) -> str:
@@ -103,6 +143,7 @@ class ImageBuilds(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         region = Stack.of(self).region
+        kinds = [item.name for item in capacity] + ([ROUTING_CONTROLLER_KIND] if routing_controller else [])
         self.repository = ecr.Repository(
             self,
             "Repository",
@@ -110,12 +151,7 @@ class ImageBuilds(Construct):
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             encryption=ecr.RepositoryEncryption.KMS,
-            lifecycle_rules=[
-                ecr.LifecycleRule(
-                    description="Keep the 20 newest images; older source versions are not served",
-                    max_image_count=20,
-                )
-            ],
+            lifecycle_rules=lifecycle_rules(kinds),
             # The name is fixed (image URIs are built from it without an export), so a repository left
             # behind by a rolled-back first deploy would block the next one. Images are rebuilt from
             # source, so deleting them with the stack loses nothing (CloudFormation's EmptyOnDelete).
@@ -156,7 +192,7 @@ class ImageBuilds(Construct):
             )
             # Its base image is an input too: a new base rebuilds it, as for the service images.
             tag = image_tag(
-                "routing-controller",
+                ROUTING_CONTROLLER_KIND,
                 source_hash=controller_source.asset_hash,
                 base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
                 args={},
