@@ -15,6 +15,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import deploy_limits, versions
@@ -208,24 +209,43 @@ class ImageBuilds(Construct):
             )
 
         controller = [self.routing_controller_project] if self.routing_controller_project is not None else []
-        # A build that outlasts the wait keeps running in CodeBuild (its own timeout is longer) and
-        # pushes; the handler says so and the next deploy reuses the pushed image (buildspec skip).
         runner = build_runner(
             self,
             projects=[*self.projects.values(), *controller],
             what="image builds",
-            # Inside CloudFormation's one-hour limit (cdk/deploy_limits.py); a Neuron build takes 15-30 min.
+            # Each wait resource answers inside CloudFormation's one-hour limit (cdk/deploy_limits.py).
             wait=deploy_limits.IMAGE_BUILD_WAIT,
             report_after=deploy_limits.IMAGE_BUILD_REPORT_AFTER,
+            repository=self.repository,
         )
         self.on_event, self.is_complete, provider = runner.on_event, runner.is_complete, runner.provider
-        self.resource = CustomResource(
-            self,
-            "Images",
-            service_token=provider.service_token,
-            resource_type="Custom::ImageBuilds",
-            properties={"Builds": builds, "SourceHash": source_hash},
-        )
+        self.resource = self._wait_chain(provider, {"Builds": builds, "SourceHash": source_hash})
+
+    def _wait_chain(self, provider: cr.Provider, properties: dict[str, object]) -> CustomResource:
+        """The resources that start the builds and wait for them, each after the one before; the last.
+
+        A first deploy must outwait a long first build: were the stack to fail, its rollback would
+        delete the repository and the build's role while the build still runs. One resource may wait
+        an hour at most, so IMAGE_BUILD_WAIT_STAGES of them wait in turn, together longer than any
+        build can be queued and run (lambdas/codebuild_runner.py).
+        """
+        stages = deploy_limits.IMAGE_BUILD_WAIT_STAGES
+
+        def stage_resource(stage: int) -> CustomResource:
+            return CustomResource(
+                self,
+                "Images" if stage == 1 else f"ImagesWait{stage}",
+                service_token=provider.service_token,
+                resource_type="Custom::ImageBuilds",
+                properties={**properties, "WaitStage": stage, "WaitStages": stages},
+            )
+
+        last = stage_resource(1)
+        for stage in range(2, stages + 1):
+            waiter = stage_resource(stage)
+            waiter.node.add_dependency(last)
+            last = waiter
+        return last
 
     def _docker_build_project(
         self,
@@ -261,6 +281,7 @@ class ImageBuilds(Construct):
                 )
             ),
             timeout=timeout,
+            queued_timeout=deploy_limits.IMAGE_BUILD_QUEUE_TIMEOUT,
         )
         self.repository.grant_pull_push(project)
         self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
@@ -278,7 +299,7 @@ class ImageBuilds(Construct):
             source=self.source,
             buildspec=BUILDSPEC,
             compute_type=codebuild.ComputeType.X_LARGE,
-            timeout=Duration.minutes(90),
+            timeout=deploy_limits.IMAGE_BUILD_TIMEOUT,
             # the build args the tag hashes (ACCELERATOR, OPTIMUM_NEURON_VERSION)
             variables={"IMAGE_TAG": tag, "BASE_IMAGE": base_image, "DLC_REGISTRY": dlc_registry, **args},
         )
@@ -304,7 +325,7 @@ class ImageBuilds(Construct):
             source=source,
             buildspec=ROUTING_CONTROLLER_BUILDSPEC,
             compute_type=codebuild.ComputeType.SMALL,
-            timeout=Duration.minutes(20),
+            timeout=deploy_limits.ROUTING_CONTROLLER_BUILD_TIMEOUT,
             variables={"IMAGE_TAG": tag, "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE},
         )
         return project

@@ -69,9 +69,19 @@ def test_one_privileged_project_per_accelerator_on_its_dlc_base(platform_synth):
     assert "pytorch-inference-neuronx" in _region_free(projects["neuron"][1]["BASE_IMAGE"])
 
 
+def _first_stage(template):
+    """The Custom::ImageBuilds resource that starts the builds (the later stages only wait)."""
+    (resource,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "Custom::ImageBuilds" and r["Properties"]["WaitStage"] == 1
+    ]
+    return resource
+
+
 def test_custom_resource_starts_and_waits_for_every_build(platform_synth):
     template = platform_synth.raw_templates[IMAGES]
-    (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
+    resource = _first_stage(template)
     builds = resource["Properties"]["Builds"]
     assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", ROUTING_CONTROLLER_BUILD]
     projects = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
@@ -133,8 +143,7 @@ def test_image_tag_changes_with_every_input_and_only_then():
 
 def _synth_tags(synth):
     """accelerator -> (IMAGE_TAG, the source asset hash) of one synth."""
-    template = synth.raw_templates[IMAGES]
-    (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
+    resource = _first_stage(synth.raw_templates[IMAGES])
     return {name: (v["IMAGE_TAG"], resource["Properties"]["SourceHash"]) for name, (_, v) in _projects(synth).items()}
 
 
