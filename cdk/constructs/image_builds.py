@@ -234,7 +234,7 @@ class ImageBuilds(Construct):
         def stage_resource(stage: int) -> CustomResource:
             return CustomResource(
                 self,
-                "Images" if stage == 1 else f"ImagesWait{stage}",
+                "Images" if stage == 1 else f"Wait{stage}",
                 service_token=provider.service_token,
                 resource_type="Custom::ImageBuilds",
                 properties={**properties, "WaitStage": stage, "WaitStages": stages},

@@ -10,7 +10,7 @@ import pytest
 
 from cdk import versions
 from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD, ROUTING_CONTROLLER_KIND, repository_name
-from tests.cdk.conftest import resources_of
+from tests.cdk.conftest import as_list, resources_of
 from tests.cdk.manifests import manifests
 
 IMAGES = "SdOnEksImages"
@@ -218,3 +218,25 @@ def test_lifecycle_never_counts_a_deployed_image_against_other_kinds(fixture, re
         selection = governing["selection"]
         assert selection["tagStatus"] == "tagged" and selection.get("tagPrefixList") == [f"{kind}-"], (tag, governing)
         assert selection["countType"] == "imageCountMoreThan" and selection["countNumber"] >= 2, (tag, governing)
+
+
+def test_the_build_starter_may_find_pushed_images_and_running_builds(platform_synth):
+    """Without these the starter fails with AccessDenied before any build starts."""
+    template = platform_synth.raw_templates[IMAGES]
+    (starter,) = [
+        logical_id
+        for logical_id, r in resources_of(template, "AWS::Lambda::Function").items()
+        if r["Properties"].get("Handler") == "codebuild_runner.on_event"
+    ]
+    role = template["Resources"][starter]["Properties"]["Role"]["Fn::GetAtt"][0]
+    allowed: dict[str, list] = {}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                for action in as_list(statement["Action"]):
+                    allowed.setdefault(action, []).extend(as_list(statement["Resource"]))
+    projects = [{"Fn::GetAtt": [k, "Arn"]} for k in resources_of(template, "AWS::CodeBuild::Project")]
+    (repository,) = resources_of(template, "AWS::ECR::Repository")
+    for action in ("codebuild:StartBuild", "codebuild:ListBuildsForProject", "codebuild:BatchGetBuilds"):
+        assert sorted(map(json.dumps, allowed[action])) == sorted(map(json.dumps, projects)), action
+    assert allowed["ecr:DescribeImages"] == [{"Fn::GetAtt": [repository, "Arn"]}]
