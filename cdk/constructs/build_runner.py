@@ -58,6 +58,9 @@ def build_runner(
         "code": lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=LAMBDA_EXCLUDES),
         "timeout": Duration.minutes(1),
         "memory_size": 256,
+        # A log group of the stack's own: Lambda's default one (/aws/lambda/<name>) would outlive the
+        # stack, and a rolled-back first create (cdk/retention.py).
+        "log_group": encrypted_log_group(scope, "HandlerLogs"),
     }
     on_event = lambda_.Function(
         scope, "OnEvent", handler="codebuild_runner.on_event", description=f"Starts {what}", **props
