@@ -243,8 +243,8 @@ def is_complete(event: dict[str, Any], context: object = None) -> dict[str, Any]
     minutes = f"{(datetime.now(UTC) - min(started)).total_seconds() / 60:.0f} minutes" if started else "the wait"
     raise BuildStillRunningError(
         f"builds still running after {minutes}, longer than their CodeBuild queue and build timeouts should "
-        f"allow: {_describe(running)}. Once they have finished, `cdk deploy` again waits for them or finds "
-        "their pushed images instead of building again."
+        f"allow: {_describe(running)}. A later `cdk deploy` waits for a build still running or reuses its "
+        "pushed image, unless this was the stack's first create: its rollback deletes the repository."
     )
 
 

@@ -219,7 +219,7 @@ def test_builds_longer_than_every_stage_end_the_deploy_with_their_log_links(code
         handler.is_complete({**_stage(4, 4), **_waited(last, 2800)})
     message = str(raised.value)
     assert "https://logs.example/neuron-build" in message and "https://logs.example/nvidia-build" in message
-    assert "`cdk deploy` again waits for them or finds their pushed images" in message
+    assert "A later `cdk deploy` waits for a build still running or reuses its pushed image" in message
 
 
 def test_a_build_that_failed_between_stages_fails_the_next_stage_with_its_log_link(codebuild, monkeypatch):
