@@ -1,5 +1,5 @@
 """Service images: ECR repository, app source asset, one CodeBuild project per accelerator, and a
-custom resource that runs the builds during `cdk deploy` and waits for them."""
+chain of custom resources that runs the builds during `cdk deploy` and waits for them."""
 
 from __future__ import annotations
 
