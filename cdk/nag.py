@@ -279,6 +279,29 @@ def _acknowledge_images(platform: PlatformStacks) -> None:
         )
 
 
+def acknowledge_bucket_emptier(handler: IConstruct, provider: IConstruct, buckets: list[IConstruct]) -> None:
+    """The findings of the empty-on-create-rollback custom resource (lambdas/empty_on_create_rollback.py)."""
+    for scope in (handler, provider):
+        _ack(scope, f"IAM4[{_MANAGED}service-role/AWSLambdaBasicExecutionRole]", LAMBDA_BASIC_REASON)
+    _ack(
+        handler,
+        "L1",
+        "pinned to Python 3.13 on purpose: the handler is tested against that runtime's boto3; "
+        "bumped with the versions module",
+    )
+    _ack(
+        provider,
+        f"IAM5[Resource::<{_logical(handler)}.Arn>:*]",
+        "the provider framework invokes any version of the handler function it owns",
+    )
+    for bucket in buckets:
+        _ack(
+            handler,
+            f"IAM5[Resource::<{_logical(bucket)}.Arn>/*]",
+            "deletes the object versions of this bucket only, and only while its first create rolls back",
+        )
+
+
 def acknowledge_build_runner(
     on_event: IConstruct, is_complete: IConstruct, provider: IConstruct, projects: list[IConstruct]
 ) -> None:

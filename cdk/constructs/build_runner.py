@@ -14,6 +14,7 @@ from typing import Final
 
 from aws_cdk import Duration
 from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
@@ -43,17 +44,23 @@ def build_runner(
     what: str,
     wait: Duration,
     report_after: Duration | None = None,
+    repository: ecr.IRepository | None = None,
 ) -> BuildRunner:
     """Handlers allowed to start and poll exactly `projects`, under a provider that waits `wait`.
 
-    With `report_after`, the poller stops waiting that long after the builds started and says which
-    are still running (they go on in CodeBuild, and the next deploy reuses what they made).
+    With `report_after`, the poller stops waiting that long after its resource's start (then the next
+    wait resource of a chain takes over, or the last one says which builds are still running). With
+    `repository`, the starter may look up images already pushed there and builds of the projects
+    already making them, so that nothing is built twice.
     """
     props = {
         "runtime": lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
         "code": lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=LAMBDA_EXCLUDES),
         "timeout": Duration.minutes(1),
         "memory_size": 256,
+        # A log group of the stack's own: Lambda's default one (/aws/lambda/<name>) would outlive the
+        # stack, and a rolled-back first create (cdk/retention.py).
+        "log_group": encrypted_log_group(scope, "HandlerLogs"),
     }
     on_event = lambda_.Function(
         scope, "OnEvent", handler="codebuild_runner.on_event", description=f"Starts {what}", **props
@@ -63,6 +70,12 @@ def build_runner(
     )
     arns = [p.project_arn for p in projects]
     on_event.add_to_role_policy(iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=arns))
+    if repository is not None:
+        # Both act on the project ARN (CodeBuild User Guide, permissions reference).
+        on_event.add_to_role_policy(
+            iam.PolicyStatement(actions=["codebuild:ListBuildsForProject", "codebuild:BatchGetBuilds"], resources=arns)
+        )
+        repository.grant(on_event, "ecr:DescribeImages")
     is_complete.add_to_role_policy(iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=arns))
     if report_after is not None:
         is_complete.add_environment("REPORT_AFTER_SECONDS", str(int(report_after.to_seconds())))

@@ -10,6 +10,7 @@ from constructs import Construct
 
 from cdk.config import AppConfig
 from cdk.constructs.node_role import worker_node_role
+from cdk.retention import RETAINED
 
 # Every control-plane log type: API, audit and authenticator logs are what an incident review needs.
 CONTROL_PLANE_LOGS = (
@@ -40,6 +41,7 @@ class Cluster(Construct):
             "SecretsKey",
             description=f"Envelope encryption of Kubernetes secrets in {config.cluster_name}",
             enable_key_rotation=True,
+            removal_policy=RETAINED,
         )
         self.cluster = eks.Cluster(
             self,

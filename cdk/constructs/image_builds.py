@@ -1,5 +1,5 @@
 """Service images: ECR repository, app source asset, one CodeBuild project per accelerator, and a
-custom resource that runs the builds during `cdk deploy` and waits for them."""
+chain of custom resources that runs the builds during `cdk deploy` and waits for them."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import deploy_limits, versions
 from cdk.config import AcceleratorCapacity
 from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
+from cdk.retention import RETAINED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDSPEC = "buildspecs/image.yml"
@@ -39,6 +41,7 @@ SOURCE_EXCLUDES = [
 # The routing controller's image: its own package, the metric names module and its buildspec only,
 # so a change to the service does not rebuild it and it does not carry the service.
 ROUTING_CONTROLLER_BUILD = "routingController"  # its `Accelerator` key in the custom resource's Builds
+ROUTING_CONTROLLER_KIND = "routing-controller"  # its tag prefix, beside the accelerators' names
 ROUTING_CONTROLLER_BUILDSPEC = "buildspecs/routing-controller.yml"
 ROUTING_CONTROLLER_EXCLUDES = [
     "*",
@@ -54,6 +57,45 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/*.pyc",
 ]
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+# Each image kind keeps its own newest images: a rule over the whole repository would let a few service
+# changes (two images each) age out the routing controller's image, which changes rarely, while deployed.
+# The deployed image of a kind is its newest unless later deploys of that kind failed; the one before
+# it is what a rollback returns to.
+KEEP_IMAGES_PER_KIND = 10
+UNTAGGED_IMAGE_DAYS = 1  # tags are immutable, so an untagged image is a leftover of an interrupted push
+
+
+def tag_prefix(kind: str) -> str:
+    """What every tag of one image kind (an accelerator, or the routing controller) starts with."""
+    return f"{kind}-"
+
+
+def lifecycle_rules(kinds: list[str]) -> list[ecr.LifecycleRule]:
+    """Keep the KEEP_IMAGES_PER_KIND newest images of each kind, counted per kind; drop untagged leftovers.
+
+    Images of kinds not listed (an accelerator turned off) are never expired. ECR applies at most one
+    rule to an image, the first by priority whose selection it matches (Amazon ECR User Guide,
+    lifecycle policy properties and evaluation).
+    """
+    rules = [
+        ecr.LifecycleRule(
+            rule_priority=priority,
+            description=f"Keep the {KEEP_IMAGES_PER_KIND} newest {kind} images",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_prefix_list=[tag_prefix(kind)],
+            max_image_count=KEEP_IMAGES_PER_KIND,
+        )
+        for priority, kind in enumerate(kinds, start=1)
+    ]
+    rules.append(
+        ecr.LifecycleRule(
+            rule_priority=len(kinds) + 1,
+            description="Drop untagged images (left by interrupted pushes)",
+            tag_status=ecr.TagStatus.UNTAGGED,
+            max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
+        )
+    )
+    return rules
 
 
 def build_args(accelerator: str) -> dict[str, str]:
@@ -74,7 +116,7 @@ def image_tag(accelerator: str, *, source_hash: str, base_image: str, args: Mapp
     """
     inputs = {"source": source_hash, "base_image": base_image, "build_args": dict(sorted(args.items()))}
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-    return f"{accelerator}-{digest}"
+    return f"{tag_prefix(accelerator)}{digest}"
 
 
 def repository_name(cluster_name: str) -> str:
@@ -102,6 +144,7 @@ class ImageBuilds(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         region = Stack.of(self).region
+        kinds = [item.name for item in capacity] + ([ROUTING_CONTROLLER_KIND] if routing_controller else [])
         self.repository = ecr.Repository(
             self,
             "Repository",
@@ -109,12 +152,7 @@ class ImageBuilds(Construct):
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             encryption=ecr.RepositoryEncryption.KMS,
-            lifecycle_rules=[
-                ecr.LifecycleRule(
-                    description="Keep the 20 newest images; older source versions are not served",
-                    max_image_count=20,
-                )
-            ],
+            lifecycle_rules=lifecycle_rules(kinds),
             # The name is fixed (image URIs are built from it without an export), so a repository left
             # behind by a rolled-back first deploy would block the next one. Images are rebuilt from
             # source, so deleting them with the stack loses nothing (CloudFormation's EmptyOnDelete).
@@ -125,7 +163,11 @@ class ImageBuilds(Construct):
         source_hash = self.source.asset_hash
 
         self.artifacts_key = kms.Key(
-            self, "BuildKey", description="Encrypts the image builds' artifacts and logs", enable_key_rotation=True
+            self,
+            "BuildKey",
+            description="Encrypts the image builds' artifacts and logs",
+            enable_key_rotation=True,
+            removal_policy=RETAINED,
         )
         self.projects: dict[str, codebuild.Project] = {}
         self.image_uris: dict[str, str] = {}
@@ -151,7 +193,7 @@ class ImageBuilds(Construct):
             )
             # Its base image is an input too: a new base rebuilds it, as for the service images.
             tag = image_tag(
-                "routing-controller",
+                ROUTING_CONTROLLER_KIND,
                 source_hash=controller_source.asset_hash,
                 base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
                 args={},
@@ -167,24 +209,43 @@ class ImageBuilds(Construct):
             )
 
         controller = [self.routing_controller_project] if self.routing_controller_project is not None else []
-        # A build that outlasts the wait keeps running in CodeBuild (its own timeout is longer) and
-        # pushes; the handler says so and the next deploy reuses the pushed image (buildspec skip).
         runner = build_runner(
             self,
             projects=[*self.projects.values(), *controller],
             what="image builds",
-            # Inside CloudFormation's one-hour limit (cdk/deploy_limits.py); a Neuron build takes 15-30 min.
+            # Each wait resource answers inside CloudFormation's one-hour limit (cdk/deploy_limits.py).
             wait=deploy_limits.IMAGE_BUILD_WAIT,
             report_after=deploy_limits.IMAGE_BUILD_REPORT_AFTER,
+            repository=self.repository,
         )
         self.on_event, self.is_complete, provider = runner.on_event, runner.is_complete, runner.provider
-        self.resource = CustomResource(
-            self,
-            "Images",
-            service_token=provider.service_token,
-            resource_type="Custom::ImageBuilds",
-            properties={"Builds": builds, "SourceHash": source_hash},
-        )
+        self.resource = self._wait_chain(provider, {"Builds": builds, "SourceHash": source_hash})
+
+    def _wait_chain(self, provider: cr.Provider, properties: dict[str, object]) -> CustomResource:
+        """The resources that start the builds and wait for them, each after the one before; the last.
+
+        A first deploy must outwait a long first build: were the stack to fail, its rollback would
+        delete the repository and the build's role while the build still runs. One resource may wait
+        an hour at most, so IMAGE_BUILD_WAIT_STAGES of them wait in turn, together longer than any
+        build can be queued and run (lambdas/codebuild_runner.py).
+        """
+        stages = deploy_limits.IMAGE_BUILD_WAIT_STAGES
+
+        def stage_resource(stage: int) -> CustomResource:
+            return CustomResource(
+                self,
+                "Images" if stage == 1 else f"Wait{stage}",
+                service_token=provider.service_token,
+                resource_type="Custom::ImageBuilds",
+                properties={**properties, "WaitStage": stage, "WaitStages": stages},
+            )
+
+        last = stage_resource(1)
+        for stage in range(2, stages + 1):
+            waiter = stage_resource(stage)
+            waiter.node.add_dependency(last)
+            last = waiter
+        return last
 
     def _docker_build_project(
         self,
@@ -220,6 +281,7 @@ class ImageBuilds(Construct):
                 )
             ),
             timeout=timeout,
+            queued_timeout=deploy_limits.IMAGE_BUILD_QUEUE_TIMEOUT,
         )
         self.repository.grant_pull_push(project)
         self.repository.grant_read(project)  # ecr:DescribeImages for the "already pushed" check
@@ -237,7 +299,7 @@ class ImageBuilds(Construct):
             source=self.source,
             buildspec=BUILDSPEC,
             compute_type=codebuild.ComputeType.X_LARGE,
-            timeout=Duration.minutes(90),
+            timeout=deploy_limits.IMAGE_BUILD_TIMEOUT,
             # the build args the tag hashes (ACCELERATOR, OPTIMUM_NEURON_VERSION)
             variables={"IMAGE_TAG": tag, "BASE_IMAGE": base_image, "DLC_REGISTRY": dlc_registry, **args},
         )
@@ -263,7 +325,7 @@ class ImageBuilds(Construct):
             source=source,
             buildspec=ROUTING_CONTROLLER_BUILDSPEC,
             compute_type=codebuild.ComputeType.SMALL,
-            timeout=Duration.minutes(20),
+            timeout=deploy_limits.ROUTING_CONTROLLER_BUILD_TIMEOUT,
             variables={"IMAGE_TAG": tag, "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE},
         )
         return project

@@ -14,6 +14,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cdk.retention import RETAINED
+
 _KEY_ID = "LogsKey"
 
 
@@ -28,7 +30,7 @@ def logs_key(scope: Construct) -> kms.Key:
         _KEY_ID,
         description=f"Encrypts the CloudWatch log groups of {stack.stack_name}",
         enable_key_rotation=True,
-        removal_policy=RemovalPolicy.RETAIN,
+        removal_policy=RETAINED,
     )
     key.add_to_resource_policy(
         iam.PolicyStatement(
@@ -52,7 +54,7 @@ def encrypted_log_group(
     construct_id: str,
     *,
     retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
-    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    removal_policy: RemovalPolicy = RETAINED,
 ) -> logs.LogGroup:
     """A log group encrypted with the stack's logs key."""
     return logs.LogGroup(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -20,6 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdk.config.serving import JobsConfig
+from cdk.retention import data_removal_policy
 from cdk.serving.model_store import log_server_access
 
 JOBS_PREFIX: Final = "jobs/"  # the service's JOBS_PREFIX: records, images and idempotency keys
@@ -35,7 +36,7 @@ class JobsInfra(Construct):
         self, scope: Construct, construct_id: str, *, config: JobsConfig, log_bucket: s3.IBucket, retain: bool
     ) -> None:
         super().__init__(scope, construct_id)
-        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        removal = data_removal_policy(retain)
         self.config = config
         self.key = kms.Key(
             self,

@@ -28,6 +28,7 @@ from app.model_store.layout import model_slug, s3_uri, weights_prefix
 from cdk import deploy_limits, versions
 from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
+from cdk.retention import RETAINED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Only what `python -m app.model_store.stage` imports, so a service change does not re-run staging.
@@ -95,7 +96,13 @@ class WeightsStaging(Construct):
             variables[HUB_AUTH_ENV_NAME] = codebuild.BuildEnvironmentVariable(
                 type=codebuild.BuildEnvironmentVariableType.SECRETS_MANAGER, value=token_secret
             )
-        key = kms.Key(self, "BuildKey", description="Encrypts the weights-staging build", enable_key_rotation=True)
+        key = kms.Key(
+            self,
+            "BuildKey",
+            description="Encrypts the weights-staging build",
+            enable_key_rotation=True,
+            removal_policy=RETAINED,
+        )
         log_group = encrypted_log_group(self, "Logs")
         self.project = codebuild.Project(
             self,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Token, Validations, region_info
+from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations, region_info
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.checkov import skip_cfn_child
+from cdk.retention import data_removal_policy
 from cdk.serving.ingress import ACCESS_LOG_PREFIX
 
 SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
@@ -58,7 +59,7 @@ class ModelStore(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
         super().__init__(scope, construct_id)
-        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        removal = data_removal_policy(retain)
         # ALB access logs only support SSE-S3, so the log bucket uses S3-managed keys.
         self.log_bucket = s3.Bucket(
             self,

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, SecretValue, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, Duration, SecretValue, Stack, Validations
 from aws_cdk import aws_cognito as cognito
 from constructs import Construct
 
 from app.auth import env
 from cdk.config.serving import ServingConfig
+from cdk.retention import data_removal_policy
 
 CONFIG_MAP_NAME: Final = "sd-auth"
 RESOURCE_SERVER_ID: Final = "sd-api"
@@ -47,7 +48,7 @@ class SignIn(Construct):
             password_policy=cognito.PasswordPolicy(
                 min_length=12, require_digits=True, require_lowercase=True, require_uppercase=True, require_symbols=True
             ),
-            removal_policy=RemovalPolicy.RETAIN if cfg.model_store_retain else RemovalPolicy.DESTROY,
+            removal_policy=data_removal_policy(cfg.model_store_retain),
         )
         Validations.of(self.user_pool).acknowledge(
             Acknowledgment(

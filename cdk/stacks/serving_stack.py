@@ -24,6 +24,7 @@ from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
+from cdk.constructs.empty_on_create_rollback import EmptyOnCreateRollback
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
@@ -102,12 +103,19 @@ class ServingStack(Stack):
         self.jobs = jobs = JobsInfra(
             self, "Jobs", config=cfg.jobs, log_bucket=store.log_bucket, retain=cfg.model_store_retain
         )
+        # Deleted after the writers that depend on it (staging, the namespace and its pods), before the buckets.
+        emptier = EmptyOnCreateRollback(
+            self, "EmptyOnCreateRollback", buckets=[bucket, store.log_bucket, jobs.bucket]
+        ).resource
+        if self.staging is not None:
+            self.staging.resource.node.add_dependency(emptier)
         if platform.keda_operator_role is not None:
             iam.Policy(
                 self, "KedaReadsJobQueue", roles=[platform.keda_operator_role], statements=[jobs.scaler_statement()]
             )
 
         ns = eks.KubernetesManifest(self, "Namespace", cluster=cluster, manifest=[workloads.namespace(cfg)])
+        ns.node.add_dependency(emptier)
 
         def manifest(cid: str, objects: list[dict[str, Any]], *deps: Construct) -> eks.KubernetesManifest:
             m = eks.KubernetesManifest(self, cid, cluster=cluster, manifest=objects)

@@ -95,3 +95,43 @@ def test_the_image_build_handler_reports_before_its_waiter_ends(platform_synth):
     assert report_after == [report_after[0]]
     # One more poll after the handler gives up still fits in the waiter.
     assert report_after[0] + int(interval) < int(interval) * int(attempts)
+
+
+def _image_build_projects_limit_s(template: dict[str, Any]) -> int:
+    """The longest an image build can take in CodeBuild: queued, then run, each to its timeout."""
+    limits = []
+    for project in resources_of(template, "AWS::CodeBuild::Project").values():
+        props = project["Properties"]
+        # CodeBuild's defaults: 60 minutes to run, 480 minutes in the queue.
+        limits.append(60 * (int(props.get("TimeoutInMinutes", 60)) + int(props.get("QueuedTimeoutInMinutes", 480))))
+    assert limits
+    return max(limits)
+
+
+@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
+def test_a_first_deploy_outwaits_its_longest_image_build(fixture, request):
+    """A first deploy that stopped waiting would roll back and delete the repository and the build's role
+    under the still-running build; so the chain of wait resources outlasts any build it waits for."""
+    template = request.getfixturevalue(fixture).raw_templates["SdOnEksImages"]
+    stages = {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "Custom::ImageBuilds"
+    }
+    # A resource without the properties is a chain of one (lambdas/codebuild_runner.py).
+    by_stage = {int(r["Properties"].get("WaitStage", 1)): logical_id for logical_id, r in stages.items()}
+    count = len(stages)
+    assert sorted(by_stage) == list(range(1, count + 1))
+    assert {int(r["Properties"].get("WaitStages", 1)) for r in stages.values()} == {count}
+    # Each stage waits for the one before, so their waits add up.
+    for stage in range(2, count + 1):
+        assert by_stage[stage - 1] in stages[by_stage[stage]].get("DependsOn", []), stage
+    # All stages wait for the same builds.
+    assert len({json.dumps(r["Properties"]["Builds"], sort_keys=True) for r in stages.values()}) == 1
+    (report_after,) = {
+        int(f["Properties"]["Environment"]["Variables"]["REPORT_AFTER_SECONDS"])
+        for f in resources_of(template, "AWS::Lambda::Function").values()
+        if "REPORT_AFTER_SECONDS" in f["Properties"].get("Environment", {}).get("Variables", {})
+    }
+    assert report_after + MARGIN_S <= CLOUDFORMATION_LIMIT_S
+    assert count * report_after > _image_build_projects_limit_s(template)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Match
+import fnmatch
+import json
+import re
+
+import pytest
 
 from cdk import versions
-from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD
-from tests.cdk.conftest import resources_of
+from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD, ROUTING_CONTROLLER_KIND, repository_name
+from tests.cdk.conftest import as_list, resources_of
+from tests.cdk.manifests import manifests
 
 IMAGES = "SdOnEksImages"
 
@@ -21,7 +26,6 @@ def test_repository_scans_on_push_immutable_with_lifecycle(platform_synth):
             "ImageScanningConfiguration": {"ScanOnPush": True},
             "ImageTagMutability": "IMMUTABLE",
             "EncryptionConfiguration": {"EncryptionType": "KMS"},
-            "LifecyclePolicy": {"LifecyclePolicyText": Match.string_like_regexp('"countNumber":20')},
             # A rolled-back first deploy must not leave the fixed-name repository behind.
             "EmptyOnDelete": True,
         },
@@ -65,9 +69,19 @@ def test_one_privileged_project_per_accelerator_on_its_dlc_base(platform_synth):
     assert "pytorch-inference-neuronx" in _region_free(projects["neuron"][1]["BASE_IMAGE"])
 
 
+def _first_stage(template):
+    """The Custom::ImageBuilds resource that starts the builds (the later stages only wait)."""
+    (resource,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "Custom::ImageBuilds" and r["Properties"]["WaitStage"] == 1
+    ]
+    return resource
+
+
 def test_custom_resource_starts_and_waits_for_every_build(platform_synth):
     template = platform_synth.raw_templates[IMAGES]
-    (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
+    resource = _first_stage(template)
     builds = resource["Properties"]["Builds"]
     assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", ROUTING_CONTROLLER_BUILD]
     projects = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
@@ -129,8 +143,7 @@ def test_image_tag_changes_with_every_input_and_only_then():
 
 def _synth_tags(synth):
     """accelerator -> (IMAGE_TAG, the source asset hash) of one synth."""
-    template = synth.raw_templates[IMAGES]
-    (resource,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::ImageBuilds"]
+    resource = _first_stage(synth.raw_templates[IMAGES])
     return {name: (v["IMAGE_TAG"], resource["Properties"]["SourceHash"]) for name, (_, v) in _projects(synth).items()}
 
 
@@ -147,3 +160,83 @@ def test_synthesized_tags_hash_source_base_image_and_build_args(platform_synth, 
     assert variant_source == default_source
     assert variant_synth.config.capacity_for("nvidia").base_image != versions.NVIDIA_BASE_IMAGE
     assert variant_tag != default_tag
+
+
+def _deployed_tags(synth) -> set[str]:
+    """The tags of this app's repository that any synthesized manifest runs (containers, init containers)."""
+    repository = repository_name(synth.config.cluster_name)
+    found = re.compile(rf"/{re.escape(repository)}:([A-Za-z0-9._-]+)$")
+    tags = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            image = node.get("image")
+            if isinstance(image, str) and (match := found.search(image)):
+                tags.add(match.group(1))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for template in synth.raw_templates.values():
+        walk(manifests(template))
+    return tags
+
+
+def _selects(selection: dict, tag: str) -> bool:
+    """Whether an ECR lifecycle rule's selection matches an image with this one tag (all prefixes/patterns)."""
+    if selection["tagStatus"] == "any":
+        return True
+    if selection["tagStatus"] == "untagged":
+        return False
+    return all(tag.startswith(p) for p in selection.get("tagPrefixList", [])) and all(
+        fnmatch.fnmatchcase(tag, p) for p in selection.get("tagPatternList", [])
+    )
+
+
+@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
+def test_lifecycle_never_counts_a_deployed_image_against_other_kinds(fixture, request):
+    """The rule that governs a deployed image keeps the newest few of that image's own kind only, so
+    builds of another kind (the service changes often, the routing controller rarely) never age it out."""
+    synth = request.getfixturevalue(fixture)
+    (repository,) = resources_of(synth.raw_templates[IMAGES], "AWS::ECR::Repository").values()
+    rules = sorted(
+        json.loads(repository["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"],
+        key=lambda r: r["rulePriority"],
+    )
+    tags = _deployed_tags(synth)
+    kinds = {tag.rsplit("-", 1)[0] for tag in tags}
+    # Every image this synth builds is deployed somewhere, so each kind is checked.
+    controller = {ROUTING_CONTROLLER_KIND} if synth.config.serving.runs_routing_controller else set()
+    assert kinds == {a.name for a in synth.handle.accelerators} | controller
+    for tag in tags:
+        kind = tag.rsplit("-", 1)[0]
+        governing = next((r for r in rules if _selects(r["selection"], tag)), None)
+        if governing is None:
+            continue  # no rule selects it: never expired
+        selection = governing["selection"]
+        assert selection["tagStatus"] == "tagged" and selection.get("tagPrefixList") == [f"{kind}-"], (tag, governing)
+        assert selection["countType"] == "imageCountMoreThan" and selection["countNumber"] >= 2, (tag, governing)
+
+
+def test_the_build_starter_may_find_pushed_images_and_running_builds(platform_synth):
+    """Without these the starter fails with AccessDenied before any build starts."""
+    template = platform_synth.raw_templates[IMAGES]
+    (starter,) = [
+        logical_id
+        for logical_id, r in resources_of(template, "AWS::Lambda::Function").items()
+        if r["Properties"].get("Handler") == "codebuild_runner.on_event"
+    ]
+    role = template["Resources"][starter]["Properties"]["Role"]["Fn::GetAtt"][0]
+    allowed: dict[str, list] = {}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                for action in as_list(statement["Action"]):
+                    allowed.setdefault(action, []).extend(as_list(statement["Resource"]))
+    projects = [{"Fn::GetAtt": [k, "Arn"]} for k in resources_of(template, "AWS::CodeBuild::Project")]
+    (repository,) = resources_of(template, "AWS::ECR::Repository")
+    for action in ("codebuild:StartBuild", "codebuild:ListBuildsForProject", "codebuild:BatchGetBuilds"):
+        assert sorted(map(json.dumps, allowed[action])) == sorted(map(json.dumps, projects)), action
+    assert allowed["ecr:DescribeImages"] == [{"Fn::GetAtt": [repository, "Arn"]}]
