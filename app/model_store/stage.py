@@ -15,8 +15,10 @@ HF_TOKEN environment variable (CodeBuild fills it from Secrets Manager at build 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +36,7 @@ MODEL_INDEX = "model_index.json"
 # Component files other than weights: configs, tokenizer vocabularies, sentencepiece models.
 _SIDE_FILES = (".json", ".txt", ".model")
 _WEIGHT_FORMATS = (".safetensors", ".bin")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class StageError(RuntimeError):
@@ -85,6 +88,12 @@ def select_weight_files(files: Iterable[str]) -> list[str]:
     return selected
 
 
+# The CDK settings these values come from: the deploy is the usual caller, so errors name what to change.
+MODEL_SETTING = "servingModelId"
+REVISION_SETTING = "servingModelRevision"
+TOKEN_SETTING = "servingHubTokenSecretName"  # noqa: S105 (a setting name, not a secret)
+
+
 def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetcher:
     """Download the selected files of `repo_id` at one commit from the Hugging Face Hub."""
 
@@ -92,9 +101,19 @@ def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetche
         # huggingface_hub 2.4.0 (requirements-stage.txt): HfApi.model_info(repo_id, *, revision, token)
         # returns .sha and .siblings[].rfilename; snapshot_download(repo_id, *, revision, local_dir,
         # token, allow_patterns) (signatures read from the installed package, tests/app/test_model_stage.py).
+        # The error classes and the status/X-Error-Code each maps from: huggingface_hub/utils/_http.py,
+        # hf_raise_for_status (a withdrawn or misspelled repository answers 401 or 404 -> RepositoryNotFound).
+        import httpx2  # huggingface_hub 2.4's HTTP client (requirements-stage.txt)
         from huggingface_hub import HfApi, snapshot_download
-        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+        from huggingface_hub.errors import (
+            DisabledRepoError,
+            GatedRepoError,
+            HfHubHTTPError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
 
+        named = f"{MODEL_SETTING} {repo_id!r}"
         try:
             info = HfApi().model_info(repo_id, revision=revision, token=token)
             files = select_weight_files(s.rfilename for s in info.siblings or [])
@@ -102,13 +121,25 @@ def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetche
             snapshot_download(repo_id, revision=info.sha, local_dir=local, token=token, allow_patterns=files)
         except GatedRepoError as exc:  # a subclass of RepositoryNotFoundError: test it first
             raise StageError(
-                f"{repo_id} is gated: accept its licence on the Hub and give the deploy a token "
-                "(servingHubTokenSecretName, docs/serving.md)"
+                f"{named} is gated on the Hugging Face Hub: accept its licence there and give the deploy a token "
+                f"({TOKEN_SETTING}, docs/serving.md)"
             ) from exc
         except RepositoryNotFoundError as exc:
-            raise StageError(f"{repo_id} is not on the Hub, or it is private and no token was given") from exc
+            raise StageError(
+                f"{named} is not on the Hugging Face Hub (withdrawn, misspelled, or private without a token "
+                f"in {TOKEN_SETTING}): set {MODEL_SETTING} to a model that exists (docs/serving.md)"
+            ) from exc
+        except RevisionNotFoundError as exc:
+            raise StageError(f"{named} has no revision {revision!r}: fix {REVISION_SETTING}") from exc
+        except DisabledRepoError as exc:
+            raise StageError(f"{named} is disabled on the Hugging Face Hub: choose another {MODEL_SETTING}") from exc
         except HfHubHTTPError as exc:
-            raise StageError(f"the Hub refused the download of {repo_id}: {exc}") from exc
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StageError(f"the Hugging Face Hub refused {named}: {first_line}") from exc
+        except httpx2.TransportError as exc:
+            raise StageError(f"the Hugging Face Hub could not be reached for {named}: {exc}") from exc
+        except StageError as exc:
+            raise StageError(f"{named}: {exc}") from exc
         return Fetched(root=local, files=tuple(files), source=f"hf://{repo_id}", revision=info.sha)
 
     return fetch
@@ -139,9 +170,26 @@ def _delete(s3: Any, bucket: str, keys: list[str]) -> None:
         s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
 
 
-def stage(s3: Any, *, bucket: str, prefix: str, fetch: Fetcher, scratch: Path) -> bool:
-    """Publish the fetched model under `prefix` unless its marker exists; True when it staged."""
+def _check_staged_revision(s3: Any, bucket: str, prefix: str, revision: str | None) -> None:
+    """Stop when the prefix holds another commit than the pinned one: pods and compiled artifacts would
+    silently keep the old weights."""
+    if revision is None or not _COMMIT.fullmatch(revision):
+        return  # a branch or tag moves; the commit staged first stays until the prefix is cleared
+    staged = json.loads(s3.get_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER)["Body"].read()).get("revision")
+    if staged is not None and staged != revision:
+        raise StageError(
+            f"s3://{bucket}/{prefix} holds revision {staged}, but {REVISION_SETTING} is {revision}: to serve the "
+            f"new revision, delete that prefix and the model's compiled/ prefix, then deploy again"
+        )
+
+
+def stage(s3: Any, *, bucket: str, prefix: str, fetch: Fetcher, scratch: Path, revision: str | None = None) -> bool:
+    """Publish the fetched model under `prefix` unless its marker exists; True when it staged.
+
+    `revision` is the one asked for: a commit that differs from the staged one stops with a StageError.
+    """
     if marker_exists(s3, bucket, prefix):
+        _check_staged_revision(s3, bucket, prefix, revision)
         log.info("already staged: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
         return False
     fetched = fetch(scratch)
@@ -171,7 +219,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m app.model_store.stage", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bucket", required=True, help="the model store bucket")
     parser.add_argument("--model-id", required=True, help="Hub repo id org/name; staged under models/<slug>/")
-    parser.add_argument("--revision", default=None, help="branch, tag or commit on the Hub (default: main)")
+    parser.add_argument(
+        "--revision", default=None, help="commit (pinned), branch or tag on the Hub; empty or absent: main"
+    )
     parser.add_argument("--from-dir", type=Path, default=None, help="stage this local folder instead of the Hub")
     parser.add_argument("--work-dir", type=Path, default=None, help="scratch space for the download")
     return parser.parse_args(list(argv))
@@ -187,7 +237,7 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
             fetch = dir_fetcher(args.from_dir)
         else:
             # Set by CodeBuild from Secrets Manager when a token secret is configured; never logged.
-            fetch = hub_fetcher(args.model_id, args.revision, os.environ.get("HF_TOKEN") or None)
+            fetch = hub_fetcher(args.model_id, args.revision or None, os.environ.get("HF_TOKEN") or None)
         if s3 is None:
             import boto3
 
@@ -195,7 +245,14 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
         if args.work_dir is not None:
             args.work_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="stage-", dir=args.work_dir) as scratch:
-            stage(s3, bucket=args.bucket, prefix=prefix, fetch=fetch, scratch=Path(scratch))
+            stage(
+                s3,
+                bucket=args.bucket,
+                prefix=prefix,
+                fetch=fetch,
+                scratch=Path(scratch),
+                revision=args.revision or None,
+            )
     except (StageError, ValueError) as exc:
         log.error("%s", exc)
         return 1

