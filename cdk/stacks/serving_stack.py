@@ -165,7 +165,10 @@ class ServingStack(Stack):
         self.sign_in = SignIn(self, "SignIn", cfg=cfg) if cfg.front_door.auth == "cognito" else None
         auth_config_maps = (CONFIG_MAP_NAME,) if self.sign_in is not None else ()
         self.identities: dict[str, PodIdentityRole] = {}
-        workload_manifests = []
+        # Per accelerator: what the Ingress and the pods refer to (ServiceAccount, Service, PDB) first; the
+        # Deployment and its ScaledObject last, once everything its pods need at creation exists.
+        service_manifests: list[eks.KubernetesManifest] = []
+        pod_objects: list[tuple[str, list[dict[str, Any]], list[Construct]]] = []
         for acc in platform.accelerators:
             # Neuron pods load the compiled artifacts from the store; GPU pods the weights, wherever they are.
             model_bucket, prefix = (
@@ -189,8 +192,17 @@ class ServingStack(Stack):
                 if acc.name == "neuron"
                 else []
             )
-            objects = [
-                workloads.service_account(acc, cfg),
+            service_manifests.append(
+                manifest(
+                    f"{acc.name.capitalize()}Service",
+                    [
+                        workloads.service_account(acc, cfg),
+                        workloads.accelerator_service(acc, cfg),
+                        workloads.pod_disruption_budget(acc, cfg),
+                    ],
+                )
+            )
+            pods = [
                 workloads.deployment(
                     acc,
                     cfg,
@@ -201,16 +213,16 @@ class ServingStack(Stack):
                     env_config_maps=auth_config_maps,
                     extra_env=jobs.service_env(),
                 ),
-                workloads.accelerator_service(acc, cfg),
-                workloads.pod_disruption_budget(acc, cfg),
                 scaling.scaled_object(acc, cfg, region, jobs.queue.queue_url),
             ]
             # GPU pods load the weights at start, Neuron pods wait for the compile that needs them: neither
             # is applied before the weights are staged.
-            workload_manifests.append(
-                manifest(f"{acc.name.capitalize()}Workload", objects, identity.association, policies, *after_weights)
+            pod_objects.append(
+                (f"{acc.name.capitalize()}Workload", pods, [identity.association, policies, *after_weights])
             )
 
+        # The ScaledObjects' TriggerAuthentication, and the Ingress over the Services (its target groups
+        # need them; the pods need its target groups, see below).
         shared = [scaling.trigger_authentication(cfg)]
         if self.weights is None:
             shared.append(workloads.capacity_service(cfg))
@@ -224,7 +236,7 @@ class ServingStack(Stack):
                 vpc_cidr=platform.vpc.vpc_cidr_block,
             )
         )
-        front = manifest("Ingress", shared, *workload_manifests)
+        front = manifest("Ingress", shared, *service_manifests)
         if cfg.runs_routing_controller and self.weights is not None:
             if platform.routing_controller_image is None:
                 raise ValueError("routingMode cost-with-failover needs the routing controller image from the platform")
@@ -255,6 +267,13 @@ class ServingStack(Stack):
         hostname.node.add_dependency(front)
         load_balancer = self._load_balancer_dimension(cfg, hostname)
         public_url = self._front_door(cfg, hostname.value, manifest)
+        # The pods last: the load balancer controller injects its readiness gate only into pods created once
+        # the Ingress's target groups exist (the ALB's hostname is written after them), and a pod reads the
+        # sign-in ConfigMap (not optional) and its ScaledObject the TriggerAuthentication when it starts.
+        before_pods: list[Construct] = [front, hostname]
+        if self.sign_in_settings is not None:
+            before_pods.append(self.sign_in_settings)
+        self.workloads = {cid: manifest(cid, objects, *deps, *before_pods) for cid, objects, deps in pod_objects}
         self.url_output = CfnOutput(
             self, "ServiceUrl", value=f"{public_url}/", description="The Gradio UI and /v1/generate (sign-in required)"
         )
@@ -395,9 +414,10 @@ class ServingStack(Stack):
             CfnOutput(
                 self, "LoadBalancerHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)"
             )
+        self.sign_in_settings: eks.KubernetesManifest | None = None
         if self.sign_in is not None:
             self.sign_in.add_ui_client(public_url)
-            manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])
+            self.sign_in_settings = manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])
             CfnOutput(self, "UserPoolId", value=self.sign_in.user_pool.user_pool_id, description="Invite users here")
             CfnOutput(
                 self,
