@@ -60,6 +60,9 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "nvidiaBaseImage": "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.11.0-cu130-amzn2023",
     "servingModelId": "s3://example-weights/sd21/",  # weights brought, so nothing is staged
     "nvidiaCapacityTypes": "spot",  # a managed node group takes one capacity type
+    # The cloudfront route's WAF allow-list, for both address families.
+    "ingressAllowedCidrs": ["203.0.113.0/24"],
+    "ingressAllowedIpv6Cidrs": ["2001:db8::/32"],
 }
 
 
