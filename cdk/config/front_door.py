@@ -48,6 +48,8 @@ _HTTPS_URL = r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?"
 # Cognito identity provider names: 1-32 characters, no spaces or underscores here (kept simple).
 _PROVIDER_NAME = r"[A-Za-z0-9][A-Za-z0-9.-]{0,31}"
 _SM_NAME_PATTERN = r"[A-Za-z0-9/_+=.@-]{1,512}"
+# A subnet group as the CDK's VPC lookup names it: the aws-cdk:subnet-name tag, or Public/Private/Isolated.
+_SUBNET_GROUP = r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,127}"
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class FrontDoorConfig:
     allowed_ipv6_cidrs: tuple[str, ...] = ()
     # cloudfront only: the account's CloudFront origin response timeout quota, which bounds the read timeout.
     cloudfront_timeout_quota_s: int = CLOUDFRONT_DEFAULT_TIMEOUT_QUOTA_S
+    # The VPC subnet group the ALB is placed in (only load balancers in it); None: the app's own VPC's group.
+    subnet_group: str | None = None
 
     @property
     def exposed(self) -> bool:
@@ -133,6 +137,12 @@ class FrontDoorConfig:
             allowed_ipv6_cidrs=_ipv6_cidrs(ctx, "ingressAllowedIpv6Cidrs"),
             cloudfront_timeout_quota_s=ctx.integer(
                 "ingressCloudFrontTimeoutQuotaSeconds", minimum=1, maximum=CLOUDFRONT_VPC_ORIGIN_MAX_READ_TIMEOUT_S
+            ),
+            subnet_group=ctx.string(
+                "ingressSubnetGroup",
+                None,
+                pattern=_SUBNET_GROUP,
+                description="a subnet group name such as LoadBalancers",
             ),
         )
         cfg._check()

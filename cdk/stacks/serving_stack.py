@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Fn, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -23,8 +24,10 @@ from app import metric_names
 from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
+from cdk.config.context import ConfigError
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.empty_on_create_rollback import EmptyOnCreateRollback
+from cdk.constructs.network import LOAD_BALANCER_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
@@ -62,6 +65,22 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
         # so that the deployed Ingress already carries what the controller sets while all is healthy.
         weights = normalize({name: float(w) for name, w in weights.items()}, WEIGHT_TOTAL)
     return {a.deployment_name: weights[a.name] for a in accelerators}
+
+
+def load_balancer_subnets(cfg: ServingConfig, vpc: ec2.IVpc) -> ec2.SelectedSubnets:
+    """The subnets the ALB is placed in: `ingressSubnetGroup`, else the app's own VPC's group for its scheme."""
+    door = cfg.front_door
+    group = door.subnet_group or (PUBLIC_SUBNET_GROUP if door.internet_facing else LOAD_BALANCER_SUBNET_GROUP)
+    try:
+        selected = vpc.select_subnets(subnet_group_name=group)
+    except RuntimeError as exc:  # the CDK's validation error, which lists the groups the VPC has
+        raise ConfigError(
+            f"setting 'ingressSubnetGroup' = {group!r} names no subnet group of the VPC ({exc}): name the group "
+            "whose subnets hold only load balancers (the serving pods admit traffic from them alone)"
+        ) from None
+    if not selected.subnets:
+        raise ConfigError(f"setting 'ingressSubnetGroup' = {group!r} has no subnets")
+    return selected
 
 
 class ServingStack(Stack):
@@ -122,12 +141,13 @@ class ServingStack(Stack):
             m.node.add_dependency(ns, *deps)
             return m
 
-        # Inbound traffic is denied before any pod of the namespace starts.
+        # Inbound traffic is denied before any pod of the namespace starts; only the ALB's subnets reach the pods.
+        lb_subnets = load_balancer_subnets(cfg, platform.vpc)
         policies = manifest(
             "NetworkPolicies",
             [
                 network_policy.default_deny_ingress(cfg),
-                network_policy.allow_service_port(cfg, platform.vpc.vpc_cidr_block),
+                network_policy.allow_service_port(cfg, [s.ipv4_cidr_block for s in lb_subnets.subnets]),
             ],
         )
 
@@ -234,6 +254,7 @@ class ServingStack(Stack):
                 access_log_bucket=store.log_bucket.bucket_name if cfg.access_logs else None,
                 waf_acl_arn=self.web_acl.arn,
                 vpc_cidr=platform.vpc.vpc_cidr_block,
+                subnet_ids=lb_subnets.subnet_ids,
             )
         )
         front = manifest("Ingress", shared, *service_manifests)
