@@ -49,6 +49,52 @@ AL2023_AMI_ALIAS: Final = "al2023@v20260714"
 # (AlbControllerVersion.V3_2_2); CDK pins its chart version with it.
 # Verified: PyPI aws-cdk-lib==2.275.0 (aws_eks_v2.AlbControllerVersion.V3_2_2: version v3.2.2, helm chart 3.2.2).
 ALB_CONTROLLER_VERSION: Final = "v3.2.2"
+# The controller's image comes from the EKS add-on registry of the cluster's own region (aws-cdk-lib's default,
+# 602401143452.dkr.ecr.us-west-2, is another region's: cross-region, and unreachable from opt-in regions).
+# Verified: kubernetes-sigs/aws-load-balancer-controller@v3.2.2 scripts/run-e2e-test.sh (the prod image is
+# $PROD_IMAGE_REGISTRY/amazon/aws-load-balancer-controller, with the EKS registry 602401143452.dkr.ecr.<region>).
+ALB_CONTROLLER_IMAGE_REPOSITORY: Final = "amazon/aws-load-balancer-controller"
+# Verified: awsdocs/amazon-eks-user-guide@1cc6ebb4a163 latest/ug/workloads/add-ons-images.adoc (the registry table,
+# copied as written). ap-east-2 is left out: the table gives it a host in ap-east-1.
+EKS_ADDON_REGISTRIES: Final = {
+    "af-south-1": "877085696533.dkr.ecr.af-south-1.amazonaws.com",
+    "ap-east-1": "800184023465.dkr.ecr.ap-east-1.amazonaws.com",
+    "ap-southeast-3": "296578399912.dkr.ecr.ap-southeast-3.amazonaws.com",
+    "ap-south-2": "900889452093.dkr.ecr.ap-south-2.amazonaws.com",
+    "ap-southeast-4": "491585149902.dkr.ecr.ap-southeast-4.amazonaws.com",
+    "ap-southeast-6": "333609536671.dkr.ecr.ap-southeast-6.amazonaws.com",
+    "ap-south-1": "602401143452.dkr.ecr.ap-south-1.amazonaws.com",
+    "ap-northeast-3": "602401143452.dkr.ecr.ap-northeast-3.amazonaws.com",
+    "ap-northeast-2": "602401143452.dkr.ecr.ap-northeast-2.amazonaws.com",
+    "ap-southeast-1": "602401143452.dkr.ecr.ap-southeast-1.amazonaws.com",
+    "ap-southeast-2": "602401143452.dkr.ecr.ap-southeast-2.amazonaws.com",
+    "ap-southeast-7": "121268973566.dkr.ecr.ap-southeast-7.amazonaws.com",
+    "ap-northeast-1": "602401143452.dkr.ecr.ap-northeast-1.amazonaws.com",
+    "cn-north-1": "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn",
+    "cn-northwest-1": "961992271922.dkr.ecr.cn-northwest-1.amazonaws.com.cn",
+    "eu-central-1": "602401143452.dkr.ecr.eu-central-1.amazonaws.com",
+    "eu-west-1": "602401143452.dkr.ecr.eu-west-1.amazonaws.com",
+    "eu-west-2": "602401143452.dkr.ecr.eu-west-2.amazonaws.com",
+    "eu-south-1": "590381155156.dkr.ecr.eu-south-1.amazonaws.com",
+    "eu-west-3": "602401143452.dkr.ecr.eu-west-3.amazonaws.com",
+    "eu-south-2": "455263428931.dkr.ecr.eu-south-2.amazonaws.com",
+    "eu-north-1": "602401143452.dkr.ecr.eu-north-1.amazonaws.com",
+    "eu-central-2": "900612956339.dkr.ecr.eu-central-2.amazonaws.com",
+    "il-central-1": "066635153087.dkr.ecr.il-central-1.amazonaws.com",
+    "mx-central-1": "730335286997.dkr.ecr.mx-central-1.amazonaws.com",
+    "me-south-1": "558608220178.dkr.ecr.me-south-1.amazonaws.com",
+    "me-central-1": "759879836304.dkr.ecr.me-central-1.amazonaws.com",
+    "us-east-1": "602401143452.dkr.ecr.us-east-1.amazonaws.com",
+    "us-east-2": "602401143452.dkr.ecr.us-east-2.amazonaws.com",
+    "us-west-1": "602401143452.dkr.ecr.us-west-1.amazonaws.com",
+    "us-west-2": "602401143452.dkr.ecr.us-west-2.amazonaws.com",
+    "ca-central-1": "602401143452.dkr.ecr.ca-central-1.amazonaws.com",
+    "ca-west-1": "761377655185.dkr.ecr.ca-west-1.amazonaws.com",
+    "sa-east-1": "602401143452.dkr.ecr.sa-east-1.amazonaws.com",
+    "us-gov-east-1": "151742754352.dkr.ecr.us-gov-east-1.amazonaws.com",
+    "us-gov-west-1": "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com",
+    "eusc-de-east-1": "877088126301.dkr.ecr.eusc-de-east-1.amazonaws.eu",
+}
 
 # KEDA.
 # Verified: kedacore/charts@v2.20.1 README.md (`helm repo add kedacore https://kedacore.github.io/charts`).

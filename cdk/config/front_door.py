@@ -14,6 +14,7 @@ plain HTTP or an unauthenticated endpoint on the internet is a ConfigError namin
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -28,8 +29,14 @@ AUTH_MODES: Final = ("cognito", "off")
 WAF_MIN_RATE_LIMIT: Final = 10
 WAF_MAX_RATE_LIMIT: Final = 2_000_000_000
 WAF_WINDOWS: Final = (60, 120, 300, 600)
-# CloudFront's default origin response timeout quota (a higher one needs a quota increase).
-CLOUDFRONT_MAX_READ_TIMEOUT_S: Final = 120
+# CloudFront's origin response ("read") timeout: 1-60 s by default ("Response timeout per origin", Amazon
+# CloudFront Developer Guide, Quotas: a higher value needs a quota increase), and at most 120 s for a VPC
+# origin whatever the quota (CloudFront API Reference, VpcOriginConfig.OriginReadTimeout).
+CLOUDFRONT_DEFAULT_TIMEOUT_QUOTA_S: Final = 60
+CLOUDFRONT_VPC_ORIGIN_MAX_READ_TIMEOUT_S: Final = 120
+# CloudFront waits this much longer than the service's deadline, so a request that reaches its deadline gets
+# the service's own JSON 504 (through the ALB), not CloudFront's error page.
+ORIGIN_READ_MARGIN_S: Final = 5
 
 _CERT_ARN = r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+"
 _DOMAIN = r"(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}"
@@ -41,6 +48,8 @@ _HTTPS_URL = r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?"
 # Cognito identity provider names: 1-32 characters, no spaces or underscores here (kept simple).
 _PROVIDER_NAME = r"[A-Za-z0-9][A-Za-z0-9.-]{0,31}"
 _SM_NAME_PATTERN = r"[A-Za-z0-9/_+=.@-]{1,512}"
+# A subnet group as the CDK's VPC lookup names it: the aws-cdk:subnet-name tag, or Public/Private/Isolated.
+_SUBNET_GROUP = r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,127}"
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,12 @@ class FrontDoorConfig:
     waf_rate_limit: int  # requests per client per window
     waf_rate_window_s: int
     oidc: OidcProvider | None = None  # people sign in there instead of with a user pool password
+    # cloudfront only: IPv6 viewers allowed beside ingressAllowedCidrs (IPv4); the ALB itself is IPv4-only.
+    allowed_ipv6_cidrs: tuple[str, ...] = ()
+    # cloudfront only: the account's CloudFront origin response timeout quota, which bounds the read timeout.
+    cloudfront_timeout_quota_s: int = CLOUDFRONT_DEFAULT_TIMEOUT_QUOTA_S
+    # The VPC subnet group the ALB is placed in (only load balancers in it); None: the app's own VPC's group.
+    subnet_group: str | None = None
 
     @property
     def exposed(self) -> bool:
@@ -119,6 +134,16 @@ class FrontDoorConfig:
             waf_rate_limit=ctx.integer("wafRateLimit", minimum=WAF_MIN_RATE_LIMIT, maximum=WAF_MAX_RATE_LIMIT),
             waf_rate_window_s=ctx.integer("wafRateWindowSeconds", minimum=min(WAF_WINDOWS), maximum=max(WAF_WINDOWS)),
             oidc=OidcProvider.from_context(ctx),
+            allowed_ipv6_cidrs=_ipv6_cidrs(ctx, "ingressAllowedIpv6Cidrs"),
+            cloudfront_timeout_quota_s=ctx.integer(
+                "ingressCloudFrontTimeoutQuotaSeconds", minimum=1, maximum=CLOUDFRONT_VPC_ORIGIN_MAX_READ_TIMEOUT_S
+            ),
+            subnet_group=ctx.string(
+                "ingressSubnetGroup",
+                None,
+                pattern=_SUBNET_GROUP,
+                description="a subnet group name such as LoadBalancers",
+            ),
         )
         cfg._check()
         return cfg
@@ -138,6 +163,11 @@ class FrontDoorConfig:
                         "its own default certificate): remove it or set ingressFrontDoor to alb-https"
                     )
         else:
+            if self.allowed_ipv6_cidrs:
+                raise ConfigError(
+                    "setting 'ingressAllowedIpv6Cidrs' is only used with 'ingressFrontDoor' = 'cloudfront': the ALB "
+                    "of alb-https listens on IPv4 only, so list its viewers in ingressAllowedCidrs"
+                )
             for key, value in self._https_settings():
                 if value is None:
                     raise ConfigError(
@@ -187,11 +217,36 @@ class FrontDoorConfig:
         """The alb-https route's own settings, by key."""
         return (("ingressCertificateArn", self.certificate_arn), ("ingressDomainName", self.domain_name))
 
+    def origin_read_timeout_s(self, request_timeout_s: int) -> int:
+        """CloudFront's origin read timeout: strictly longer than the service's deadline."""
+        return request_timeout_s + ORIGIN_READ_MARGIN_S
+
     def check_timeouts(self, request_timeout_s: int) -> None:
-        """CloudFront waits at most its origin read timeout for a response; a generation must fit in it."""
-        if self.route == "cloudfront" and request_timeout_s > CLOUDFRONT_MAX_READ_TIMEOUT_S:
+        """CloudFront must wait longer than the service's deadline, within the account's quota."""
+        if self.route != "cloudfront":
+            return
+        read_timeout = self.origin_read_timeout_s(request_timeout_s)
+        if read_timeout > self.cloudfront_timeout_quota_s:
             raise ConfigError(
-                f"setting 'servingRequestTimeoutSeconds' = {request_timeout_s} is above CloudFront's origin "
-                f"response timeout ({CLOUDFRONT_MAX_READ_TIMEOUT_S} s) with 'ingressFrontDoor' = 'cloudfront': "
-                "lower it, or use ingressFrontDoor = alb-https"
+                f"setting 'servingRequestTimeoutSeconds' = {request_timeout_s} needs a CloudFront origin read "
+                f"timeout of {read_timeout} s (the deadline + {ORIGIN_READ_MARGIN_S} s, so the service's own 504 "
+                f"arrives first), above 'ingressCloudFrontTimeoutQuotaSeconds' = {self.cloudfront_timeout_quota_s} "
+                "with 'ingressFrontDoor' = 'cloudfront': lower servingRequestTimeoutSeconds to at most "
+                f"{self.cloudfront_timeout_quota_s - ORIGIN_READ_MARGIN_S}, or raise the account's CloudFront "
+                "'Response timeout per origin' quota (at most "
+                f"{CLOUDFRONT_VPC_ORIGIN_MAX_READ_TIMEOUT_S} s for a VPC origin) and set "
+                "ingressCloudFrontTimeoutQuotaSeconds to it, or use ingressFrontDoor = alb-https"
             )
+
+
+def _ipv6_cidrs(ctx: Context, key: str) -> tuple[str, ...]:
+    """A list of IPv6 CIDR blocks such as 2001:db8::/32 (may be empty)."""
+    items = ctx.string_list(key, allow_empty=True)
+    for item in items:
+        try:
+            network = ipaddress.ip_network(item, strict=True)
+        except ValueError:
+            network = None
+        if network is None or network.version != 6:
+            raise ConfigError(f"setting '{key}' = {item!r} is invalid: expected IPv6 CIDR blocks such as 2001:db8::/32")
+    return tuple(items)

@@ -1,4 +1,10 @@
-"""The VPC the cluster runs in: a new one across several AZs, or an existing one looked up by id."""
+"""The VPC the cluster runs in: a new one across several AZs, or an existing one looked up by id.
+
+A new VPC has three subnet groups: `public` (NAT gateways and an internet-facing ALB), `private`
+(nodes and pods: the VPC CNI gives every pod a VPC address) and `load-balancers` (an internal ALB and
+CloudFront's VPC-origin interfaces, nothing else). The serving pods' NetworkPolicy admits only the
+load balancer's subnets, so no pod address can reach them (cdk/serving/network_policy.py).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,10 @@ from cdk.constructs.log_groups import encrypted_log_group
 PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
+# Subnet group names of a new VPC (what `IVpc.select_subnets(subnet_group_name=...)` takes).
+PUBLIC_SUBNET_GROUP = "public"
+PRIVATE_SUBNET_GROUP = "private"
+LOAD_BALANCER_SUBNET_GROUP = "load-balancers"
 
 
 class Network(Construct):
@@ -35,9 +45,16 @@ class Network(Construct):
             # One NAT per AZ: nodes in an AZ keep pulling images when another AZ fails.
             nat_gateways=config.max_azs,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(name=PUBLIC_SUBNET_GROUP, subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
                 # /19 private subnets: the VPC CNI gives every pod a VPC address.
-                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19),
+                ec2.SubnetConfiguration(
+                    name=PRIVATE_SUBNET_GROUP, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19
+                ),
+                # Last, so the CIDRs of the groups above stay as they were. No route out: an internal ALB
+                # only answers, and its access logs are written by the ELB service, not from the subnet.
+                ec2.SubnetConfiguration(
+                    name=LOAD_BALANCER_SUBNET_GROUP, subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24
+                ),
             ],
             restrict_default_security_group=True,
         )
@@ -52,6 +69,7 @@ class Network(Construct):
         for subnet in vpc.public_subnets:
             Tags.of(subnet).add(PUBLIC_ELB_TAG, "1")
         for subnet in vpc.private_subnets:
-            Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
             Tags.of(subnet).add(KARPENTER_DISCOVERY_TAG, config.cluster_name)
+        for subnet in vpc.isolated_subnets:
+            Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
         self.vpc = vpc

@@ -7,6 +7,13 @@ stack's `AlbLookup`. CloudFront's VPC-origin network interfaces live in the VPC'
 Ingress admits the VPC's CIDR on port 80 for them (cdk/serving/ingress.py). Nothing is cached:
 every request, with its Authorization header and cookies, goes to the service (managed policies
 CachingDisabled + AllViewer, which forward Authorization when caching is off).
+
+A CloudFront Function on viewer request writes the viewer's address, as CloudFront saw it
+(`event.viewer.ip`), into `VIEWER_IP_HEADER`, replacing any value the viewer sent: the WAF on the ALB
+keys its rate limit and allow-list on that header, which a client cannot choose (AWS's "Add a true
+client IP header" example, Amazon CloudFront Developer Guide; AllViewer forwards it to the origin).
+The origin read timeout is the service's deadline plus a margin (cdk/config/front_door.py), so a
+request at its deadline gets the service's JSON 504, not CloudFront's error page.
 """
 
 from __future__ import annotations
@@ -22,6 +29,22 @@ from cdk.checkov import skip_cfn_child
 from cdk.config.serving import ServingConfig
 
 ORIGIN_HTTP_PORT: Final = 80
+# Lower case: CloudFront Functions name headers in lower case.
+VIEWER_IP_HEADER: Final = "x-sd-viewer-ip"
+# cloudfront-js-2.0; the assignment replaces every value of the header the viewer may have sent.
+VIEWER_IP_FUNCTION_CODE: Final = f"""async function handler(event) {{
+  var request = event.request;
+  request.headers['{VIEWER_IP_HEADER}'] = {{ value: event.viewer.ip }};
+  return request;
+}}
+"""
+
+
+def ipv6_reaches_the_service(cfg: ServingConfig) -> bool:
+    """Whether CloudFront answers on IPv6: not when the allow-list names IPv4 viewers only, so that a
+    dual-stack viewer on an allowed IPv4 network comes over IPv4 instead of being blocked."""
+    door = cfg.front_door
+    return bool(door.allowed_ipv6_cidrs) or not cfg.allowed_cidrs
 
 
 class EdgeDistribution(Construct):
@@ -47,8 +70,15 @@ class EdgeDistribution(Construct):
                 self, "Origin", vpc_origin_id=vpc_origin.attr_id, domain_name=alb_hostname
             ),
             domain_name=alb_hostname,
-            read_timeout=Duration.seconds(cfg.request_timeout_s),
+            read_timeout=Duration.seconds(cfg.front_door.origin_read_timeout_s(cfg.request_timeout_s)),
             keepalive_timeout=Duration.seconds(5),
+        )
+        viewer_ip = cloudfront.Function(
+            self,
+            "ViewerIp",
+            code=cloudfront.FunctionCode.from_inline(VIEWER_IP_FUNCTION_CODE),
+            runtime=cloudfront.FunctionRuntime.JS_2_0,
+            comment=f"Writes the viewer's address into {VIEWER_IP_HEADER} for the WAF's per-client rules",
         )
         self.distribution = cloudfront.Distribution(
             self,
@@ -60,7 +90,13 @@ class EdgeDistribution(Construct):
                 allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
                 cache_policy=cloudfront.CachePolicy.CACHING_DISABLED,
                 origin_request_policy=cloudfront.OriginRequestPolicy.ALL_VIEWER,
+                function_associations=[
+                    cloudfront.FunctionAssociation(
+                        function=viewer_ip, event_type=cloudfront.FunctionEventType.VIEWER_REQUEST
+                    )
+                ],
             ),
+            enable_ipv6=ipv6_reaches_the_service(cfg),
             http_version=cloudfront.HttpVersion.HTTP2_AND_3,
             price_class=cloudfront.PriceClass.PRICE_CLASS_100,
         )

@@ -7,7 +7,7 @@ dashboard and alarms can find its metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from app.probe_paths import HEALTH_PATH
@@ -31,8 +31,12 @@ def annotations(
     access_log_bucket: str | None,
     waf_acl_arn: str | None = None,
     vpc_cidr: str | None = None,
+    subnet_ids: Sequence[str] = (),
 ) -> dict[str, str]:
-    """The LBC annotations: listeners, health check, timeouts, drain, logs, CIDRs, WAF and routing.
+    """The LBC annotations: listeners, health check, timeouts, drain, logs, CIDRs, subnets, WAF and routing.
+
+    `subnet_ids`: the load balancer's own subnets (the serving pods' NetworkPolicy admits only them), named
+    explicitly instead of found by the controller's subnet tags.
 
     `cloudfront` front door: an internal ALB with one HTTP listener that admits only the VPC's CIDR
     (CloudFront's VPC-origin interfaces). `alb-https`: HTTPS with the given certificate, HTTP
@@ -75,6 +79,8 @@ def annotations(
             raise ValueError("the cloudfront front door admits the VPC's CIDR: pass vpc_cidr")
         result[f"{_LBC}inbound-cidrs"] = vpc_cidr
         result[f"{_LBC}listen-ports"] = json.dumps([{"HTTP": 80}], separators=(",", ":"))
+    if subnet_ids:
+        result[f"{_LBC}subnets"] = ",".join(subnet_ids)
     if waf_acl_arn is not None:
         result[f"{_LBC}wafv2-acl-arn"] = waf_acl_arn
     if weights is not None:
@@ -90,6 +96,7 @@ def ingress(
     access_log_bucket: str | None,
     waf_acl_arn: str | None = None,
     vpc_cidr: str | None = None,
+    subnet_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The Ingress: `/` (UI and API) to the weighted action (cost) or the all-pods Service (capacity)."""
     if weights is not None:
@@ -103,7 +110,12 @@ def ingress(
             "name": INGRESS_NAME,
             "namespace": cfg.namespace,
             "annotations": annotations(
-                cfg, weights=weights, access_log_bucket=access_log_bucket, waf_acl_arn=waf_acl_arn, vpc_cidr=vpc_cidr
+                cfg,
+                weights=weights,
+                access_log_bucket=access_log_bucket,
+                waf_acl_arn=waf_acl_arn,
+                vpc_cidr=vpc_cidr,
+                subnet_ids=subnet_ids,
             ),
         },
         "spec": {

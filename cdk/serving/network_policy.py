@@ -1,14 +1,19 @@
-"""NetworkPolicies of the serving namespace: nothing reaches a pod except the service port from the VPC.
+"""NetworkPolicies of the serving namespace: nothing reaches a pod except the service port from the load balancer.
 
-The load balancer sends to pod IPs (target type ip) from its subnets, and kubelet probes come from
-the node; both are inside the VPC CIDR. Everything else inbound is denied, the compile Job's pods
-included. Policies are enforced once the VPC CNI runs with enableNetworkPolicy (cdk/constructs/
-addons/vpc_cni.py). Egress stays open: pods read the model store and publish metrics through the
-VPC's NAT gateways, whose addresses are not known to the cluster.
+The ALB sends to pod IPs (target type ip) from its own subnets, which hold nothing but load balancers
+(cdk/constructs/network.py; `ingressSubnetGroup` for an existing VPC): only their CIDRs are admitted.
+Every pod has a VPC address, so admitting the VPC's CIDR would admit every pod of the cluster. Kubelet
+probes need no rule: the VPC CNI's policy agent always admits the pod's own node (aws/aws-network-policy-agent
+@c8619c056b4c pkg/fwruleprocessor/fw_rule_processor.go, "Traffic from the local node should always be
+allowed"). Everything else inbound is denied, the compile Job's pods included. Policies are enforced
+once the VPC CNI runs with enableNetworkPolicy (cdk/constructs/addons/vpc_cni.py). Egress stays open:
+pods read the model store and publish metrics through the VPC's NAT gateways, whose addresses are not
+known to the cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cdk.config.serving import ServingConfig
@@ -16,7 +21,7 @@ from cdk.serving.routing import CONTAINER_PORT
 from cdk.serving.workloads import APP_LABEL
 
 DENY_INGRESS_NAME = "default-deny-ingress"
-ALLOW_SERVICE_NAME = "allow-service-port-from-vpc"
+ALLOW_SERVICE_NAME = "allow-service-port-from-load-balancer"
 
 
 def default_deny_ingress(cfg: ServingConfig) -> dict[str, Any]:
@@ -29,8 +34,10 @@ def default_deny_ingress(cfg: ServingConfig) -> dict[str, Any]:
     }
 
 
-def allow_service_port(cfg: ServingConfig, vpc_cidr: str) -> dict[str, Any]:
-    """The serving pods: TCP to the container port from inside the VPC (load balancer, kubelet probes)."""
+def allow_service_port(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> dict[str, Any]:
+    """The serving pods: TCP to the container port from the load balancer's subnets only."""
+    if not load_balancer_cidrs:
+        raise ValueError("the serving pods admit the load balancer's subnets: pass their CIDRs")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -39,7 +46,10 @@ def allow_service_port(cfg: ServingConfig, vpc_cidr: str) -> dict[str, Any]:
             "podSelector": {"matchLabels": dict(APP_LABEL)},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [{"ipBlock": {"cidr": vpc_cidr}}], "ports": [{"protocol": "TCP", "port": CONTAINER_PORT}]}
+                {
+                    "from": [{"ipBlock": {"cidr": cidr}} for cidr in load_balancer_cidrs],
+                    "ports": [{"protocol": "TCP", "port": CONTAINER_PORT}],
+                }
             ],
         },
     }

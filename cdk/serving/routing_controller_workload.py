@@ -3,6 +3,11 @@
 It runs on the system nodes (no accelerator toleration), with a ServiceAccount whose namespaced Role
 allows exactly what the loop calls in the serving namespace, and a ClusterRole that only reads
 Karpenter NodeClaims (cluster-scoped). Its IAM role (Pod Identity) only publishes its metric.
+
+RBAC cannot limit a patch to one annotation, so a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1,
+GA since Kubernetes 1.30) and its binding deny any change the controller's ServiceAccount makes to the
+Ingress other than the weighted action annotation, and any value of it that forwards elsewhere than the
+accelerators' Services: the scheme, inbound CIDRs, WAF ACL, spec and labels stay as the deploy wrote them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 from cdk.serving.ingress import INGRESS_NAME
 from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
 from cdk.serving.workloads import POD_CHECKOV_SKIPS, container_security_context
-from routing_controller import heartbeat, nodeclaims
+from routing_controller import annotation, heartbeat, nodeclaims
 from routing_controller.settings import ENV_POOLS, Pool, pools_env
 
 NAME: Final = "sd-routing-controller"
@@ -211,9 +216,118 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
     }
 
 
-def manifests(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> list[Manifest]:
-    """Every object of the controller, in apply order."""
+def admission_policy_name(cfg: ServingConfig) -> str:
+    """Cluster-scoped, so it carries the namespace like the ClusterRole."""
+    return f"{cfg.namespace}-{NAME}-ingress-guard"
+
+
+def service_account_username(cfg: ServingConfig) -> str:
+    """The user name the API server gives the controller's requests."""
+    return f"system:serviceaccount:{cfg.namespace}:{NAME}"
+
+
+def weighted_action_pattern(routed: Sequence[Pool]) -> str:
+    """An RE2 pattern for exactly what `routing_controller.annotation.encode` writes, forwarding only to the
+    routed Services on the service port with weights 0..999 (no single quote: it sits in a CEL raw string)."""
+    services = "|".join(pool.service for pool in routed)
+    group = f'\\{{"serviceName":"({services})","servicePort":"{SERVICE_PORT}","weight":[0-9]{{1,3}}\\}}'
+    return (
+        '^\\{"type":"forward","forwardConfig":\\{"targetGroups":\\['
+        + f"{group}(,{group})*"
+        + '\\],"targetGroupStickinessConfig":\\{"enabled":false\\}\\}\\}$'
+    )
+
+
+def ingress_guard_validations(routed: Sequence[Pool]) -> list[dict[str, str]]:
+    """CEL validations on an UPDATE of the Ingress by the controller (core CEL only: no Kubernetes library)."""
+    key = annotation.annotation_key(WEIGHTED_ACTION_NAME)
+    new, old = "object.metadata.annotations", "oldObject.metadata.annotations"
     return [
+        {
+            "expression": f"has({new}) && has({old}) && "
+            f"{old}.all(k, k == '{key}' || (k in {new} && {new}[k] == {old}[k])) && "
+            f"{new}.all(k, k == '{key}' || k in {old})",
+            "message": f"the routing controller may change only the annotation {key}",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"has({new}) && '{key}' in {new} && "
+            f"{new}['{key}'].matches(r'{weighted_action_pattern(routed)}')",
+            "message": f"{key} must be a weighted forward action to the accelerators' Services",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "object.spec == oldObject.spec",
+            "message": "the routing controller may not change the Ingress's spec",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "has(object.metadata.labels) == has(oldObject.metadata.labels) && "
+            "(!has(object.metadata.labels) || object.metadata.labels == oldObject.metadata.labels)",
+            "message": "the routing controller may not change the Ingress's labels",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) && "
+            "(!has(object.metadata.finalizers) || object.metadata.finalizers == oldObject.metadata.finalizers)",
+            "message": "the routing controller may not change the Ingress's finalizers",
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def ingress_guard_policy(cfg: ServingConfig, routed: Sequence[Pool]) -> Manifest:
+    """Deny the controller's Ingress updates that change anything but the weighted action."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": admission_policy_name(cfg), "labels": dict(LABELS)},
+        "spec": {
+            # A policy that cannot be evaluated denies: the controller then changes nothing.
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cfg.namespace}},
+                "resourceRules": [
+                    {
+                        "apiGroups": ["networking.k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["UPDATE"],
+                        "resources": ["ingresses"],
+                        "resourceNames": [INGRESS_NAME],
+                    }
+                ],
+            },
+            # Only the controller is held to this; the deploy (the kubectl handler) changes the Ingress freely.
+            "matchConditions": [
+                {
+                    "name": "routing-controller-only",
+                    "expression": f"request.userInfo.username == '{service_account_username(cfg)}'",
+                }
+            ],
+            "validations": ingress_guard_validations(routed),
+        },
+    }
+
+
+def ingress_guard_binding(cfg: ServingConfig) -> Manifest:
+    """Enforce the policy (Deny) in the serving namespace."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": admission_policy_name(cfg), "labels": dict(LABELS)},
+        "spec": {
+            "policyName": admission_policy_name(cfg),
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cfg.namespace}}},
+        },
+    }
+
+
+def manifests(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> list[Manifest]:
+    """Every object of the controller, in apply order: the Ingress guard before the pod that could patch."""
+    return [
+        ingress_guard_policy(cfg, routed),
+        ingress_guard_binding(cfg),
         service_account(cfg),
         role(cfg),
         role_binding(cfg),

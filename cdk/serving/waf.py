@@ -3,11 +3,17 @@ Balancer Controller (`alb.ingress.kubernetes.io/wafv2-acl-arn`; "Only Regional W
 docs/guide/ingress/annotations.md at LBC v3.2.2; the controller's policy in aws-cdk-lib 2.275,
 aws-eks-v2/lib/addons/alb-iam_policy-v3.2.2.json, grants wafv2:AssociateWebACL).
 
-Rules, in order: (cloudfront route with an allow-list) block callers outside ingressAllowedCidrs;
-a per-client rate limit (wafRateLimit per wafRateWindowSeconds); AWS managed rule groups
-AWSManagedRulesCommonRuleSet and AWSManagedRulesKnownBadInputsRuleSet (AWS WAF Developer Guide,
-"Baseline rule groups"). On the cloudfront route the ALB sees CloudFront's VPC-origin addresses, so
-the client is read from X-Forwarded-For, which CloudFront fills with the viewer's address.
+Rules, in order: (cloudfront route with an allow-list) block callers outside ingressAllowedCidrs and
+ingressAllowedIpv6Cidrs; a per-client rate limit (wafRateLimit per wafRateWindowSeconds); (cloudfront
+route) the same limit per source address for requests that did not come through CloudFront; AWS managed
+rule groups AWSManagedRulesCommonRuleSet and AWSManagedRulesKnownBadInputsRuleSet (AWS WAF Developer
+Guide, "Baseline rule groups").
+
+On the cloudfront route the ALB sees CloudFront's VPC-origin addresses, so the client is read from
+`VIEWER_IP_HEADER`, which CloudFront's viewer-request function sets to the viewer's address whatever the
+viewer sent (cdk/serving/edge.py). `X-Forwarded-For` is not used: its first entry is the client's to
+choose. AWS WAF does not apply a forwarded-IP statement to a request without the header (AWS WAF
+Developer Guide, "Using forwarded IP addresses"), so a second rate rule counts those by source address.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from cdk.config.serving import ServingConfig
+from cdk.serving.edge import VIEWER_IP_HEADER
 
 MANAGED_RULE_GROUPS: Final = ("AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet")
 RATE_RULE_NAME: Final = "per-client-rate"
+UNFORWARDED_RATE_RULE_NAME: Final = "per-source-rate-without-viewer-header"
 ALLOW_LIST_RULE_NAME: Final = "outside-allow-list"
-FORWARDED_HEADER: Final = "X-Forwarded-For"
 
 
 def _visibility(name: str) -> dict[str, Any]:
@@ -30,7 +37,7 @@ def _visibility(name: str) -> dict[str, Any]:
 
 
 def rate_statement(cfg: ServingConfig) -> dict[str, Any]:
-    """Count per client address: the source IP at an internet-facing ALB, the forwarded one behind CloudFront."""
+    """Count per client address: the source IP at an internet-facing ALB, the viewer's behind CloudFront."""
     door = cfg.front_door
     statement: dict[str, Any] = {
         "limit": door.waf_rate_limit,
@@ -38,10 +45,39 @@ def rate_statement(cfg: ServingConfig) -> dict[str, Any]:
         "aggregateKeyType": "IP",
     }
     if door.route == "cloudfront":
-        # MATCH: a request without the header (not through CloudFront) is counted as one client.
+        # MATCH: a malformed value (which CloudFront never writes) is counted as one client.
         statement["aggregateKeyType"] = "FORWARDED_IP"
-        statement["forwardedIpConfig"] = {"headerName": FORWARDED_HEADER, "fallbackBehavior": "MATCH"}
+        statement["forwardedIpConfig"] = {"headerName": VIEWER_IP_HEADER, "fallbackBehavior": "MATCH"}
     return statement
+
+
+def unforwarded_rate_statement(cfg: ServingConfig) -> dict[str, Any]:
+    """Requests without the viewer header (not through CloudFront) are counted by source address."""
+    door = cfg.front_door
+    has_viewer_header = {
+        "sizeConstraintStatement": {
+            # SingleHeader is untyped JSON in the L1, passed through as written: CloudFormation's key is "Name".
+            "fieldToMatch": {"singleHeader": {"Name": VIEWER_IP_HEADER}},
+            "comparisonOperator": "GT",
+            "size": 0,
+            "textTransformations": [{"priority": 0, "type": "NONE"}],
+        }
+    }
+    return {
+        "limit": door.waf_rate_limit,
+        "evaluationWindowSec": door.waf_rate_window_s,
+        "aggregateKeyType": "IP",
+        "scopeDownStatement": {"notStatement": {"statement": has_viewer_header}},
+    }
+
+
+def _rate_rule(name: str, statement: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "action": {"block": {}},
+        "statement": {"rateBasedStatement": statement},
+        "visibilityConfig": _visibility(name),
+    }
 
 
 class ServingWebAcl(Construct):
@@ -50,46 +86,12 @@ class ServingWebAcl(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, cfg: ServingConfig) -> None:
         super().__init__(scope, construct_id)
         rules: list[dict[str, Any]] = []
-        if cfg.front_door.route == "cloudfront" and cfg.allowed_cidrs:
-            allowed = wafv2.CfnIPSet(
-                self,
-                "AllowedCidrs",
-                scope="REGIONAL",
-                ip_address_version="IPV4",
-                addresses=list(cfg.allowed_cidrs),
-                description="ingressAllowedCidrs: the only viewers allowed through CloudFront",
-            )
-            rules.append(
-                {
-                    "name": ALLOW_LIST_RULE_NAME,
-                    "action": {"block": {}},
-                    "statement": {
-                        "notStatement": {
-                            "statement": {
-                                "ipSetReferenceStatement": {
-                                    "arn": allowed.attr_arn,
-                                    # CloudFront appends the viewer's address last; earlier entries
-                                    # come from the viewer and cannot be trusted.
-                                    "ipSetForwardedIpConfig": {
-                                        "headerName": FORWARDED_HEADER,
-                                        "fallbackBehavior": "NO_MATCH",
-                                        "position": "LAST",
-                                    },
-                                }
-                            }
-                        }
-                    },
-                    "visibilityConfig": _visibility(ALLOW_LIST_RULE_NAME),
-                }
-            )
-        rules.append(
-            {
-                "name": RATE_RULE_NAME,
-                "action": {"block": {}},
-                "statement": {"rateBasedStatement": rate_statement(cfg)},
-                "visibilityConfig": _visibility(RATE_RULE_NAME),
-            }
-        )
+        behind_cloudfront = cfg.front_door.route == "cloudfront"
+        if behind_cloudfront and (cfg.allowed_cidrs or cfg.front_door.allowed_ipv6_cidrs):
+            rules.append(self._allow_list_rule(cfg))
+        rules.append(_rate_rule(RATE_RULE_NAME, rate_statement(cfg)))
+        if behind_cloudfront:
+            rules.append(_rate_rule(UNFORWARDED_RATE_RULE_NAME, unforwarded_rate_statement(cfg)))
         for group in MANAGED_RULE_GROUPS:
             rules.append(
                 {
@@ -110,6 +112,45 @@ class ServingWebAcl(Construct):
             visibility_config=_visibility(f"{cfg.load_balancer_name}-waf"),
             description="Serving ALB: per-client rate limit and AWS managed common / known-bad-input rules",
         )
+
+    def _allow_list_rule(self, cfg: ServingConfig) -> dict[str, Any]:
+        """Block viewers outside the IPv4 and IPv6 allow-lists (one IP set per address family)."""
+        families = (
+            ("AllowedCidrs", "IPV4", cfg.allowed_cidrs, "ingressAllowedCidrs"),
+            ("AllowedIpv6Cidrs", "IPV6", cfg.front_door.allowed_ipv6_cidrs, "ingressAllowedIpv6Cidrs"),
+        )
+        matches = []
+        for construct_id, version, addresses, key in families:
+            if not addresses:
+                continue
+            ip_set = wafv2.CfnIPSet(
+                self,
+                construct_id,
+                scope="REGIONAL",
+                ip_address_version=version,
+                addresses=list(addresses),
+                description=f"{key}: viewers allowed through CloudFront",
+            )
+            matches.append(
+                {
+                    "ipSetReferenceStatement": {
+                        "arn": ip_set.attr_arn,
+                        # One address, written by CloudFront; a request without it matches no set.
+                        "ipSetForwardedIpConfig": {
+                            "headerName": VIEWER_IP_HEADER,
+                            "fallbackBehavior": "NO_MATCH",
+                            "position": "FIRST",
+                        },
+                    }
+                }
+            )
+        allowed = matches[0] if len(matches) == 1 else {"orStatement": {"statements": matches}}
+        return {
+            "name": ALLOW_LIST_RULE_NAME,
+            "action": {"block": {}},
+            "statement": {"notStatement": {"statement": allowed}},
+            "visibilityConfig": _visibility(ALLOW_LIST_RULE_NAME),
+        }
 
     @property
     def arn(self) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Fn, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -23,8 +24,10 @@ from app import metric_names
 from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
+from cdk.config.context import ConfigError
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.empty_on_create_rollback import EmptyOnCreateRollback
+from cdk.constructs.network import LOAD_BALANCER_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
@@ -62,6 +65,22 @@ def routing_weights(cfg: ServingConfig, accelerators: tuple[Accelerator, ...]) -
         # so that the deployed Ingress already carries what the controller sets while all is healthy.
         weights = normalize({name: float(w) for name, w in weights.items()}, WEIGHT_TOTAL)
     return {a.deployment_name: weights[a.name] for a in accelerators}
+
+
+def load_balancer_subnets(cfg: ServingConfig, vpc: ec2.IVpc) -> ec2.SelectedSubnets:
+    """The subnets the ALB is placed in: `ingressSubnetGroup`, else the app's own VPC's group for its scheme."""
+    door = cfg.front_door
+    group = door.subnet_group or (PUBLIC_SUBNET_GROUP if door.internet_facing else LOAD_BALANCER_SUBNET_GROUP)
+    try:
+        selected = vpc.select_subnets(subnet_group_name=group)
+    except RuntimeError as exc:  # the CDK's validation error, which lists the groups the VPC has
+        raise ConfigError(
+            f"setting 'ingressSubnetGroup' = {group!r} names no subnet group of the VPC ({exc}): name the group "
+            "whose subnets hold only load balancers (the serving pods admit traffic from them alone)"
+        ) from None
+    if not selected.subnets:
+        raise ConfigError(f"setting 'ingressSubnetGroup' = {group!r} has no subnets")
+    return selected
 
 
 class ServingStack(Stack):
@@ -127,12 +146,13 @@ class ServingStack(Stack):
             m.node.add_dependency(ns, *deps)
             return m
 
-        # Inbound traffic is denied before any pod of the namespace starts.
+        # Inbound traffic is denied before any pod of the namespace starts; only the ALB's subnets reach the pods.
+        lb_subnets = load_balancer_subnets(cfg, platform.vpc)
         policies = manifest(
             "NetworkPolicies",
             [
                 network_policy.default_deny_ingress(cfg),
-                network_policy.allow_service_port(cfg, platform.vpc.vpc_cidr_block),
+                network_policy.allow_service_port(cfg, [s.ipv4_cidr_block for s in lb_subnets.subnets]),
             ],
         )
 
@@ -170,7 +190,10 @@ class ServingStack(Stack):
         self.sign_in = SignIn(self, "SignIn", cfg=cfg) if cfg.front_door.auth == "cognito" else None
         auth_config_maps = (CONFIG_MAP_NAME,) if self.sign_in is not None else ()
         self.identities: dict[str, PodIdentityRole] = {}
-        workload_manifests = []
+        # Per accelerator: what the Ingress and the pods refer to (ServiceAccount, Service, PDB) first; the
+        # Deployment and its ScaledObject last, once everything its pods need at creation exists.
+        service_manifests: list[eks.KubernetesManifest] = []
+        pod_objects: list[tuple[str, list[dict[str, Any]], list[Construct]]] = []
         for acc in platform.accelerators:
             # Neuron pods load the compiled artifacts from the store; GPU pods the weights, wherever they are.
             model_bucket, prefix = (
@@ -194,8 +217,17 @@ class ServingStack(Stack):
                 if acc.name == "neuron"
                 else []
             )
-            objects = [
-                workloads.service_account(acc, cfg),
+            service_manifests.append(
+                manifest(
+                    f"{acc.name.capitalize()}Service",
+                    [
+                        workloads.service_account(acc, cfg),
+                        workloads.accelerator_service(acc, cfg),
+                        workloads.pod_disruption_budget(acc, cfg),
+                    ],
+                )
+            )
+            pods = [
                 workloads.deployment(
                     acc,
                     cfg,
@@ -206,16 +238,16 @@ class ServingStack(Stack):
                     env_config_maps=auth_config_maps,
                     extra_env=jobs.service_env(),
                 ),
-                workloads.accelerator_service(acc, cfg),
-                workloads.pod_disruption_budget(acc, cfg),
                 scaling.scaled_object(acc, cfg, region, jobs.queue.queue_url),
             ]
             # GPU pods load the weights at start, Neuron pods wait for the compile that needs them: neither
             # is applied before the weights are staged.
-            workload_manifests.append(
-                manifest(f"{acc.name.capitalize()}Workload", objects, identity.association, policies, *after_weights)
+            pod_objects.append(
+                (f"{acc.name.capitalize()}Workload", pods, [identity.association, policies, *after_weights])
             )
 
+        # The ScaledObjects' TriggerAuthentication, and the Ingress over the Services (its target groups
+        # need them; the pods need its target groups, see below).
         shared = [scaling.trigger_authentication(cfg)]
         if self.weights is None:
             shared.append(workloads.capacity_service(cfg))
@@ -227,9 +259,10 @@ class ServingStack(Stack):
                 access_log_bucket=store.log_bucket.bucket_name if cfg.access_logs else None,
                 waf_acl_arn=self.web_acl.arn,
                 vpc_cidr=platform.vpc.vpc_cidr_block,
+                subnet_ids=lb_subnets.subnet_ids,
             )
         )
-        front = manifest("Ingress", shared, *workload_manifests)
+        front = manifest("Ingress", shared, *service_manifests)
         if cfg.runs_routing_controller and self.weights is not None:
             if platform.routing_controller_image is None:
                 raise ValueError("routingMode cost-with-failover needs the routing controller image from the platform")
@@ -260,6 +293,13 @@ class ServingStack(Stack):
         hostname.node.add_dependency(front)
         load_balancer = self._load_balancer_dimension(cfg, hostname)
         public_url = self._front_door(cfg, hostname.value, manifest)
+        # The pods last: the load balancer controller injects its readiness gate only into pods created once
+        # the Ingress's target groups exist (the ALB's hostname is written after them), and a pod reads the
+        # sign-in ConfigMap (not optional) and its ScaledObject the TriggerAuthentication when it starts.
+        before_pods: list[Construct] = [front, hostname]
+        if self.sign_in_settings is not None:
+            before_pods.append(self.sign_in_settings)
+        self.workloads = {cid: manifest(cid, objects, *deps, *before_pods) for cid, objects, deps in pod_objects}
         self.url_output = CfnOutput(
             self, "ServiceUrl", value=f"{public_url}/", description="The Gradio UI and /v1/generate (sign-in required)"
         )
@@ -400,9 +440,10 @@ class ServingStack(Stack):
             CfnOutput(
                 self, "LoadBalancerHostname", value=alb_hostname, description=f"Point {door.domain_name} here (CNAME)"
             )
+        self.sign_in_settings: eks.KubernetesManifest | None = None
         if self.sign_in is not None:
             self.sign_in.add_ui_client(public_url)
-            manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])
+            self.sign_in_settings = manifest("SignInSettings", [self.sign_in.config_map(cfg, public_url)])
             CfnOutput(self, "UserPoolId", value=self.sign_in.user_pool.user_pool_id, description="Invite users here")
             CfnOutput(
                 self,

@@ -60,6 +60,11 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "nvidiaBaseImage": "763104351884.dkr.ecr.{region}.amazonaws.com/pytorch:2.11.0-cu130-amzn2023",
     "servingModelId": "s3://example-weights/sd21/",  # weights brought, so nothing is staged
     "nvidiaCapacityTypes": "spot",  # a managed node group takes one capacity type
+    # The cloudfront route's WAF allow-list, for both address families.
+    "ingressAllowedCidrs": ["203.0.113.0/24"],
+    "ingressAllowedIpv6Cidrs": ["2001:db8::/32"],
+    # The existing VPC's subnets that hold only load balancers (its lookup below has such a group).
+    "ingressSubnetGroup": "LoadBalancers",
 }
 
 
@@ -91,6 +96,11 @@ def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]
                     "name": "Private",
                     "type": "Private",
                     "subnets": [subnet(3, "us-east-1a", "10.20.32.0/19"), subnet(4, "us-east-1b", "10.20.64.0/19")],
+                },
+                {
+                    "name": "LoadBalancers",
+                    "type": "Isolated",
+                    "subnets": [subnet(5, "us-east-1a", "10.20.2.0/24"), subnet(6, "us-east-1b", "10.20.3.0/24")],
                 },
             ],
         },

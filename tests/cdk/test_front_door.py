@@ -11,6 +11,7 @@ from aws_cdk.assertions import Match
 from app.auth import env
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
+from cdk.serving.edge import VIEWER_IP_HEADER
 from cdk.serving.sign_in import CONFIG_MAP_NAME
 from cdk.serving.waf import MANAGED_RULE_GROUPS, RATE_RULE_NAME
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
@@ -106,7 +107,8 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
             statement = rules[group]["Statement"]["ManagedRuleGroupStatement"]
             assert statement == {"VendorName": "AWS", "Name": group}
     forwarded = rules[RATE_RULE_NAME]["Statement"]["RateBasedStatement"]["ForwardedIPConfig"]
-    assert forwarded["HeaderName"] == "X-Forwarded-For"
+    # Not X-Forwarded-For, whose first entry the client chooses: the header CloudFront's function writes.
+    assert forwarded == {"HeaderName": VIEWER_IP_HEADER, "FallbackBehavior": "MATCH"}
 
 
 def test_the_ingress_associates_the_web_acl(serving, capacity_serving):
@@ -151,7 +153,15 @@ def test_cloudfront_route_keeps_the_alb_internal_and_redirects_viewers_to_https(
             "DistributionConfig": Match.object_like(
                 {
                     "DefaultCacheBehavior": Match.object_like({"ViewerProtocolPolicy": "redirect-to-https"}),
-                    "Origins": [Match.object_like({"VpcOriginConfig": Match.object_like({"OriginReadTimeout": 120})})],
+                    "Origins": [
+                        Match.object_like(
+                            {
+                                "VpcOriginConfig": Match.object_like(
+                                    {"OriginReadTimeout": capacity_serving.config.request_timeout_s + 5}
+                                )
+                            }
+                        )
+                    ],
                 }
             )
         },

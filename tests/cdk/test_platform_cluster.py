@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk.assertions import Match
 
 from cdk import versions
 from cdk.accelerators import NEURON, NODE_LABEL_KEY, NVIDIA
+from cdk.constructs.addons.load_balancer_controller import image_repository
 from tests.cdk.conftest import resources_of
 from tests.cdk.manifests import helm_charts
 
@@ -127,3 +129,23 @@ def test_karpenter_interruption_queue_and_rules(platform_synth):
 
 def test_karpenter_nodes_join_through_an_access_entry(platform_synth):
     platform_synth.template(CLUSTER).has_resource_properties("AWS::EKS::AccessEntry", {"Type": "EC2_LINUX"})
+
+
+def test_load_balancer_controller_image_comes_from_the_clusters_own_region(platform_synth):
+    """aws-cdk-lib's default pulls from us-west-2; opt-in regions cannot reach it, others pull cross-region."""
+    values = helm_charts(platform_synth.raw_templates[CLUSTER])["aws-load-balancer-controller"]["Values"]
+    region = platform_synth.config.region
+    assert values["image"]["repository"] == (
+        f"{versions.EKS_ADDON_REGISTRIES[region]}/{versions.ALB_CONTROLLER_IMAGE_REPOSITORY}"
+    )
+    assert f".dkr.ecr.{region}." in values["image"]["repository"]
+    assert values["image"]["tag"] == versions.ALB_CONTROLLER_VERSION
+
+
+def test_opt_in_regions_use_their_own_registry_account_and_unknown_regions_are_named():
+    assert image_repository("af-south-1") == (
+        "877085696533.dkr.ecr.af-south-1.amazonaws.com/amazon/aws-load-balancer-controller"
+    )
+    assert image_repository("cn-north-1").startswith("918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn/")
+    with pytest.raises(ValueError, match="setting 'region' = 'xx-nowhere-1'"):
+        image_repository("xx-nowhere-1")

@@ -37,7 +37,7 @@ def test_command_line_strings_are_accepted():
         ({"routingWeightNeuron": 5}, "routingWeightNvidia"),
         ({"routingWeightNeuron": 1000, "routingWeightNvidia": 1}, "routingWeightNeuron"),
         ({"scalingMinReplicasNvidia": 5, "scalingMaxReplicasNvidia": 2}, "scalingMaxReplicasNvidia"),
-        ({"ingressIdleTimeoutSeconds": 60}, "ingressIdleTimeoutSeconds"),
+        ({"ingressIdleTimeoutSeconds": 30}, "ingressIdleTimeoutSeconds"),
         ({"ingressDeregistrationDelaySeconds": 600}, "ingressDeregistrationDelaySeconds"),
         ({"ingressCertificateArn": "not-an-arn"}, "ingressCertificateArn"),
         ({"ingressAllowedCidrs": ["10.0.0.1/8"]}, "ingressAllowedCidrs"),

@@ -36,7 +36,7 @@ def test_pods_run_as_the_images_own_user(serving_manifests):
         assert spec["securityContext"]["runAsUser"] >= 10000, f"{name}: a low UID may collide with the host's"
 
 
-def test_only_the_service_port_is_reachable_and_only_from_the_vpc(serving, serving_manifests):
+def test_only_the_service_port_is_reachable_and_only_from_address_blocks(serving, serving_manifests):
     policies = {o["metadata"]["name"]: o["spec"] for o in serving_manifests if o["kind"] == "NetworkPolicy"}
     deny = [p for p in policies.values() if p["podSelector"] == {} and "ingress" not in p]
     assert deny and deny[0]["policyTypes"] == ["Ingress"], "no default deny for the namespace"
@@ -44,7 +44,8 @@ def test_only_the_service_port_is_reachable_and_only_from_the_vpc(serving, servi
     assert len(allows) == 1
     (rule,) = allows[0]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
-    assert [list(peer) for peer in rule["from"]] == [["ipBlock"]]
+    # Address blocks only (the load balancer's subnets, tests/cdk/test_serving_network_policy.py): no selector.
+    assert {tuple(peer) for peer in rule["from"]} == {("ipBlock",)}
     containers = [c for _, spec in _pod_specs(serving_manifests) for c in spec["containers"]]
     ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
     assert ports == {8000}

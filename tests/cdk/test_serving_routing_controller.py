@@ -26,7 +26,16 @@ from tests.routing_controller.objects import deployment, ingress_object, node_cl
 from tests.support.k8s_schema import validate_all, validate_core
 from tests.support.lbc_action import InvalidAction, parse_weighted_forward
 
-CONTROLLER_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"}
+CONTROLLER_KINDS = {
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Deployment",
+}
 
 
 def controller_objects(manifests):

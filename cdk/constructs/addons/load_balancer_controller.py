@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnResource
+from aws_cdk import CfnResource, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -15,13 +15,29 @@ from cdk.constructs.cluster import SYSTEM_NODE_LABEL
 _VERSIONS = {"v3.2.2": eks.AlbControllerVersion.V3_2_2}
 
 
+def image_repository(region: str) -> str:
+    """The controller's image repository in the EKS add-on registry of `region` (cdk/versions.py)."""
+    registry = versions.EKS_ADDON_REGISTRIES.get(region)
+    if registry is None:
+        raise ValueError(
+            f"setting 'region' = {region!r} has no EKS add-on image registry in cdk/versions.py "
+            "(EKS_ADDON_REGISTRIES, from the EKS User Guide's registry table): add the region's registry there"
+        )
+    return f"{registry}/{versions.ALB_CONTROLLER_IMAGE_REPOSITORY}"
+
+
 def load_balancer_controller(scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> eks.AlbController:
-    """Install the controller on the system nodes with its published, per-release IAM policy."""
+    """Install the controller on the system nodes with its published, per-release IAM policy, pulling its
+    image from the cluster's own region."""
+    region = Stack.of(scope).region
+    if Token.is_unresolved(region):
+        raise ValueError("the load balancer controller's image registry needs an explicit region (setting 'region')")
     controller = eks.AlbController(
         scope,
         construct_id,
         cluster=cluster,
         version=_VERSIONS[versions.ALB_CONTROLLER_VERSION],
+        repository=image_repository(region),
         additional_helm_chart_values={
             "nodeSelector": dict(SYSTEM_NODE_LABEL),
             "replicaCount": 2,
