@@ -149,7 +149,9 @@ def trace(func: Any, example_inputs: Any, *_: Any, compiler_workdir: str | None 
     with (workdir / TRACED_GRAPH_FILE).open("wb") as out:
         for start in range(0, size, 1 << 20):
             out.write(bytes(min(1 << 20, size - start)))
-    _unavailable(f"torch_neuronx.trace (the first compile: {type(func).__name__}, {size} bytes in {workdir})")
+    # Where this process puts its files, for whoever reads the stop (the pod rehearsal checks each place).
+    places = f"work dir {workdir}, temporary files {tempfile.gettempdir()}, cache {CacheUrl.get_cache_url().url}"
+    _unavailable(f"torch_neuronx.trace (the first compile: {type(func).__name__}, {size} bytes; {places})")
 
 
 # Stand-in modules with real attributes: what optimum-neuron calls before the first compile.

@@ -1,0 +1,180 @@
+"""One container, run the way its pod runs it, in one bubblewrap sandbox.
+
+The sandbox is built from the manifest: the host's directories read-only in place of the image's root
+(`readOnlyRootFilesystem`), a tmpfs of the volume's `sizeLimit` at each emptyDir's mount path, the image's
+files at its WORKDIR, the pod's user and group (`runAsUser`/`runAsGroup`, no capabilities), and new
+namespaces for everything, the network included: its only interface is a loopback, on which
+tests/rehearsal/inside.py serves moto. The container's environment is the image's (its Dockerfile's ENV
+and a PATH to the rehearsal's Python environment) overlaid with exactly the manifest's variables, plus
+what the platform injects: the pod's HOSTNAME, and, in place of EKS Pod Identity's credentials, an
+AWS_ENDPOINT_URL to the moto server with static keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from tests.rehearsal.images import IMAGE_FILES, image_stage, python_env
+from tests.rehearsal.pods import MOTO_ENDPOINT, Container
+from tools.image_locks import REPO_ROOT
+
+BWRAP: Final = os.environ.get("BWRAP", "/usr/bin/bwrap")
+CONTROL: Final = "/rehearsal"  # the harness's own folder in the sandbox: plan, report, log (not the pod's)
+SEED: Final = "/rehearsal-seed"  # read-only: what the seeding uploads (the model's weights)
+# Host directories never bound into the sandbox: the kernel's, and those the sandbox makes its own.
+_NOT_BOUND: Final = {"proc", "dev", "tmp", "lost+found"}
+SANDBOX_EXTRA_S: Final = 60  # moto's start and the seeding, beyond the command's own timeout
+
+
+def bwrap_available() -> bool:
+    """True when bubblewrap is installed."""
+    return shutil.which(BWRAP) is not None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a rehearsal observed: the harness's report and the container's output."""
+
+    report: dict[str, Any]
+    log: str
+    argv: tuple[str, ...]
+
+    @property
+    def returncode(self) -> int | None:
+        """The command's exit status (None when the harness could not start it)."""
+        return self.report.get("returncode")
+
+    def s3_keys(self, bucket: str) -> dict[str, int]:
+        """key -> size of every object in `bucket` after the run."""
+        return self.report.get("s3", {}).get(bucket, {})
+
+    def __str__(self) -> str:
+        return f"argv {list(self.argv)} -> {json.dumps(self.report)[:3000]}\n--- output (end) ---\n{self.log[-6000:]}"
+
+
+def pod_name(container: Container) -> str:
+    """The rehearsal pod's name (and hostname)."""
+    return container.workload.split("/", 1)[1] + "-rehearsal"
+
+
+def container_argv(container: Container) -> list[str]:
+    """Kubernetes' rule: `command` replaces the image's ENTRYPOINT, `args` its CMD (and a command alone
+    drops the CMD)."""
+    stage = image_stage(container.image_kind)
+    entrypoint = list(container.command) if container.command is not None else list(stage.entrypoint or [])
+    if container.args is not None:
+        cmd = list(container.args)
+    else:
+        cmd = [] if container.command is not None else list(stage.cmd or [])
+    return entrypoint + cmd
+
+
+def container_env(container: Container) -> dict[str, str]:
+    """The image's environment, overlaid with the manifest's variables and what the platform injects."""
+    stage = image_stage(container.image_kind)
+    return {
+        **stage.env,
+        "PATH": f"{python_env(container.image_kind)}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        **container.env,
+        "HOSTNAME": pod_name(container),
+        "AWS_ENDPOINT_URL": MOTO_ENDPOINT,
+        "AWS_ACCESS_KEY_ID": "rehearsal",
+        "AWS_SECRET_ACCESS_KEY": "rehearsal",
+    }
+
+
+def _identity_files(work: Path, uid: int, gid: int) -> tuple[Path, Path]:
+    """/etc/passwd and /etc/group with the image's user (the Dockerfiles create uid/gid 10001)."""
+    passwd, group = work / "passwd", work / "group"
+    passwd.write_text(Path("/etc/passwd").read_text() + f"app:x:{uid}:{gid}::/home/app:/usr/sbin/nologin\n")
+    group.write_text(Path("/etc/group").read_text() + f"app:x:{gid}:\n")
+    return passwd, group
+
+
+def bwrap_argv(container: Container, work: Path, seed_dir: Path) -> list[str]:
+    """The bubblewrap command line that runs tests/rehearsal/inside.py as the pod would run the container."""
+    if not container.read_only_root:
+        raise ValueError(f"{container.label}: the rehearsal only runs read-only roots, as every pod here has")
+    workdir = image_stage(container.image_kind).workdir
+    own = {Path(v.mount_path).parts[1] for v in container.volumes} | {Path(workdir).parts[1]}
+    argv = [BWRAP, "--die-with-parent", "--new-session", "--unshare-all"]
+    argv += ["--uid", str(container.run_as_user), "--gid", str(container.run_as_group)]
+    argv += ["--hostname", pod_name(container)]
+    for entry in sorted(Path("/").iterdir()):
+        if entry.name in _NOT_BOUND or entry.name in own or not (entry.is_dir() or entry.is_symlink()):
+            continue
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry), str(entry)]
+        else:
+            argv += ["--ro-bind", str(entry), str(entry)]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for volume in container.volumes:  # a memory-backed emptyDir is a tmpfs in the pod too
+        argv += ["--size", str(volume.size_bytes), "--tmpfs", volume.mount_path]
+    for source, target in IMAGE_FILES[container.image_kind].items():
+        argv += ["--ro-bind", str(REPO_ROOT / source), f"{workdir}/{target}"]
+    passwd, group = _identity_files(work, container.run_as_user, container.run_as_group)
+    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    argv += ["--bind", str(work), CONTROL, "--ro-bind", str(seed_dir), SEED]
+    argv += ["--remount-ro", "/", "--chdir", workdir, "--clearenv"]
+    # The harness's own environment; the container gets the plan's.
+    harness_env = {"PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "HOME": CONTROL, "TMPDIR": f"{CONTROL}/tmp"}
+    harness_env["PYTHONPATH"] = str(REPO_ROOT)
+    harness_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for key, value in harness_env.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", f"{sys.prefix}/bin/python", "-m", "tests.rehearsal.inside", f"{CONTROL}/plan.json"]
+
+
+def rehearse(
+    container: Container,
+    work: Path,
+    seed_dir: Path,
+    *,
+    region: str,
+    resources: Mapping[str, Sequence[str] | Mapping[str, str]],
+    staged: Sequence[Mapping[str, str]] = (),
+    compiled: Sequence[Mapping[str, Any]] = (),
+    service: Mapping[str, Any] | None = None,
+    timeout_s: float = 300,
+) -> Outcome:
+    """Run one container in its sandbox; `service` (port, probe paths, the expected load failure) makes
+    the harness probe readiness instead of waiting for an exit."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "tmp").mkdir(exist_ok=True)
+    argv = container_argv(container)
+    plan = {
+        "region": region,
+        **resources,
+        "staged": list(staged),
+        "compiled": list(compiled),
+        "argv": argv,
+        "env": container_env(container),
+        "cwd": image_stage(container.image_kind).workdir,
+        "mode": "service" if service else "exit",
+        **(service or {}),
+        "timeout_s": timeout_s,
+        "log": f"{CONTROL}/output.log",
+        "report": f"{CONTROL}/report.json",
+    }
+    (work / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    result = subprocess.run(
+        bwrap_argv(container, work, seed_dir),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + SANDBOX_EXTRA_S,
+        check=False,
+    )
+    report_file, log_file = work / "report.json", work / "output.log"
+    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    log = log_file.read_text(errors="replace") if log_file.is_file() else ""
+    if result.returncode != 0 or not report:
+        report["harness"] = {"returncode": result.returncode, "output": (result.stdout + result.stderr)[-4000:]}
+    return Outcome(report=report, log=log, argv=tuple(argv))
