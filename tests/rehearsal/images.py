@@ -9,10 +9,14 @@ Python environment that stands in for the image's (the base images are not avail
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -101,26 +105,35 @@ def image_stage(kind: str) -> Stage:
 
 def _standin_env() -> Path:
     """A venv of the Neuron image's interpreter that sees the contract venv's packages and loads the SDK
-    stand-in at start (a .pth line), built next to the contract venv's key so a new lock rebuilds it."""
+    stand-in at start (a .pth line). Its folder names the contract venv and the stand-in's content, so a
+    new lock or stand-in builds a new one; it is built aside and moved into place."""
     contract = ensure_venv()
-    target = REHEARSAL_CACHE / f"neuron-image-{contract.name}"
-    python = venv_python(target)
-    if python.is_file():
+    standin = (REPO_ROOT / "tests" / "contract" / "neuron_sdk_standin.py").read_bytes()
+    target = REHEARSAL_CACHE / f"neuron-image-{contract.name}-{hashlib.sha256(standin).hexdigest()[:12]}"
+    if venv_python(target).is_file():
         return target
-    interpreter = venv_python(contract).resolve()
-    subprocess.run([str(interpreter), "-m", "venv", "--without-pip", str(target)], check=True)
-    (site,) = (target / "lib").glob("python*/site-packages")
-    (contract_site,) = (contract / "lib").glob("python*/site-packages")
-    standin_dir = target / "standin"
-    standin_dir.mkdir()
-    (standin_dir / "neuron_sdk_standin.py").symlink_to(REPO_ROOT / "tests" / "contract" / "neuron_sdk_standin.py")
-    # addsitedir also runs the contract venv's own .pth files; the stand-in is installed before any import.
-    (site / "zz-neuron-image.pth").write_text(
-        f"import site; site.addsitedir({str(contract_site)!r})\n"
-        f"{standin_dir}\n"
-        "import neuron_sdk_standin; neuron_sdk_standin.install_at_startup()\n",
-        encoding="utf-8",
-    )
+    REHEARSAL_CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=REHEARSAL_CACHE))
+    try:
+        interpreter = venv_python(contract).resolve()
+        subprocess.run([str(interpreter), "-m", "venv", "--without-pip", str(staging)], check=True)
+        (site,) = (staging / "lib").glob("python*/site-packages")
+        (contract_site,) = (contract / "lib").glob("python*/site-packages")
+        (staging / "standin").mkdir()
+        (staging / "standin" / "neuron_sdk_standin.py").write_bytes(standin)
+        # addsitedir also runs the contract venv's own .pth files; the stand-in is installed before any import.
+        (site / "zz-neuron-image.pth").write_text(
+            f"import site; site.addsitedir({str(contract_site)!r})\n"
+            f"{target / 'standin'}\n"
+            "import neuron_sdk_standin; neuron_sdk_standin.install_at_startup()\n",
+            encoding="utf-8",
+        )
+        os.replace(staging, target)  # its scripts name the build path: only `bin/python` is ever run
+    except OSError:
+        if not venv_python(target).is_file():  # not another session's build that won the race
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

@@ -121,11 +121,13 @@ def main(plan_file: str) -> int:
     plan = json.loads(Path(plan_file).read_text(encoding="utf-8"))
     from moto.server import ThreadedMotoServer
 
+    started = time.monotonic()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
     server.start()
-    report: dict[str, Any] = {"account": ACCOUNT}
+    report: dict[str, Any] = {"account": ACCOUNT, "seconds": {}}
     try:
         seed(plan)
+        report["seconds"]["seeded"] = round(time.monotonic() - started, 1)
         with open(plan["log"], "wb") as log:
             process = subprocess.Popen(
                 plan["argv"], env=plan["env"], cwd=plan["cwd"], stdout=log, stderr=subprocess.STDOUT
@@ -139,6 +141,7 @@ def main(plan_file: str) -> int:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     report["returncode"], report["killed"] = process.wait(), True
+        report["seconds"]["ran"] = round(time.monotonic() - started, 1)
         report["s3"] = s3_objects(plan["region"])
     finally:
         Path(plan["report"]).write_text(json.dumps(report, indent=2), encoding="utf-8")
