@@ -27,6 +27,7 @@ class Stacks:
 
     config: AppConfig
     values: LocalValues
+    manifests: list[dict[str, Any]]  # the Kubernetes objects the serving stack applies, values local
     containers: dict[str, Container]  # by label
 
     @property
@@ -50,7 +51,7 @@ def stacks(platform_synth: Any) -> Stacks:
     values = LocalValues(region=platform_synth.config.environment.region, resources=template["Resources"])
     manifests = list(kubernetes_manifests(template, values))
     found = {c.label: c for c in containers(manifests)}
-    return Stacks(config=platform_synth.config, values=values, containers=found)
+    return Stacks(config=platform_synth.config, values=values, manifests=manifests, containers=found)
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,10 @@
 
 It starts a moto server on the sandbox's own loopback (the only network there is), leaves AWS as the
 deploy would (buckets, queues, topics; weights staged with the deploy's own staging code; a compiled
-prefix where the plan says the compile has run), then runs the container's command with exactly the
-environment the plan gives, watches it as the kubelet would (an exit, or the readiness probe), and writes
-a report: exit status, readiness answers, and every object the command left in S3.
+prefix where the plan says the compile has run), serves the Kubernetes API over TLS when the pod mounts
+its token, then runs the container's command with exactly the environment the plan gives, watches it as
+the kubelet would (an exit, or the container's readinessProbe), and writes a report: exit status,
+readiness answers, every object the command left in S3 and every request it made to the API.
 """
 
 from __future__ import annotations
@@ -90,22 +91,40 @@ def _probe(url: str) -> tuple[int, str]:
         return 0, ""
 
 
-def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any]) -> dict[str, Any]:
-    """Probe as the kubelet would until ready, until the service reports the load failed, or until the
-    process ends; then send SIGTERM (the pod's stop) and wait for the drain."""
+def _readiness(plan: dict[str, Any], env: dict[str, str]) -> tuple[int, str]:
+    """One run of the container's readinessProbe: (HTTP status, body), or (exit status, output) of an exec."""
+    probe = plan["readiness"]
+    if "httpGet" in probe:
+        return _probe(f"http://127.0.0.1:{probe['httpGet']['port']}{probe['httpGet']['path']}")
+    run = subprocess.run(
+        probe["exec"]["command"],
+        env=env,
+        cwd=plan["cwd"],
+        capture_output=True,
+        text=True,
+        timeout=probe.get("timeoutSeconds", 1),
+        check=False,
+    )
+    return run.returncode, (run.stdout + run.stderr)[-2000:]
+
+
+def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """Run the readiness probe as the kubelet would until it passes, until the service reports the expected
+    failure, or until the process ends; read the extra paths; then SIGTERM (the pod's stop) and wait."""
     deadline = time.monotonic() + plan["timeout_s"]
-    base = f"http://127.0.0.1:{plan['port']}"
-    observed: dict[str, Any] = {"ready": False, "readiness": None, "health": None}
+    passed = 0 if "exec" in plan["readiness"] else 200
+    observed: dict[str, Any] = {"ready": False, "readiness": None}
     while time.monotonic() < deadline and process.poll() is None:
-        status, body = _probe(base + plan["readiness_path"])
+        status, body = _readiness(plan, env)
         observed["readiness"] = {"status": status, "body": body}
-        if status == 200:
+        if status == passed:
             observed["ready"] = True
             break
-        if status == 503 and plan["stop_marker"] in body:  # the load failed for the expected reason
+        if plan.get("stop_marker") and plan["stop_marker"] in body:  # failed for the expected reason
             break
         time.sleep(0.5)
-    observed["health"] = dict(zip(("status", "body"), _probe(base + plan["health_path"]), strict=True))
+    port = plan["readiness"].get("httpGet", {}).get("port")
+    observed["paths"] = {path: _probe(f"http://127.0.0.1:{port}{path}") for path in plan.get("paths", [])}
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -114,6 +133,29 @@ def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any]) -> dic
             process.kill()
             observed["killed"] = True
     return observed
+
+
+def _header(headers: dict[str, str], name: str) -> str:
+    """A request header by its case-insensitive name ("" when absent)."""
+    return next((value for key, value in headers.items() if key.lower() == name), "")
+
+
+def start_api_server(kube: dict[str, Any]) -> Any:
+    """The Kubernetes API stand-in of the controller's tests, over TLS, holding the plan's objects."""
+    import ssl
+
+    from tests.routing_controller.fake_kube import FakeKube
+
+    fake = FakeKube()
+    for item in kube["objects"]:
+        fake.objects[item["path"]] = item["object"]
+    for item in kube.get("lists", []):
+        fake.lists[item["path"]] = item["items"]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(kube["cert"], kube["key"])
+    fake.server.socket = context.wrap_socket(fake.server.socket, server_side=True)
+    fake.__enter__()
+    return fake
 
 
 def main(plan_file: str) -> int:
@@ -125,15 +167,18 @@ def main(plan_file: str) -> int:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
     server.start()
     report: dict[str, Any] = {"account": ACCOUNT, "seconds": {}}
+    api = start_api_server(plan["kube"]) if plan["kube"] else None
+    env = dict(plan["env"])
+    if api is not None:  # what the kubelet sets for the API server's Service
+        env["KUBERNETES_SERVICE_HOST"], port = "127.0.0.1", api.server.server_address[1]
+        env["KUBERNETES_SERVICE_PORT"] = env["KUBERNETES_SERVICE_PORT_HTTPS"] = str(port)
     try:
         seed(plan)
         report["seconds"]["seeded"] = round(time.monotonic() - started, 1)
         with open(plan["log"], "wb") as log:
-            process = subprocess.Popen(
-                plan["argv"], env=plan["env"], cwd=plan["cwd"], stdout=log, stderr=subprocess.STDOUT
-            )
+            process = subprocess.Popen(plan["argv"], env=env, cwd=plan["cwd"], stdout=log, stderr=subprocess.STDOUT)
             if plan["mode"] == "service":
-                report.update(watch_service(process, plan))
+                report.update(watch_service(process, plan, env))
                 report["returncode"] = process.wait()
             else:
                 try:
@@ -143,8 +188,15 @@ def main(plan_file: str) -> int:
                     report["returncode"], report["killed"] = process.wait(), True
         report["seconds"]["ran"] = round(time.monotonic() - started, 1)
         report["s3"] = s3_objects(plan["region"])
+        if api is not None:
+            report["api_requests"] = [
+                {"method": m, "path": path, "authorization": _header(headers, "authorization"), "body": body}
+                for m, path, headers, body in api.requests
+            ]
     finally:
         Path(plan["report"]).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        if api is not None:
+            api.__exit__(None, None, None)
         server.stop()
     return 0
 

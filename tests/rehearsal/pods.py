@@ -90,6 +90,7 @@ class Container:
     """One container of one workload, as its pod template runs it."""
 
     workload: str  # Kind/name
+    namespace: str
     name: str
     init: bool
     image: str
@@ -100,6 +101,8 @@ class Container:
     run_as_user: int
     run_as_group: int
     read_only_root: bool
+    service_account_token: bool  # automountServiceAccountToken: the kubelet mounts a token for the API
+    readiness: Mapping[str, Any] | None  # the readinessProbe, its named port resolved
     pod_spec: Mapping[str, Any]
 
     @property
@@ -144,6 +147,17 @@ def _env(container: dict[str, Any], pod_name: str) -> dict[str, str]:
     return env
 
 
+def _readiness(container: dict[str, Any]) -> dict[str, Any] | None:
+    """The readinessProbe with an httpGet's named port turned into its number."""
+    probe = container.get("readinessProbe")
+    if probe is None or "httpGet" not in probe:
+        return probe
+    port = probe["httpGet"]["port"]
+    if isinstance(port, str):
+        (port,) = [p["containerPort"] for p in container.get("ports", []) if p.get("name") == port]
+    return {**probe, "httpGet": {**probe["httpGet"], "port": port}}
+
+
 def containers(manifests: list[dict[str, Any]]) -> list[Container]:
     """Every container (init containers first) of every workload among `manifests`."""
     found: list[Container] = []
@@ -173,6 +187,7 @@ def containers(manifests: list[dict[str, Any]]) -> list[Container]:
                 found.append(
                     Container(
                         workload=workload,
+                        namespace=manifest["metadata"].get("namespace", "default"),
                         name=item["name"],
                         init=init,
                         image=item["image"],
@@ -183,6 +198,9 @@ def containers(manifests: list[dict[str, Any]]) -> list[Container]:
                         run_as_user=security["runAsUser"],
                         run_as_group=security.get("runAsGroup", security["runAsUser"]),
                         read_only_root=bool(security.get("readOnlyRootFilesystem")),
+                        # Kubernetes mounts the token unless the pod (or its ServiceAccount) says no.
+                        service_account_token=pod.get("automountServiceAccountToken", True) is not False,
+                        readiness=_readiness(item),
                         pod_spec=pod,
                     )
                 )

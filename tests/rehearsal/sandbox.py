@@ -7,7 +7,10 @@ namespaces for everything, the network included: its only interface is a loopbac
 tests/rehearsal/inside.py serves moto. The container's environment is the image's (its Dockerfile's ENV
 and a PATH to the rehearsal's Python environment) overlaid with exactly the manifest's variables, plus
 what the platform injects: the pod's HOSTNAME, and, in place of EKS Pod Identity's credentials, an
-AWS_ENDPOINT_URL to the moto server with static keys.
+AWS_ENDPOINT_URL to the moto server with static keys. A pod that mounts its service-account token gets one
+(with the API server's CA) where the kubelet puts it, and the KUBERNETES_SERVICE_* variables of an API
+server the harness serves over TLS on the same loopback (tests/routing_controller/fake_kube.py), holding the
+stacks' own objects.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ BWRAP: Final = os.environ.get("BWRAP", "/usr/bin/bwrap")
 CONTROL: Final = "/rehearsal"  # the harness's own folder in the sandbox: plan, report, log (not the pod's)
 SEED: Final = "/rehearsal-seed"  # read-only: what the seeding uploads (the model's weights)
 # Host directories never bound into the sandbox: the kernel's, and those the sandbox makes its own.
-_NOT_BOUND: Final = {"proc", "dev", "tmp", "lost+found"}
+_NOT_BOUND: Final = {"proc", "dev", "tmp", "run", "lost+found"}
+# Where the kubelet mounts a pod's service-account token (/var/run is a link to /run).
+TOKEN_DIR: Final = "/run/secrets/kubernetes.io/serviceaccount"
 SANDBOX_EXTRA_S: Final = 60  # moto's start and the seeding, beyond the command's own timeout
 
 
@@ -99,6 +104,45 @@ def _identity_files(work: Path, uid: int, gid: int) -> tuple[Path, Path]:
     return passwd, group
 
 
+def _api_credentials(work: Path, namespace: str) -> Path:
+    """A service-account token folder (token, ca.crt, namespace) and the API server's key and certificate
+    for 127.0.0.1 (self-signed: it is its own CA) under `work`; returns the token folder."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver (rehearsal)")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = certificate.public_bytes(serialization.Encoding.PEM)
+    (work / "api-server.crt").write_bytes(pem)
+    (work / "api-server.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    tokens = work / "serviceaccount"
+    tokens.mkdir()
+    (tokens / "ca.crt").write_bytes(pem)
+    (tokens / "token").write_text("rehearsal-service-account-token")
+    (tokens / "namespace").write_text(namespace)
+    return tokens
+
+
 def bwrap_argv(container: Container, work: Path, seed_dir: Path) -> list[str]:
     """The bubblewrap command line that runs tests/rehearsal/inside.py as the pod would run the container."""
     if not container.read_only_root:
@@ -122,8 +166,12 @@ def bwrap_argv(container: Container, work: Path, seed_dir: Path) -> list[str]:
         argv += ["--ro-bind", str(REPO_ROOT / source), f"{workdir}/{target}"]
     passwd, group = _identity_files(work, container.run_as_user, container.run_as_group)
     argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    if (work / "serviceaccount").is_dir():
+        argv += ["--ro-bind", str(work / "serviceaccount"), TOKEN_DIR]
     argv += ["--bind", str(work), CONTROL, "--ro-bind", str(seed_dir), SEED]
-    argv += ["--remount-ro", "/", "--chdir", workdir, "--clearenv"]
+    # The harness starts in its own folder (the image's WORKDIR would shadow the repository's packages);
+    # the container's command runs in the WORKDIR.
+    argv += ["--remount-ro", "/", "--chdir", CONTROL, "--clearenv"]
     # The harness's own environment; the container gets the plan's.
     harness_env = {"PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "HOME": CONTROL, "TMPDIR": f"{CONTROL}/tmp"}
     harness_env["PYTHONPATH"] = str(REPO_ROOT)
@@ -143,12 +191,25 @@ def rehearse(
     staged: Sequence[Mapping[str, str]] = (),
     compiled: Sequence[Mapping[str, Any]] = (),
     service: Mapping[str, Any] | None = None,
+    kube_objects: Sequence[Mapping[str, Any]] = (),
+    kube_lists: Sequence[Mapping[str, Any]] = (),
     timeout_s: float = 300,
 ) -> Outcome:
-    """Run one container in its sandbox; `service` (port, probe paths, the expected load failure) makes
-    the harness probe readiness instead of waiting for an exit."""
+    """Run one container in its sandbox. `service` (the expected load failure, the stop grace, paths to read
+    too) makes the harness probe the container's readinessProbe instead of waiting for an exit;
+    `kube_objects` / `kube_lists` ({"path", "object"} / {"path", "items"}) are what the fake API server holds
+    for a pod that mounts its token."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)
+    kube = None
+    if container.service_account_token:
+        _api_credentials(work, container.namespace)
+        kube = {
+            "objects": list(kube_objects),
+            "lists": list(kube_lists),
+            "cert": f"{CONTROL}/api-server.crt",
+            "key": f"{CONTROL}/api-server.key",
+        }
     argv = container_argv(container)
     plan = {
         "region": region,
@@ -159,6 +220,8 @@ def rehearse(
         "env": container_env(container),
         "cwd": image_stage(container.image_kind).workdir,
         "mode": "service" if service else "exit",
+        "readiness": container.readiness,
+        "kube": kube,
         **(service or {}),
         "timeout_s": timeout_s,
         "log": f"{CONTROL}/output.log",

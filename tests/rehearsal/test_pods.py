@@ -5,7 +5,10 @@ against a local moto server holding what the deploy leaves in AWS, to the state 
   to optimum-neuron's first compile, then the SDK stand-in's stop; each large write on a volume that holds it;
 - the Neuron pods' init container: with the compile published, exits 0;
 - the GPU service: with the weights staged, serves its probes, readiness 503 only because this machine has no
-  GPU, and drains on SIGTERM.
+  GPU, and drains on SIGTERM;
+- the routing controller: against an API server holding the stacks' Ingress and Deployments (GPU pods ready,
+  Neuron pods still waiting for the compile, as on a first deploy), its readiness probe passes, and it
+  touches nothing but the weighted action, with the token the kubelet mounts.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ RERUN_CRONJOB = f"CronJob/{njob.RERUN_CRONJOB}:compile"
 WAIT_INIT = "Deployment/sd-neuron:wait-for-compiled-model"
 GPU_SERVICE = "Deployment/sd-gpu:sd"
 # Rehearsed elsewhere or not (yet) rehearsable here, each with the reason.
+ROUTING_CONTROLLER = "Deployment/sd-routing-controller:controller"
 NOT_REHEARSED = {
     "Deployment/sd-neuron:sd": "loads NEFF files only a real compile writes; tests/contract checks its calls",
-    "Deployment/sd-routing-controller:controller": "needs a Kubernetes API; tests/routing_controller drive it",
 }
 # The stand-in's stop at the first compile (tests/contract/neuron_sdk_standin.py trace()).
 FIRST_COMPILE = re.compile(
@@ -57,7 +60,7 @@ def _volume_of(container: Container, path: str) -> Volume | None:
 
 
 def test_every_container_of_the_stacks_is_rehearsed(stacks):
-    rehearsed = {COMPILE_JOB, RERUN_CRONJOB, WAIT_INIT, GPU_SERVICE, *NOT_REHEARSED}
+    rehearsed = {COMPILE_JOB, RERUN_CRONJOB, WAIT_INIT, GPU_SERVICE, ROUTING_CONTROLLER, *NOT_REHEARSED}
     unknown = [label for label in stacks.containers if not any(label.startswith(r) for r in rehearsed)]
     assert not unknown, f"containers without a rehearsal: {unknown}"
     for container in stacks.containers.values():
@@ -163,15 +166,63 @@ def test_the_gpu_service_starts_and_stops_only_for_want_of_a_gpu(stacks, run, se
     bucket, _ = split_s3_uri(container.env["MODEL_ID"])
     cfg = stacks.config.serving
     staged = {"bucket": bucket, "model_id": cfg.model_id, "from_dir": seeded_weights(seed_dir)}
-    service = {
-        "port": int(container.env["PORT"]),
-        "readiness_path": READINESS_PATH,
-        "health_path": HEALTH_PATH,
-        "stop_marker": "load failed",
-        "stop_timeout_s": cfg.shutdown_grace_s + 10,
-    }
+    assert container.readiness["httpGet"]["path"] == READINESS_PATH
+    service = {"stop_marker": "load failed", "stop_timeout_s": cfg.shutdown_grace_s + 10, "paths": [HEALTH_PATH]}
     outcome = run(GPU_SERVICE, staged=[staged], service=service, timeout_s=180)
-    assert outcome.report.get("readiness", {}).get("status") == 503, outcome
+    assert (outcome.report.get("readiness") or {}).get("status") == 503, outcome
     assert "BACKEND=cuda but torch sees no CUDA device" in outcome.log, outcome
-    assert outcome.report["health"]["status"] == 200, outcome
+    assert outcome.report["paths"][HEALTH_PATH][0] == 200, outcome
     assert outcome.returncode in (0, -15), outcome
+
+
+def _api_objects(stacks: Stacks) -> tuple[list[dict], list[dict]]:
+    """(objects, lists) of the API server on a first deploy: the stacks' Ingress and Deployments as applied
+    (replicas defaulted to 1, as the API server does), the GPU pods ready, the Neuron pods not yet (their
+    init container waits for the compile), no NodeClaim launching."""
+    objects, pods = [], []
+    for manifest in stacks.manifests:
+        meta = manifest["metadata"]
+        if manifest["kind"] == "Ingress":
+            path = f"/apis/networking.k8s.io/v1/namespaces/{meta['namespace']}/ingresses/{meta['name']}"
+        elif manifest["kind"] == "Deployment":
+            path = f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}"
+            manifest = {**manifest, "spec": {"replicas": 1, **manifest["spec"]}}
+            ready = meta["name"] != "sd-neuron"
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+            pods.append(
+                {
+                    "metadata": {"name": f"{meta['name']}-0", "namespace": meta["namespace"], "labels": labels},
+                    "status": {
+                        "phase": "Running" if ready else "Pending",
+                        "conditions": [{"type": "Ready", "status": str(ready)}],
+                    },
+                }
+            )
+        else:
+            continue
+        objects.append({"path": path, "object": manifest})
+    namespace = stacks.config.serving.namespace
+    lists = [
+        {"path": f"/api/v1/namespaces/{namespace}/pods", "items": pods},
+        {"path": "/apis/karpenter.sh/v1/nodeclaims", "items": []},
+    ]
+    return objects, lists
+
+
+def test_the_routing_controller_becomes_ready_and_only_moves_the_weights(stacks, run):
+    container = stacks.containers[ROUTING_CONTROLLER]
+    assert "exec" in container.readiness
+    objects, lists = _api_objects(stacks)
+    service = {"stop_timeout_s": 30}
+    outcome = run(ROUTING_CONTROLLER, service=service, kube_objects=objects, kube_lists=lists, timeout_s=120)
+    assert outcome.report.get("ready"), outcome
+    requests = outcome.report["api_requests"]
+    # The kubernetes client sends the mounted token (its scheme in lower case).
+    assert requests and all(r["authorization"].lower() == "bearer rehearsal-service-account-token" for r in requests)
+    assert [r for r in requests if r["method"] == "PATCH"], "a first deploy moves the weight to the ready pool"
+    action = f"alb.ingress.kubernetes.io/actions.{container.env['ROUTING_ACTION']}"
+    for patch in [r for r in requests if r["method"] == "PATCH"]:
+        assert patch["path"].endswith(f"/ingresses/{container.env['ROUTING_INGRESS']}"), patch
+        assert set(patch["body"]) == {"metadata"} and set(patch["body"]["metadata"]) == {"annotations"}, patch
+        assert set(patch["body"]["metadata"]["annotations"]) == {action}, patch
+    assert '"event": "StepFailed"' not in outcome.log, outcome
