@@ -38,6 +38,7 @@ class LocalValues:
     buckets: dict[str, str] = field(default_factory=dict)  # logical id -> local bucket name
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue name
     topics: dict[str, str] = field(default_factory=dict)  # logical id -> topic name
+    repositories: dict[str, str] = field(default_factory=dict)  # logical id -> ECR repository name
 
     def ref(self, logical_id: str) -> str:
         """The value of {"Ref": logical_id}."""
@@ -56,10 +57,21 @@ class LocalValues:
         if kind == "AWS::SQS::Queue":  # Ref gives the queue URL
             name = self.queues.setdefault(logical_id, logical_id.lower())
             return f"{MOTO_ENDPOINT}/{ACCOUNT}/{name}"
+        if kind == "AWS::ECR::Repository":
+            return self.repositories.setdefault(logical_id, logical_id.lower())
         if kind == "AWS::SNS::Topic":  # Ref gives the topic ARN
             name = self.topics.setdefault(logical_id, logical_id.lower())
             return f"arn:aws:sns:{self.region}:{ACCOUNT}:{name}"
         return f"{UNRESOLVED}(Ref {logical_id})"
+
+    def get_att(self, logical_id: str, attribute: str) -> str:
+        """The value of {"Fn::GetAtt": [logical_id, attribute]} for the attributes the rehearsal needs."""
+        kind = self.resources.get(logical_id, {}).get("Type")
+        if (kind, attribute) == ("AWS::ECR::Repository", "Arn"):
+            return f"arn:aws:ecr:{self.region}:{ACCOUNT}:repository/{self.ref(logical_id)}"
+        if (kind, attribute) == ("AWS::S3::Bucket", "Arn"):
+            return f"arn:aws:s3:::{self.ref(logical_id)}"
+        return f"{UNRESOLVED}(GetAtt {logical_id}.{attribute})"
 
     def value(self, intrinsic: Any) -> str:
         """A string intrinsic's local value."""
@@ -67,9 +79,16 @@ class LocalValues:
             return intrinsic
         if isinstance(intrinsic, dict) and "Ref" in intrinsic:
             return self.ref(intrinsic["Ref"])
+        if isinstance(intrinsic, dict) and "Fn::GetAtt" in intrinsic:
+            return self.get_att(*intrinsic["Fn::GetAtt"])
         if isinstance(intrinsic, dict) and "Fn::Join" in intrinsic:
             separator, parts = intrinsic["Fn::Join"]
             return separator.join(self.value(p) for p in parts)
+        if isinstance(intrinsic, dict) and "Fn::Select" in intrinsic:
+            index, listed = intrinsic["Fn::Select"]
+            if isinstance(listed, dict) and "Fn::Split" in listed:
+                separator, text = listed["Fn::Split"]
+                return self.value(text).split(separator)[int(index)]
         # No quotes: the marker lands inside a JSON string of the manifest.
         name = next(iter(intrinsic)) if isinstance(intrinsic, dict) and intrinsic else type(intrinsic).__name__
         return f"{UNRESOLVED}({name})"

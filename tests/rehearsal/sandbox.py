@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tests.rehearsal.images import IMAGE_FILES, image_stage, python_env
-from tests.rehearsal.pods import MOTO_ENDPOINT, Container
+from tests.rehearsal.pods import MOTO_ENDPOINT, Container, Volume
 from tools.image_locks import REPO_ROOT
 
 BWRAP: Final = os.environ.get("BWRAP", "/usr/bin/bwrap")
@@ -143,15 +143,32 @@ def _api_credentials(work: Path, namespace: str) -> Path:
     return tokens
 
 
-def bwrap_argv(container: Container, work: Path, seed_dir: Path) -> list[str]:
-    """The bubblewrap command line that runs tests/rehearsal/inside.py as the pod would run the container."""
+@dataclass(frozen=True)
+class Spec:
+    """What a sandbox is made of, whatever runs in it."""
+
+    uid: int
+    gid: int
+    hostname: str
+    volumes: tuple[Volume, ...]  # tmpfs of each size at each path
+    binds: tuple[tuple[str, str], ...]  # (host path, sandbox path), read-only
+    workdir: str  # a path the sandbox makes its own (not the host's)
+
+
+def container_spec(container: Container) -> Spec:
+    """A pod's container: its user, its emptyDirs, the image's files at its WORKDIR."""
     if not container.read_only_root:
         raise ValueError(f"{container.label}: the rehearsal only runs read-only roots, as every pod here has")
     workdir = image_stage(container.image_kind).workdir
-    own = {Path(v.mount_path).parts[1] for v in container.volumes} | {Path(workdir).parts[1]}
-    argv = [BWRAP, "--die-with-parent", "--new-session", "--unshare-all"]
-    argv += ["--uid", str(container.run_as_user), "--gid", str(container.run_as_group)]
-    argv += ["--hostname", pod_name(container)]
+    binds = tuple((str(REPO_ROOT / src), f"{workdir}/{dst}") for src, dst in IMAGE_FILES[container.image_kind].items())
+    return Spec(container.run_as_user, container.run_as_group, pod_name(container), container.volumes, binds, workdir)
+
+
+def bwrap_argv(spec: Spec, work: Path, seed_dir: Path) -> list[str]:
+    """The bubblewrap command line that runs tests/rehearsal/inside.py in a sandbox made to `spec`."""
+    own = {Path(v.mount_path).parts[1] for v in spec.volumes} | {Path(spec.workdir).parts[1]}
+    argv = [BWRAP, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    argv += ["--uid", str(spec.uid), "--gid", str(spec.gid), "--hostname", spec.hostname]
     for entry in sorted(Path("/").iterdir()):
         if entry.name in _NOT_BOUND or entry.name in own or not (entry.is_dir() or entry.is_symlink()):
             continue
@@ -160,25 +177,45 @@ def bwrap_argv(container: Container, work: Path, seed_dir: Path) -> list[str]:
         else:
             argv += ["--ro-bind", str(entry), str(entry)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    for volume in container.volumes:  # a memory-backed emptyDir is a tmpfs in the pod too
+    for volume in spec.volumes:  # a memory-backed emptyDir is a tmpfs in the pod too
         argv += ["--size", str(volume.size_bytes), "--tmpfs", volume.mount_path]
-    for source, target in IMAGE_FILES[container.image_kind].items():
-        argv += ["--ro-bind", str(REPO_ROOT / source), f"{workdir}/{target}"]
-    passwd, group = _identity_files(work, container.run_as_user, container.run_as_group)
-    argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    for source, target in spec.binds:
+        argv += ["--ro-bind", source, target]
+    if spec.uid != 0:  # the images create their user; root is in every /etc/passwd
+        passwd, group = _identity_files(work, spec.uid, spec.gid)
+        argv += ["--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
     if (work / "serviceaccount").is_dir():
         argv += ["--ro-bind", str(work / "serviceaccount"), TOKEN_DIR]
     argv += ["--bind", str(work), CONTROL, "--ro-bind", str(seed_dir), SEED]
     # The harness starts in its own folder (the image's WORKDIR would shadow the repository's packages);
-    # the container's command runs in the WORKDIR.
+    # the command runs in the plan's folder.
     argv += ["--remount-ro", "/", "--chdir", CONTROL, "--clearenv"]
-    # The harness's own environment; the container gets the plan's.
+    # The harness's own environment; the command gets the plan's.
     harness_env = {"PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "HOME": CONTROL, "TMPDIR": f"{CONTROL}/tmp"}
     harness_env["PYTHONPATH"] = str(REPO_ROOT)
     harness_env["PYTHONDONTWRITEBYTECODE"] = "1"
     for key, value in harness_env.items():
         argv += ["--setenv", key, value]
     return [*argv, "--", f"{sys.prefix}/bin/python", "-m", "tests.rehearsal.inside", f"{CONTROL}/plan.json"]
+
+
+def run_sandbox(spec: Spec, work: Path, seed_dir: Path, plan: dict[str, Any], timeout_s: float) -> Outcome:
+    """Write the plan, run the harness in the sandbox, and read what it reported."""
+    plan = {**plan, "timeout_s": timeout_s, "log": f"{CONTROL}/output.log", "report": f"{CONTROL}/report.json"}
+    (work / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    result = subprocess.run(
+        bwrap_argv(spec, work, seed_dir),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + SANDBOX_EXTRA_S,
+        check=False,
+    )
+    report_file, log_file = work / "report.json", work / "output.log"
+    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    log = log_file.read_text(errors="replace") if log_file.is_file() else ""
+    if result.returncode != 0 or not report:
+        report["harness"] = {"returncode": result.returncode, "output": (result.stdout + result.stderr)[-4000:]}
+    return Outcome(report=report, log=log, argv=tuple(plan["argv"]))
 
 
 def rehearse(
@@ -210,34 +247,17 @@ def rehearse(
             "cert": f"{CONTROL}/api-server.crt",
             "key": f"{CONTROL}/api-server.key",
         }
-    argv = container_argv(container)
     plan = {
         "region": region,
         **resources,
         "staged": list(staged),
         "compiled": list(compiled),
-        "argv": argv,
+        "argv": container_argv(container),
         "env": container_env(container),
         "cwd": image_stage(container.image_kind).workdir,
         "mode": "service" if service else "exit",
         "readiness": container.readiness,
         "kube": kube,
         **(service or {}),
-        "timeout_s": timeout_s,
-        "log": f"{CONTROL}/output.log",
-        "report": f"{CONTROL}/report.json",
     }
-    (work / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
-    result = subprocess.run(
-        bwrap_argv(container, work, seed_dir),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s + SANDBOX_EXTRA_S,
-        check=False,
-    )
-    report_file, log_file = work / "report.json", work / "output.log"
-    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
-    log = log_file.read_text(errors="replace") if log_file.is_file() else ""
-    if result.returncode != 0 or not report:
-        report["harness"] = {"returncode": result.returncode, "output": (result.stdout + result.stderr)[-4000:]}
-    return Outcome(report=report, log=log, argv=tuple(argv))
+    return run_sandbox(container_spec(container), work, seed_dir, plan, timeout_s)
