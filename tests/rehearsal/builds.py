@@ -161,3 +161,39 @@ def build_script(build: Build, control: str) -> str:
 def build_volumes() -> tuple[Volume, ...]:
     """The writable places of a CodeBuild container the rehearsal gives: the source folder and /tmp."""
     return (Volume("source", SOURCE_DIR, 8 * GIB, False), Volume("tmp", "/tmp", 8 * GIB, False))
+
+
+# The source asset of each project (the constructs' own exclude lists, applied as CDK applies them).
+def _asset_excludes(logical_id: str) -> list[str]:
+    from cdk.constructs import image_builds
+    from cdk.serving import model_staging
+
+    if logical_id.startswith("WeightsStagingProject"):
+        return model_staging.SOURCE_EXCLUDES
+    if logical_id.startswith("ImagesRoutingControllerBuild"):
+        return image_builds.ROUTING_CONTROLLER_EXCLUDES
+    if logical_id.startswith("Images"):
+        return image_builds.SOURCE_EXCLUDES
+    raise LookupError(f"{logical_id}: which asset is its source? add it here")
+
+
+def copy_source(logical_id: str, target: Path) -> list[str]:
+    """Copy the project's source asset (the repository's files its excludes keep) to `target`."""
+    import aws_cdk as cdk
+
+    strategy = cdk.IgnoreStrategy.glob(str(REPO_ROOT), _asset_excludes(logical_id))
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    copied = []
+    for relative in listed:
+        source = REPO_ROOT / relative
+        if source.is_file() and not strategy.ignores(str(source)):
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / relative)
+            copied.append(relative)
+    return copied

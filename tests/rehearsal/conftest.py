@@ -37,6 +37,7 @@ class Stacks:
             "buckets": sorted(self.values.buckets.values()),
             "queues": {name: self.values.ref(logical) for logical, name in self.values.queues.items()},
             "topics": sorted(self.values.topics.values()),
+            "repositories": sorted(self.values.repositories.values()),
         }
 
 

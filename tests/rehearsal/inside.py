@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,12 @@ def seed(plan: dict[str, Any]) -> None:
         assert created == url, f"moto's queue URL {created} is not the rehearsal's {url}"
     for name in plan["topics"]:
         sns.create_topic(Name=name)
+    ecr = _client("ecr", region)
+    for name in plan.get("repositories", []):
+        ecr.create_repository(repositoryName=name)
+    for image in plan.get("images", []):  # pushed by an earlier deploy
+        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}
+        ecr.put_image(repositoryName=image["repository"], imageManifest=json.dumps(manifest), imageTag=image["tag"])
     for staged in plan["staged"]:  # what buildspec's `python -m app.model_store.stage` leaves
         with tempfile.TemporaryDirectory() as scratch:
             stage(
@@ -169,6 +176,14 @@ def main(plan_file: str) -> int:
     report: dict[str, Any] = {"account": ACCOUNT, "seconds": {}}
     api = start_api_server(plan["kube"]) if plan["kube"] else None
     env = dict(plan["env"])
+    hub = None
+    if plan.get("hub"):
+        from tests.rehearsal.fake_hub import FakeHub
+
+        hub = FakeHub(plan["hub"]["repo_id"], Path(plan["hub"]["folder"]), plan["hub"]["sha"]).__enter__()
+        env["HF_ENDPOINT"] = hub.url
+    for copy in plan.get("copies", []):  # CodeBuild downloads the source before the build
+        shutil.copytree(copy["from"], copy["to"], dirs_exist_ok=True)
     if api is not None:  # what the kubelet sets for the API server's Service
         env["KUBERNETES_SERVICE_HOST"], port = "127.0.0.1", api.server.server_address[1]
         env["KUBERNETES_SERVICE_PORT"] = env["KUBERNETES_SERVICE_PORT_HTTPS"] = str(port)
@@ -188,6 +203,11 @@ def main(plan_file: str) -> int:
                     report["returncode"], report["killed"] = process.wait(), True
         report["seconds"]["ran"] = round(time.monotonic() - started, 1)
         report["s3"] = s3_objects(plan["region"])
+        failed = Path(plan.get("failed_file", "/nonexistent"))
+        if failed.is_file():
+            report["failed_commands"] = failed.read_text().split("\n")[:-1]
+        if hub is not None:
+            report["hub_requests"] = hub.requests
         if api is not None:
             report["api_requests"] = [
                 {"method": m, "path": path, "authorization": _header(headers, "authorization"), "body": body}
@@ -197,6 +217,8 @@ def main(plan_file: str) -> int:
         Path(plan["report"]).write_text(json.dumps(report, indent=2), encoding="utf-8")
         if api is not None:
             api.__exit__(None, None, None)
+        if hub is not None:
+            hub.__exit__(None, None, None)
         server.stop()
     return 0
 

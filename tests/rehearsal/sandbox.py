@@ -25,6 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tests.rehearsal.builds import (
+    SOURCE_DIR,
+    Build,
+    build_script,
+    build_tools,
+    build_volumes,
+    copy_source,
+    runtime_python,
+)
 from tests.rehearsal.images import IMAGE_FILES, image_stage, python_env
 from tests.rehearsal.pods import MOTO_ENDPOINT, Container, Volume
 from tools.image_locks import REPO_ROOT
@@ -261,3 +270,58 @@ def rehearse(
         **(service or {}),
     }
     return run_sandbox(container_spec(container), work, seed_dir, plan, timeout_s)
+
+
+def rehearse_build(
+    build: Build,
+    work: Path,
+    seed_dir: Path,
+    *,
+    region: str,
+    resources: Mapping[str, Any],
+    hub: Mapping[str, str] | None = None,
+    wheels: Path | None = None,
+    images: Sequence[Mapping[str, str]] = (),
+    timeout_s: float = 300,
+) -> Outcome:
+    """Run one CodeBuild project's build in its sandbox (tests/rehearsal/builds.py); `hub` ({"repo_id",
+    "folder", "sha"}) serves a model as the Hub would, `wheels` stands in for PyPI."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "tmp").mkdir(exist_ok=True)
+    copy_source(build.logical_id, work / "source")
+    (work / "build.sh").write_text(build_script(build, CONTROL), encoding="utf-8")
+    tools = build_tools(runtime_python(build))
+    docker = shutil.which("docker")
+    path = [f"{tools}/bin", *([str(Path(docker).parent)] if docker else []), "/usr/local/bin", "/usr/bin", "/bin"]
+    env = {
+        **build.env,
+        # What CodeBuild sets in every build (its "Environment variables in build environments" page).
+        "CODEBUILD_SRC_DIR": SOURCE_DIR,
+        "CODEBUILD_BUILD_ID": f"{build.logical_id}:rehearsal",
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "HOME": "/root",
+        "PATH": ":".join(dict.fromkeys(path)),
+        # The internet's stand-ins.
+        "AWS_ENDPOINT_URL": MOTO_ENDPOINT,
+        "AWS_ACCESS_KEY_ID": "rehearsal",
+        "AWS_SECRET_ACCESS_KEY": "rehearsal",
+        **({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)} if wheels else {}),
+    }
+    plan = {
+        "region": region,
+        **resources,
+        "staged": [],
+        "compiled": [],
+        "copies": [{"from": f"{CONTROL}/source", "to": SOURCE_DIR}],
+        "hub": dict(hub) if hub else None,
+        "images": list(images),
+        "argv": ["bash", f"{CONTROL}/build.sh"],
+        "env": env,
+        "cwd": SOURCE_DIR,
+        "mode": "exit",
+        "kube": None,
+        "failed_file": f"{CONTROL}/failed",
+    }
+    spec = Spec(0, 0, "codebuild", build_volumes(), (), SOURCE_DIR)
+    return run_sandbox(spec, work, seed_dir, plan, timeout_s)
