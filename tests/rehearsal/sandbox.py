@@ -53,7 +53,7 @@ def bwrap_available() -> bool:
     return shutil.which(BWRAP) is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Outcome:
     """What a rehearsal observed: the harness's report and the container's output."""
 
@@ -70,7 +70,7 @@ class Outcome:
         """key -> size of every object in `bucket` after the run."""
         return self.report.get("s3", {}).get(bucket, {})
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:  # what a failed assertion shows: the report and the end of the output
         return f"argv {list(self.argv)} -> {json.dumps(self.report)[:3000]}\n--- output (end) ---\n{self.log[-6000:]}"
 
 

@@ -30,8 +30,8 @@ COMPILE_JOB = "Job/sd-neuron-compile-"
 RERUN_CRONJOB = f"CronJob/{njob.RERUN_CRONJOB}:compile"
 WAIT_INIT = "Deployment/sd-neuron:wait-for-compiled-model"
 GPU_SERVICE = "Deployment/sd-gpu:sd"
-# Rehearsed elsewhere or not (yet) rehearsable here, each with the reason.
 ROUTING_CONTROLLER = "Deployment/sd-routing-controller:controller"
+# Not rehearsable here, each with the reason.
 NOT_REHEARSED = {
     "Deployment/sd-neuron:sd": "loads NEFF files only a real compile writes; tests/contract checks its calls",
 }
