@@ -15,7 +15,7 @@ from cdk.build import STACK_PREFIX
 from cdk.config import AppConfig
 from tests.rehearsal.images import python_env
 from tests.rehearsal.pods import Container, LocalValues, containers, kubernetes_manifests
-from tests.rehearsal.sandbox import SEED, Outcome, bwrap_available, rehearse
+from tests.rehearsal.sandbox import SEED, Outcome, bwrap_unusable, rehearse
 from tools.image_locks import REPO_ROOT
 
 SERVING_STACK = f"{STACK_PREFIX}Serving"
@@ -44,10 +44,11 @@ class Stacks:
 @pytest.fixture(scope="session")
 def stacks(platform_synth: Any) -> Stacks:
     """The shipped synth's serving stack, read as the rehearsal runs it."""
-    if not bwrap_available():
+    unusable = bwrap_unusable()
+    if unusable:
         if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but no bubblewrap (bwrap): .ci/run installs it with apt")
-        pytest.skip("no bubblewrap (apt-get install bubblewrap): the pod rehearsal needs it")
+            pytest.fail(f"CI=true but {unusable}; .ci/run installs bubblewrap with apt")
+        pytest.skip(f"the pod rehearsal needs bubblewrap: {unusable}")
     template = platform_synth.raw_templates[SERVING_STACK]
     values = LocalValues(region=platform_synth.config.environment.region, resources=template["Resources"])
     manifests = list(kubernetes_manifests(template, values))

@@ -48,9 +48,15 @@ TOKEN_DIR: Final = "/run/secrets/kubernetes.io/serviceaccount"
 SANDBOX_EXTRA_S: Final = 60  # moto's start and the seeding, beyond the command's own timeout
 
 
-def bwrap_available() -> bool:
-    """True when bubblewrap is installed."""
-    return shutil.which(BWRAP) is not None
+def bwrap_unusable() -> str | None:
+    """Why bubblewrap cannot make a sandbox here (not installed, or no user namespaces), else None."""
+    if shutil.which(BWRAP) is None:
+        return f"no bubblewrap at {BWRAP} (apt-get install bubblewrap)"
+    probe = [BWRAP, "--unshare-all", "--uid", "10001", "--ro-bind", "/", "/", "--", "/bin/true"]
+    result = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+    if result.returncode != 0:
+        return f"bubblewrap cannot make a sandbox here: {result.stderr.strip()}"
+    return None
 
 
 @dataclass(frozen=True, repr=False)
