@@ -1,8 +1,10 @@
-"""Fixtures shared by tests/app and tests/browser: one live service per session."""
+"""Fixtures shared across test folders: one live service per session (tests/app, tests/browser) and the
+one synth of the app as shipped (tests/cdk, tests/rehearsal)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,6 +13,18 @@ from tests.app.live_server import LiveServer, serve
 from tests.support.pinned_node import use_pinned_node
 
 use_pinned_node()  # before any test imports aws_cdk, whose jsii runtime spawns `node` from PATH
+
+if TYPE_CHECKING:
+    from tests.cdk.conftest import Synth
+
+
+@pytest.fixture(scope="session")
+def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The app as cdk.json ships it, but through the alb-https front door with an OIDC provider, an
+    inbound allow-list and an alarm topic (tests/cdk/conftest.py DEFAULT_OVERRIDES)."""
+    from tests.cdk.conftest import DEFAULT_OVERRIDES, synth  # aws_cdk only for the tests that synthesize
+
+    return synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
 
 
 @pytest.fixture(scope="session")

@@ -60,8 +60,23 @@ def optimum_compile(weights_dir: Path, shape: CompileShape, out_dir: Path) -> No
         # bf16 matmuls: the usual speed/quality trade-off for SD on Inferentia2.
         auto_cast="matmul",
         auto_cast_type="bf16",
+        # No compile cache: unless disabled, optimum-neuron 0.4.5 looks the compiled model up in the Hub
+        # cache repository aws-neuron/optimum-neuron-cache first (modeling_diffusion.py lines 922-985:
+        # `if not disable_neuron_cache:` ... create_hub_compile_cache_proxy()), and with HF_HUB_OFFLINE=1
+        # huggingface-hub refuses that call, which cache/hub_cache.py lines 100-104 turn into a ValueError.
+        # It is also the only way to skip the lookup: 0.4.5 reads no environment variable for it. The
+        # artifacts are published to the model store instead (convert.py line 419 skips the local cache too).
+        disable_neuron_cache=True,
+        # The compiler's intermediate files (HLO, NEFF with the weights inlined) go beside the other
+        # scratch files, on the Job's large scratch volume, not into a temporary folder of its own.
+        compiler_workdir=str(compiler_workdir(out_dir)),
     )
     pipeline.save_pretrained(str(out_dir))
+
+
+def compiler_workdir(out_dir: Path) -> Path:
+    """Where neuronx-cc keeps its intermediate files: a sibling of the output folder."""
+    return out_dir.with_name("neuronx-cc")
 
 
 def is_compiled(s3: Any, bucket: str, prefix: str) -> bool:

@@ -26,6 +26,10 @@ ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
 WEIGHTED_MODES: Final = ("cost-with-failover", "cost")
 # The AWS Load Balancer Controller accepts forward weights 0..999.
 MAX_ROUTING_WEIGHT: Final = 999
+# Full copies of the model the Neuron compile Job holds on its scratch volume at once: the weights it
+# downloads, optimum-neuron's export (the compiled models, weights inlined), the compiler's work files
+# (the traced graph with the weights as constants, and the NEFF built from it) and the published artifacts.
+COMPILE_SCRATCH_MODEL_COPIES: Final = 5
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
 # A Hub commit, branch or tag (git ref characters; no spaces, no "..").
@@ -70,6 +74,7 @@ class NeuronCompile:
     timeout_s: int
     cpu: float  # the compile pod's requests: large enough that only a node fit to compile takes it
     memory_gi: int
+    scratch_gi: int  # its scratch volume: the weights, the export, the compiler's files, the artifacts
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class ServingConfig:
     shutdown_grace_s: int
     pre_stop_s: int
     neuron_devices: int
+    model_size_gi: int  # the model's weights as staged (diffusers layout, one weight format)
     cache_size_gi: int
     shm_size_gi: int
     run_as_user: int
@@ -219,6 +225,7 @@ class ServingConfig:
             shutdown_grace_s=ctx.integer("servingShutdownGraceSeconds", minimum=0, maximum=600),
             pre_stop_s=ctx.integer("servingPreStopSeconds", minimum=0, maximum=120),
             neuron_devices=ctx.integer("servingNeuronDevices", minimum=1, maximum=16),
+            model_size_gi=ctx.integer("servingModelSizeGi", minimum=1, maximum=1000),
             cache_size_gi=ctx.integer("servingCacheSizeGi", minimum=1),
             shm_size_gi=ctx.integer("servingShmSizeGi", minimum=1),
             run_as_user=ctx.integer("servingRunAsUser", minimum=1),
@@ -271,12 +278,29 @@ class ServingConfig:
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
         self._check_async_only()
+        self._check_volume_sizes()
         try:
             from app.model_store.layout import is_s3_uri, model_slug, split_s3_uri
 
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+    def _check_volume_sizes(self) -> None:
+        """The pods' cache volume holds the model they download; the compile Job's scratch several copies."""
+        if self.cache_size_gi < self.model_size_gi:
+            raise ConfigError(
+                f"setting 'servingCacheSizeGi' = {self.cache_size_gi} is below 'servingModelSizeGi' = "
+                f"{self.model_size_gi}: the pods download the model into their cache volume"
+            )
+        needed = COMPILE_SCRATCH_MODEL_COPIES * self.model_size_gi
+        if self.neuron_compile is not None and self.neuron_compile.scratch_gi < needed:
+            raise ConfigError(
+                f"setting 'neuronCompileScratchGi' = {self.neuron_compile.scratch_gi} is too small for "
+                f"'servingModelSizeGi' = {self.model_size_gi}: the compile Job holds {COMPILE_SCRATCH_MODEL_COPIES} "
+                "copies of the model on it (weights, export, the compiler's files, artifacts); "
+                f"set it to at least {needed}"
+            )
 
     def _check_async_only(self) -> None:
         """Someone must take interactive traffic (and job submissions); only cost routing can leave a pool out."""
@@ -345,6 +369,7 @@ def _read_neuron_compile(ctx: Context) -> NeuronCompile:
         # recommends an inf2.8xlarge (32 vCPU, 128 GiB) or larger for compiling (docs/serving.md).
         cpu=ctx.number("neuronCompileCpu", minimum=4.5, maximum=190),
         memory_gi=ctx.integer("neuronCompileMemoryGi", minimum=17, maximum=760),
+        scratch_gi=ctx.integer("neuronCompileScratchGi", minimum=1, maximum=10000),
     )
     for key, value in (
         ("neuronCompileHeight", shape.height),

@@ -13,6 +13,11 @@ and carries `karpenter.sh/do-not-disrupt: "true"` so consolidation does not take
 mid-compile; a finished (Succeeded/Failed) pod no longer blocks, so the node is then reclaimed
 (aws/karpenter-provider-aws website/content/en/v1.14/concepts/disruption.md at 388ed61, "Pod-Level Controls").
 
+The Job writes every large file to one scratch volume sized by `neuronCompileScratchGi` (checked against
+`servingModelSizeGi` at synth): its work folder (weights, artifacts, the compiler's files), optimum-neuron's
+export, which goes to a temporary folder (TMPDIR), and the Neuron compiler cache (NEURON_COMPILE_CACHE_URL,
+unused while optimum-neuron's cache is disabled, but never on the read-only root). /tmp stays small.
+
 A suspended CronJob with the same pod template never runs by itself; it is there so that a failed
 compile can be re-run with one command (`kubectl create job NAME --from=cronjob/CRONJOB`: kubectl's
 createJobFromCronJob in pkg/cmd/create/create_job.go copies spec.jobTemplate.spec and never reads `suspend`):
@@ -41,6 +46,15 @@ from cdk.serving.workloads import (
 )
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
+# The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.
+SCRATCH_DIR: Final = CACHE_DIR
+WORK_DIR: Final = f"{SCRATCH_DIR}/compile"
+# The volume's root, which always exists: a TMPDIR that does not exist makes Python's tempfile fall back
+# to /tmp without a word.
+EXPORT_TMP_DIR: Final = SCRATCH_DIR
+# The Neuron compiler cache's location (aws-neuron/aws-neuron-sdk general/arch/neuron-features/
+# neuron-caching.rst: NEURON_COMPILE_CACHE_URL, default /var/tmp/neuron-compile-cache on the image's root).
+COMPILE_CACHE_DIR: Final = f"{SCRATCH_DIR}/neuron-compile-cache"
 RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
 # Karpenter's pod annotation that blocks voluntary disruption (consolidation, drift) of the pod's node.
@@ -72,16 +86,42 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             f"{settings.cpu:g}",
             str(settings.memory_gi),
             str(settings.timeout_s),
+            str(settings.scratch_gi),
+            WORK_DIR,
+            EXPORT_TMP_DIR,
+            COMPILE_CACHE_DIR,
         )
     )
     return f"{SERVICE_ACCOUNT}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def compile_env(cfg: ServingConfig, region: str) -> list[dict[str, str]]:
+    """The pods' environment, with the export's temporary files and the compiler cache on the scratch volume."""
+    return [
+        *base_env(cfg, region),
+        {"name": "TMPDIR", "value": EXPORT_TMP_DIR},
+        {"name": "NEURON_COMPILE_CACHE_URL", "value": COMPILE_CACHE_DIR},
+    ]
+
+
+def compile_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pods' volumes, with the cache volume grown into the Job's scratch (neuronCompileScratchGi)."""
+    volumes, mounts = scratch_volumes(cfg)
+    (scratch,) = [m["name"] for m in mounts if m["mountPath"] == SCRATCH_DIR]
+    sized = [
+        {**v, "emptyDir": {**v["emptyDir"], "sizeLimit": f"{cfg.compile_settings.scratch_gi}Gi"}}
+        if v["name"] == scratch
+        else v
+        for v in volumes
+    ]
+    return sized, mounts
 
 
 def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
     """The Job spec shared by the Job and the re-run CronJob: one Neuron device on a node fit to compile."""
     shape = compile_shape(cfg)
     settings = cfg.compile_settings
-    volumes, mounts = scratch_volumes(cfg)
+    volumes, mounts = compile_volumes(cfg)
     container = {
         "name": "compile",
         "image": image,
@@ -93,9 +133,9 @@ def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str
             f"--batch-size={shape.batch_size}",
             f"--height={shape.height}",
             f"--width={shape.width}",
-            f"--work-dir={CACHE_DIR}/compile",
+            f"--work-dir={WORK_DIR}",
         ],
-        "env": base_env(cfg, region),
+        "env": compile_env(cfg, region),
         "resources": {
             "requests": {"cpu": f"{settings.cpu:g}", "memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},
             "limits": {"memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},

@@ -1,12 +1,13 @@
 """One synth of the whole app per test session (plus one combined-variant synth), shared by all
-infra tests. Platform tests take `platform_synth` / `variant_synth`; serving tests take the
-`serving` / `capacity_serving` views of the same two synths."""
+infra tests. Platform tests take `platform_synth` (defined in tests/conftest.py, as the pod rehearsal
+shares it) / `variant_synth`; serving tests take the `serving` / `capacity_serving` views of the same two
+synths."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,13 +151,6 @@ def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
         raw_templates=raw,
         outdir=outdir,
     )
-
-
-@pytest.fixture(scope="session")
-def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """The app as cdk.json ships it, but through the alb-https front door with an OIDC provider, an
-    inbound allow-list and an alarm topic."""
-    yield synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
 
 
 @pytest.fixture(scope="session")

@@ -82,3 +82,22 @@ def test_weights_are_staged_from_the_hub_unless_they_are_brought():
 def test_bad_staging_and_compile_values_name_their_key(values, key):
     with pytest.raises(ConfigError, match=key):
         ServingConfig.from_context(DEFAULT_CONTEXT | values)
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"servingModelSizeGi": 0}, "servingModelSizeGi"),
+        ({"servingModelSizeGi": 41}, "servingCacheSizeGi"),
+        ({"neuronCompileScratchGi": 24}, "neuronCompileScratchGi"),  # 5 GiB model: 5 copies, 25 GiB
+        ({"servingModelSizeGi": 9}, "neuronCompileScratchGi"),
+    ],
+)
+def test_volumes_too_small_for_the_model_name_their_key(values, key):
+    with pytest.raises(ConfigError, match=key):
+        ServingConfig.from_context(DEFAULT_CONTEXT | values)
+
+
+def test_the_compile_scratch_is_not_read_without_neuron():
+    values = {k: v for k, v in DEFAULT_CONTEXT.items() if k != "neuronCompileScratchGi"}
+    assert ServingConfig.from_context(values, accelerators=["nvidia"]).neuron_compile is None

@@ -174,3 +174,19 @@ def test_the_staging_source_holds_only_the_staging_program(tmp_path):
     assert {p.name for p in (copied / "app").iterdir()} == {"__init__.py", "model_store"}
     assert (copied / "app" / "model_store" / "stage.py").is_file()
     assert not list(copied.rglob("__pycache__"))
+
+
+def test_the_compile_job_writes_its_large_files_to_the_model_sized_scratch_volume(serving):
+    """optimum-neuron's export (TMPDIR), the compiler cache and the work folder all go to the scratch volume,
+    whose size comes from neuronCompileScratchGi; /tmp stays small (HOME only)."""
+    (job,) = [m for m in serving.manifests if m["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in pod["volumes"]}
+    scratch = mounts[njob.SCRATCH_DIR]
+    assert sizes[scratch] == f"{serving.config.compile_settings.scratch_gi}Gi"
+    work_dir = next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--work-dir="))
+    for path in (env["TMPDIR"], env["NEURON_COMPILE_CACHE_URL"], work_dir):
+        assert path == njob.SCRATCH_DIR or path.startswith(njob.SCRATCH_DIR + "/"), path

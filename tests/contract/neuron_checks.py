@@ -103,10 +103,48 @@ def check_backend_load_and_call() -> str:
     return "call arguments: " + ", ".join(sorted(arguments))
 
 
+def _compilation_configs(models_and_neuron_configs: dict[str, Any], **export_kwargs: Any) -> dict[str, Any]:
+    """The config optimum-neuron writes beside each compiled model, by model type: what its export_models
+    does after each compile (optimum-neuron 0.4.5 exporters/neuron/convert.py lines 383-410), with its
+    own function, so the compile's settings can be read before the stand-in stops the first compile."""
+    from collections import OrderedDict
+
+    from diffusers.configuration_utils import FrozenDict
+    from optimum.exporters.neuron import convert
+    from optimum.neuron.utils import DiffusersPretrainedConfig, store_compilation_config
+
+    configs = {}
+    for _, neuron_config in models_and_neuron_configs.values():
+        model_config = neuron_config._config
+        if isinstance(model_config, FrozenDict):
+            model_config = DiffusersPretrainedConfig.from_dict(OrderedDict(model_config))
+        mandatory = [e for arg in neuron_config.INPUT_ARGS for e in ((arg,) if isinstance(arg, str) else arg[1:])]
+        config = store_compilation_config(
+            config=model_config,
+            input_shapes={k: v for k, v in neuron_config.input_shapes.items() if k in mandatory},
+            compiler_kwargs=export_kwargs["compiler_kwargs"],
+            int_dtype=neuron_config.int_dtype,
+            float_dtype=neuron_config.float_dtype,
+            dynamic_batch_size=neuron_config.dynamic_batch_size,
+            tensor_parallel_size=neuron_config.tensor_parallel_size,
+            compiler_type=convert.NEURON_COMPILER_TYPE,
+            compiler_version=convert.NEURON_COMPILER_VERSION,
+            inline_weights_to_neff=export_kwargs["inline_weights_to_neff"],
+            optlevel=export_kwargs["optlevel"],
+            model_type=getattr(neuron_config, "MODEL_TYPE", None),
+            task=getattr(neuron_config, "task", None),
+            output_attentions=getattr(neuron_config, "output_attentions", False),
+            output_hidden_states=getattr(neuron_config, "output_hidden_states", False),
+        )
+        configs[config.neuron["model_type"]] = config
+    return configs
+
+
 @functools.cache
-def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, list[dict[str, Any]]]:
-    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights
-    and the keyword arguments of each from_pretrained call."""
+def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, list[dict[str, Any]], dict[str, Any]]:
+    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights,
+    the keyword arguments of each from_pretrained call and those of optimum-neuron's export_models call."""
+    import optimum.exporters.neuron.__main__ as export_main
     import optimum.neuron.modeling_diffusion as modeling_diffusion
 
     from app.model_store.layout import CompileShape
@@ -115,12 +153,13 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
     from app.models.random_pipeline import materialize
 
     recorded: dict[str, Any] = {}
-    store = modeling_diffusion.store_compilation_config
+    export: dict[str, Any] = {}
+    export_models = export_main.export_models
 
-    def recording_store(config: Any, input_shapes: Any, *args: Any, **kwargs: Any) -> Any:
-        result = store(config, input_shapes, *args, **kwargs)  # the real function; only remembered here
-        recorded[result.neuron.get("model_type") if hasattr(result, "neuron") else str(type(result))] = result
-        return result
+    def recording_export_models(**kwargs: Any) -> Any:
+        export.update(kwargs)
+        recorded.update(_compilation_configs(**kwargs))
+        return export_models(**kwargs)  # the real export, up to the stand-in's first compile
 
     pipeline_class = modeling_diffusion.NeuronStableDiffusionPipeline
     from_pretrained = pipeline_class.from_pretrained  # bound to the class; inherited, not in its __dict__
@@ -130,7 +169,7 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
         calls.append(kwargs)
         return from_pretrained(*args, **kwargs)
 
-    modeling_diffusion.store_compilation_config = recording_store
+    export_main.export_models = recording_export_models
     pipeline_class.from_pretrained = recording_from_pretrained
     scratch = Path(tempfile.mkdtemp(prefix="export-"))  # under main()'s scratch folder
     weights = materialize(TINY, scratch / "models")
@@ -140,9 +179,9 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
     except Exception as exc:  # expected: the first use of the Neuron SDK
         error = exc
     finally:
-        modeling_diffusion.store_compilation_config = store
+        export_main.export_models = export_models
         del pipeline_class.from_pretrained
-    return error, recorded, weights, calls
+    return error, recorded, weights, calls, export
 
 
 def check_compile_export() -> str:
@@ -152,8 +191,10 @@ def check_compile_export() -> str:
 
     from tests.contract.neuron_sdk_standin import NeuronSdkUnavailable
 
-    error, recorded, _, calls = _export_tiny_model()
+    error, recorded, _, calls, export = _export_tiny_model()
     assert isinstance(error, NeuronSdkUnavailable), "".join(traceback.format_exception(error)) if error else error
+    # The stop is the first compile (torch_neuronx.trace), not an earlier use of the SDK or the Hub.
+    assert "torch_neuronx.trace" in str(error), error
     # optimum-neuron drops keywords it does not know without a word: each must be a parameter of
     # from_pretrained or _export, or an input shape of its own InputShapesArguments.
     (kwargs,) = calls
@@ -165,6 +206,8 @@ def check_compile_export() -> str:
     assert kwargs.get("export") is True and not unknown, f"export={kwargs.get('export')}, ignored: {unknown}"
     unet, text_encoder = recorded["unet"].neuron, recorded["clip-text-model"].neuron
     assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
+    # No compile cache: no Hub lookup before the export, no cache write after it.
+    assert export["disable_neuron_cache"] is True and export["compiler_workdir"], export
     assert text_encoder["static_batch_size"] == BATCH, text_encoder
     assert (unet["static_height"] * 8, unet["static_width"] * 8) == (HEIGHT, WIDTH), unet
     return f"keywords {sorted(kwargs)}; export stopped at the SDK ({error}); configs for {sorted(recorded)}"
@@ -180,7 +223,7 @@ def check_compiled_shape_keys() -> str:
 
     from app.backends.neuron import CompiledShape, read_compiled_shape
 
-    _, recorded, weights, _ = _export_tiny_model()
+    _, recorded, weights, _, _ = _export_tiny_model()
     with tempfile.TemporaryDirectory() as scratch:
         artifacts = Path(scratch) / "artifacts"
         recorded["unet"].save_pretrained(artifacts / DIFFUSION_MODEL_UNET_NAME)
