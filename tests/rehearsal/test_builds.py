@@ -22,7 +22,6 @@ from tools.image_locks import REPO_ROOT
 
 STAGING = "WeightsStagingProject"
 IMAGE_BUILDS = ("ImagesNeuronBuild", "ImagesNvidiaBuild", "ImagesRoutingControllerBuild")
-HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,9 @@ def test_every_codebuild_project_is_rehearsed(builds):
 def test_the_weights_staging_build_leaves_the_model_in_the_store(stacks, builds, seed_dir, tmp_path):
     build, resources = _one(builds, STAGING)
     wheels = wheelhouse(REPO_ROOT / "requirements-stage.txt", runtime_python(build))
-    hub = {"repo_id": build.env["MODEL_ID"], "folder": seeded_weights(seed_dir), "sha": HUB_COMMIT}
+    # The deploy pins one commit (servingModelRevision); the local Hub holds the model at that commit.
+    revision = build.env["MODEL_REVISION"]
+    hub = {"repo_id": build.env["MODEL_ID"], "folder": seeded_weights(seed_dir), "sha": revision}
     outcome = rehearse_build(
         build, tmp_path, seed_dir, region=stacks.values.region, resources=resources, hub=hub, wheels=wheels
     )
@@ -67,7 +68,8 @@ def test_the_weights_staging_build_leaves_the_model_in_the_store(stacks, builds,
     keys = outcome.s3_keys(build.env["MODEL_BUCKET"])
     assert prefix + COMPLETE_MARKER in keys and prefix + "model_index.json" in keys, outcome
     assert any(key.endswith(".safetensors") for key in keys), outcome
-    assert ("GET", f"/api/models/{build.env['MODEL_ID']}") in [tuple(r) for r in outcome.report["hub_requests"]]
+    asked = [tuple(r) for r in outcome.report["hub_requests"]]
+    assert ("GET", f"/api/models/{build.env['MODEL_ID']}/revision/{revision}") in asked, outcome
 
 
 @pytest.mark.parametrize("prefix", IMAGE_BUILDS)
