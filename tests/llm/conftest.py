@@ -1,4 +1,6 @@
-"""One vLLM CPU engine per test session (the tiny model), and a default gateway in front of it."""
+"""The local LLM stack once per test session, started as `make run-llm` starts it (`python -m llm_local`):
+the tiny model on vLLM's CPU engine behind the gateway with its default settings. At the end of the session
+it is stopped with SIGTERM, and the engine must be gone with it."""
 
 from __future__ import annotations
 
@@ -9,10 +11,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from llm_local.engine import SERVED_MODEL_NAME, EngineOptions, EngineProcess, build_tiny_model
+from llm_local.engine import SERVED_MODEL_NAME
 from llm_local.vllm_env import NoInterpreter, ensure_env
-from tests.llm.stack import ENGINE_READY_TIMEOUT_S, GatewayProcess, run_gateway
-from tests.support.app_process import free_port
+from tests.llm.stack import GatewayProcess, LocalStack, run_local_stack
 
 MODEL = SERVED_MODEL_NAME
 
@@ -30,27 +31,22 @@ def vllm_env() -> Path:
 
 
 @pytest.fixture(scope="session")
-def engine_url(vllm_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`vllm serve` of the tiny model on a free loopback port, ready."""
-    model_dir = build_tiny_model(vllm_env)
-    log = tmp_path_factory.mktemp("vllm") / "engine.log"
-    with log.open("w", encoding="utf-8") as out:
-        engine = EngineProcess(EngineOptions(port=free_port()), model_dir, log=out)
-    try:
-        try:
-            engine.wait_ready(ENGINE_READY_TIMEOUT_S)
-        except (RuntimeError, TimeoutError) as exc:
-            pytest.fail(f"{exc}\n{log.read_text(encoding='utf-8')[-6000:]}")
-        yield engine.url
-    finally:
-        engine.stop()
+def local_stack(vllm_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """`python -m llm_local` on free loopback ports, ready; stopped with SIGTERM, engine included, at the end."""
+    with run_local_stack(tmp_path_factory.mktemp("llm-local")) as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session")
-def gateway(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """The gateway with its default settings (AUTH=off) in front of the session's engine."""
-    with run_gateway(engine_url, tmp_path_factory.mktemp("gateway")) as running:
-        yield running
+def engine_url(local_stack: LocalStack) -> str:
+    """vLLM's own URL in the session's stack (for its /metrics and /tokenize, and for extra gateways)."""
+    return local_stack.engine_url
+
+
+@pytest.fixture(scope="session")
+def gateway(local_stack: LocalStack) -> GatewayProcess:
+    """The session stack's gateway (default settings, AUTH=off)."""
+    return local_stack.gateway
 
 
 def client_for(url: str, api_key: str = "unused-locally") -> openai.OpenAI:

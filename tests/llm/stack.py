@@ -1,5 +1,6 @@
-"""The local LLM stack as real processes for the tests: vLLM's CPU engine (one per session) and gateways
-(`python -m llm_gateway`, one per test that needs its own settings), each on a free loopback port."""
+"""The local LLM stack as real processes for the tests: `python -m llm_local` (make run-llm: vLLM's CPU
+engine and the gateway, once per session) and extra gateways (`python -m llm_gateway`, one per test that
+needs its own settings), each on free loopback ports."""
 
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ class GatewayProcess:
 
     def records(self) -> list[dict[str, Any]]:
         """The per-request records the gateway logged so far."""
-        lines = self.log.read_text(encoding="utf-8").splitlines()
-        entries = [json.loads(line) for line in lines if line.startswith("{")]
-        return [entry for entry in entries if entry.get("event") == "llm_request"]
+        records = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            if '"event": "llm_request"' in line:  # the log may hold vLLM's own lines too (python -m llm_local)
+                records.append(json.loads(line))
+        return records
 
     def wait_record(self, count: int, timeout_s: float = 30) -> list[dict[str, Any]]:
         """The records once there are at least `count` (a record is written when its request ends)."""
@@ -93,6 +96,49 @@ def run_gateway(upstream_url: str, log_dir: Path, env: Mapping[str, str] | None 
         if process.poll() is None:
             process.kill()
             process.wait(timeout=30)
+
+
+@dataclass
+class LocalStack:
+    """`python -m llm_local` running: its gateway (the launcher process) and its engine's URL."""
+
+    gateway: GatewayProcess
+    engine_url: str
+
+
+@contextmanager
+def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
+    """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports; yielded once the gateway is
+    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly and take the engine along."""
+    port, engine_port = free_port(), free_port()
+    log = log_dir / "llm-local.log"
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "ENGINE_PORT": str(engine_port)}
+    with log.open("w", encoding="utf-8") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "llm_local"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    stack = LocalStack(GatewayProcess(process, f"http://127.0.0.1:{port}", log), f"http://127.0.0.1:{engine_port}")
+    try:
+        deadline = time.monotonic() + ENGINE_READY_TIMEOUT_S
+        while not _answers(f"{stack.gateway.url}/readiness"):
+            assert process.poll() is None, f"python -m llm_local exited ({process.returncode})\n{stack.gateway.tail()}"
+            assert time.monotonic() < deadline, f"the local stack was not ready\n{stack.gateway.tail()}"
+            time.sleep(0.5)
+        yield stack
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, stack.gateway.tail()
+        assert not _answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def engine_metric(engine_url: str, name: str, label: str = "") -> float:
