@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint synth bench clean lock
+.PHONY: run run-llm test lint synth bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,12 @@ $(VENV)/.local-installed: requirements.txt requirements-local.txt | $(BIN)/pytho
 	$(BIN)/python -m pip install --quiet -r requirements-local.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk.txt requirements-dev.txt routing_controller/requirements.txt | $(BIN)/python
+$(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-cdk.txt requirements-dev.txt routing_controller/requirements.txt llm_gateway/requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.llm-gateway-installed: llm_gateway/requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r llm_gateway/requirements.txt
 	touch $@
 
 # Checkov keeps its own environment: its pins would fight the app's (tests/support/checkov-requirements.txt).
@@ -42,6 +46,11 @@ node_modules/.installed: package.json package-lock.json
 ## Serve the UI and API on http://127.0.0.1:8000/ with the built-in model, on the CPU.
 run: $(VENV)/.local-installed
 	HOST=127.0.0.1 $(BIN)/python -m app
+
+## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1: a tiny built-in model on vLLM's CPU engine,
+## behind the LLM gateway (the first run builds vLLM's environment under .cache/: several minutes).
+run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
+	HOST=127.0.0.1 $(BIN)/python -m llm_local
 
 ## Lint and run the whole test suite, offline.
 test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed

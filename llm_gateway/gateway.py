@@ -1,0 +1,377 @@
+"""The gateway's ASGI application: probes, sign-in, limits, and the forwarding of the OpenAI paths to vLLM.
+
+Plain ASGI (no web framework): the gateway reads the request, decides, and forwards bytes. A generation
+runs as its own task beside two watchers, the client's disconnect and the drain's cut; whichever ends
+first decides. Cancelling the forwarding task closes the upstream connection, and vLLM aborts a request
+whose connection closes, so a client that goes away stops its generation (and frees its KV cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from app.auth.tokens import TokenVerifier
+from app.logs import log_failure
+from llm_gateway.admission import Admission, Ticket
+from llm_gateway.asgi import Message, Receive, Scope, Send
+from llm_gateway.auth import CHALLENGE, check_caller
+from llm_gateway.errors import send_error, sse_error_event
+from llm_gateway.routes import (
+    FORWARDED,
+    GENERATION_PATHS,
+    HEALTH_PATH,
+    READINESS_PATH,
+    UPSTREAM_HEALTH_PATH,
+)
+from llm_gateway.settings import GatewaySettings
+from llm_gateway.usage import EventStream, RequestRecord
+
+log = logging.getLogger("llm_gateway")
+READINESS_TIMEOUT_S = 2.0
+# Request headers passed on to vLLM besides the body's type: its request id, for tracing one request in both logs.
+FORWARDED_REQUEST_HEADERS = (b"x-request-id",)
+# Response headers passed back: the body's type and vLLM's request id.
+FORWARDED_RESPONSE_HEADERS = ("content-type", "x-request-id")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was in."""
+
+
+@dataclass
+class Reply:
+    """Whether the response's status line went out (after that, errors can only end the stream)."""
+
+    started: bool = False
+    streaming: bool = False
+
+
+def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
+    """The HTTP client to vLLM: no read timeout (a queued or long generation is not a failure), a pool
+    as large as the admission bound plus room for the probes, and no compression (bytes pass as they come)."""
+    return httpx.AsyncClient(
+        base_url=settings.upstream_url.rstrip("/"),
+        timeout=httpx.Timeout(connect=settings.upstream_connect_timeout_s, read=None, write=30.0, pool=None),
+        limits=httpx.Limits(max_connections=settings.max_concurrent_requests + 8, max_keepalive_connections=32),
+        headers={"accept-encoding": "identity"},
+    )
+
+
+class Gateway:
+    """The ASGI app."""
+
+    def __init__(self, settings: GatewaySettings, *, http: httpx.AsyncClient, verifier: TokenVerifier | None) -> None:
+        self.settings = settings
+        self.http = http
+        self.verifier = verifier
+        self.admission = Admission(settings.max_concurrent_requests)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Dispatch one ASGI connection event; a failure of ours is a JSON 500 with an error id, not a traceback."""
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets: not served; returning closes the handshake
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, tracking_send)
+        except Exception as exc:
+            error_id = log_failure(log, "request failed", exc)
+            if not started:
+                await send_error(send, 500, f"internal error (error id {error_id})")
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        if path == HEALTH_PATH:
+            await _send_json(send, 200, {"status": "alive"})
+            return
+        if path == READINESS_PATH:
+            await self._readiness(send)
+            return
+        expected_method = FORWARDED.get(path)
+        if expected_method is None:
+            await send_error(send, 404, f"no route {path}: this server serves {', '.join(FORWARDED)}")
+            return
+        if method != expected_method:
+            await send_error(
+                send,
+                405,
+                f"{path} takes {expected_method}, not {method}",
+                headers=[(b"allow", expected_method.encode())],
+            )
+            return
+        headers = dict(scope["headers"])
+        refusal = await check_caller(self.verifier, headers)
+        if refusal is not None:
+            await send_error(
+                send, refusal.status, refusal.message, headers=[CHALLENGE] if refusal.status == 401 else []
+            )
+            return
+        if path in GENERATION_PATHS:
+            await self._generation(path, headers, receive, send)
+        else:
+            await self._forward_get(path, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.http.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _readiness(self, send: Send) -> None:
+        if self.admission.draining:
+            await send_error(send, 503, "shutting down")
+            return
+        try:
+            response = await self.http.get(UPSTREAM_HEALTH_PATH, timeout=READINESS_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            await send_error(send, 503, f"the engine does not answer yet ({type(exc).__name__})")
+            return
+        if response.status_code != 200:
+            await send_error(send, 503, f"the engine is not healthy (its /health answered {response.status_code})")
+            return
+        await _send_json(send, 200, {"status": "ready"})
+
+    async def _forward_get(self, path: str, send: Send) -> None:
+        try:
+            response = await self.http.get(path)
+        except httpx.HTTPError as exc:
+            await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
+            return
+        await _send_whole(send, response.status_code, response.headers, response.content)
+
+    async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
+        retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
+        try:
+            body = await _read_body(receive, headers, self.settings.max_body_bytes, self.settings.max_discard_bytes)
+        except ClientGone:
+            return
+        if body is None:
+            await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
+            return
+        try:
+            request = json.loads(body)
+        except ValueError as exc:
+            await send_error(send, 400, f"the request body is not valid JSON: {exc}")
+            return
+        if not isinstance(request, dict):
+            await send_error(send, 400, "the request body must be a JSON object")
+            return
+        record = RequestRecord(route=path, model=_text(request.get("model")), stream=request.get("stream") is True)
+        if self.admission.draining:
+            record.status, record.outcome = 503, "refused"
+            await send_error(send, 503, "this server is shutting down; retry", headers=retry_after)
+            _log(record)
+            return
+        ticket = self.admission.try_admit()
+        if ticket is None:
+            record.status, record.outcome = 429, "refused"
+            limit = self.admission.limit
+            await send_error(
+                send, 429, f"{limit} requests are already in flight here; retry shortly", headers=retry_after
+            )
+            _log(record)
+            return
+        try:
+            await self._run(path, request, body, headers, record, ticket, receive, send)
+        finally:
+            self.admission.release(ticket)
+            _log(record)
+
+    async def _run(
+        self,
+        path: str,
+        request: dict[str, Any],
+        body: bytes,
+        headers: dict[bytes, bytes],
+        record: RequestRecord,
+        ticket: Ticket,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Forward the generation, racing it against the client's disconnect and the drain's cut."""
+        client_wants_usage = _asks_for_usage(request)
+        if record.stream and not client_wants_usage and isinstance(request.get("stream_options", {}), dict):
+            # Ask vLLM for the usage chunk anyway, to count tokens; EventStream drops it for this client.
+            options = {**request.get("stream_options", {}), "include_usage": True}
+            body = json.dumps({**request, "stream_options": options}).encode()
+        upstream_headers = {"content-type": "application/json"}
+        upstream_headers.update(
+            {name.decode(): headers[name].decode("latin-1") for name in FORWARDED_REQUEST_HEADERS if name in headers}
+        )
+        reply = Reply()
+        forward = asyncio.create_task(
+            self._forward(path, body, upstream_headers, record, reply, send, client_wants_usage=client_wants_usage)
+        )
+        gone = asyncio.create_task(_wait_disconnect(receive))
+        cut = asyncio.create_task(ticket.cut.wait())
+        try:
+            done, _ = await asyncio.wait({forward, gone, cut}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (forward, gone, cut):
+                if not task.done():
+                    task.cancel()
+            for task in (gone, cut):
+                with suppress(asyncio.CancelledError):
+                    await task
+            with suppress(asyncio.CancelledError):
+                await forward  # its `async with` closes the upstream connection: vLLM aborts the request
+        if forward in done:
+            forward.result()
+        elif gone in done:
+            record.outcome = "client_gone"
+        else:
+            record.outcome = "cut"
+            message = "the server shut down before the generation finished; retry"
+            if reply.streaming:
+                await send({"type": "http.response.body", "body": sse_error_event(503, message), "more_body": False})
+            elif not reply.started:
+                record.status = 503
+                await send_error(send, 503, message)
+
+    async def _forward(
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        record: RequestRecord,
+        reply: Reply,
+        send: Send,
+        *,
+        client_wants_usage: bool,
+    ) -> None:
+        """Send the request to vLLM and its answer to the client: a stream event by event, else whole."""
+        try:
+            async with self.http.stream("POST", path, content=body, headers=headers) as response:
+                record.status = response.status_code
+                if response.status_code == 200 and response.headers.get("content-type", "").startswith(
+                    "text/event-stream"
+                ):
+                    await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
+                else:
+                    content = await response.aread()
+                    if response.status_code == 200:
+                        record.take_usage(_json_field(content, "usage"))
+                    reply.started = True
+                    await _send_whole(send, response.status_code, response.headers, content)
+                record.outcome = "completed" if response.status_code < 400 else "rejected"
+        except httpx.HTTPError as exc:
+            record.outcome = "upstream_error"
+            message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
+            if reply.streaming:
+                await send({"type": "http.response.body", "body": sse_error_event(502, message), "more_body": False})
+            elif not reply.started:
+                record.status = 503 if isinstance(exc, httpx.ConnectError) else 502
+                await send_error(send, record.status, message)
+
+    async def _stream(
+        self, response: httpx.Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
+    ) -> None:
+        events = EventStream(record, client_wants_usage=client_wants_usage)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    *_response_headers(response.headers),
+                    (b"cache-control", b"no-cache"),
+                    # Proxies in front (nginx and the like) must not buffer the stream either.
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+        reply.started = reply.streaming = True
+        async for chunk in response.aiter_raw():
+            out = events.feed(chunk)
+            if out:
+                await send({"type": "http.response.body", "body": out, "more_body": True})
+        await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
+
+
+async def _read_body(receive: Receive, headers: dict[bytes, bytes], limit: int, discard_limit: int) -> bytes | None:
+    """The request body, or None when it is over `limit` (the rest, up to `discard_limit`, is read and
+    dropped first, so that the client gets to read the 413 instead of a reset connection)."""
+    declared = headers.get(b"content-length", b"")
+    too_large = declared.isdigit() and int(declared) > limit
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        part = message.get("body", b"")
+        size += len(part)
+        more = message.get("more_body", False)
+        if size > limit:
+            too_large = True
+        if too_large:
+            if size > limit + discard_limit:
+                break
+            continue
+        chunks.append(part)
+    return None if too_large else b"".join(chunks)
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    """Return once the client has gone (the body is already read, so only a disconnect can arrive)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _asks_for_usage(request: dict[str, Any]) -> bool:
+    options = request.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _json_field(content: bytes, name: str) -> Any:
+    try:
+        payload = json.loads(content)
+    except ValueError:
+        return None
+    return payload.get(name) if isinstance(payload, dict) else None
+
+
+def _response_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+    return [(name.encode(), headers[name].encode("latin-1")) for name in FORWARDED_RESPONSE_HEADERS if name in headers]
+
+
+async def _send_whole(send: Send, status: int, headers: httpx.Headers, content: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*_response_headers(headers), (b"content-length", str(len(content)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": content})
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
+    await _send_whole(send, status, httpx.Headers({"content-type": "application/json"}), json.dumps(payload).encode())
+
+
+def _log(record: RequestRecord) -> None:
+    log.info("request", extra=record.log_fields())

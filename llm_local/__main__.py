@@ -1,0 +1,74 @@
+"""`python -m llm_local` (make run-llm): the tiny model on vLLM's CPU engine, behind the gateway, on HOST:PORT.
+
+The engine listens on 127.0.0.1:ENGINE_PORT (default 8001), reachable only from this machine; the
+gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients use. Sign-in is off (AUTH=off) unless
+the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM stops both: the gateway drains first,
+then the engine is stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from types import FrameType
+
+ENGINE_START_TIMEOUT_S = 600
+
+
+def _exit_on_signal(sig: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def main() -> int:
+    """Build what is missing, start the engine, wait for it, then serve the gateway until stopped."""
+    from llm_gateway.server import build_gateway, build_server, configure_logging
+    from llm_gateway.settings import SettingsError, load_settings
+    from llm_local.engine import EngineOptions, EngineProcess, build_tiny_model
+    from llm_local.vllm_env import ensure_env
+
+    engine_port = os.environ.get("ENGINE_PORT", "8001")
+    if not engine_port.isdigit() or not 0 < int(engine_port) < 65536:
+        print(f"error: ENGINE_PORT must be a port number, not {engine_port!r}", file=sys.stderr)
+        return 2
+    engine_options = EngineOptions(port=int(engine_port))
+    try:
+        settings = load_settings(upstream_url=f"http://{engine_options.host}:{engine_options.port}")
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    log = logging.getLogger("llm_local")
+    # A signal ends this process through `finally` (which stops the engine), also the one uvicorn re-raises
+    # after its graceful stop: with the default handlers that re-raise would kill the process on the spot
+    # and leave the engine, in its own process group, running.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_on_signal)
+
+    started = time.monotonic()
+    log.info("preparing vLLM's CPU environment (the first time: several minutes)")
+    env = ensure_env()
+    model_dir = build_tiny_model(env)
+    log.info("starting vLLM", extra={"model": str(model_dir), "engine_port": engine_options.port})
+    engine = EngineProcess(engine_options, model_dir)
+    try:
+        engine.wait_ready(ENGINE_START_TIMEOUT_S)
+        log.info(
+            "ready",
+            extra={
+                "url": f"http://{settings.host}:{settings.port}/v1",
+                "model": engine_options.served_model_name,
+                "seconds": round(time.monotonic() - started, 1),
+            },
+        )
+        build_server(build_gateway(settings), settings).run()
+    finally:
+        engine.stop()
+        log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

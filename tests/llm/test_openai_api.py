@@ -1,0 +1,99 @@
+"""The official `openai` client against the real stack: the gateway in front of vLLM's CPU engine."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.llm.conftest import MODEL
+
+MESSAGES = [{"role": "user", "content": "Tell me a story about a robot."}]
+# vLLM's sampling extension: generate exactly max_tokens (the random-weight model may emit EOS early).
+EXACT = {"ignore_eos": True}
+
+
+def prompt_tokens(engine_url: str, **body: object) -> int:
+    """How many tokens vLLM's own tokenizer endpoint counts for a prompt or chat."""
+    response = httpx.post(f"{engine_url}/tokenize", json={"model": MODEL, **body}, timeout=30)
+    response.raise_for_status()
+    return response.json()["count"]
+
+
+def test_models_lists_the_served_model(client):
+    assert [model.id for model in client.models.list()] == [MODEL]
+
+
+def test_chat_completion_answers_and_is_counted(client, gateway, engine_url):
+    before = len(gateway.records())
+    reply = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=6, extra_body=EXACT)
+    assert reply.choices[0].message.role == "assistant"
+    assert isinstance(reply.choices[0].message.content, str)
+    assert reply.choices[0].finish_reason == "length"
+    expected_prompt = prompt_tokens(engine_url, messages=MESSAGES, add_generation_prompt=True)
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (expected_prompt, 6)
+    record = gateway.wait_record(before + 1)[-1]
+    assert record["route"] == "/v1/chat/completions"
+    assert (record["status"], record["outcome"], record["stream"]) == (200, "completed", False)
+    assert (record["prompt_tokens"], record["completion_tokens"]) == (expected_prompt, 6)
+
+
+def test_completion_answers_and_is_counted(client, gateway, engine_url):
+    before = len(gateway.records())
+    reply = client.completions.create(model=MODEL, prompt="Hello, world", max_tokens=5, extra_body=EXACT)
+    assert isinstance(reply.choices[0].text, str)
+    expected_prompt = prompt_tokens(engine_url, prompt="Hello, world")
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (expected_prompt, 5)
+    record = gateway.wait_record(before + 1)[-1]
+    assert (record["route"], record["prompt_tokens"], record["completion_tokens"]) == (
+        "/v1/completions",
+        expected_prompt,
+        5,
+    )
+
+
+def test_chat_stream_with_usage(client, gateway):
+    before = len(gateway.records())
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=EXACT,
+    )
+    chunks = list(stream)
+    content = [chunk for chunk in chunks if chunk.choices]
+    assert content and all(chunk.usage is None for chunk in content)
+    assert content[-1].choices[0].finish_reason == "length"
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None and usage.completion_tokens == 12
+    record = gateway.wait_record(before + 1)[-1]
+    assert record["stream"] and (record["prompt_tokens"], record["completion_tokens"]) == (usage.prompt_tokens, 12)
+
+
+def test_stream_without_usage_gets_none_but_is_counted(client, gateway):
+    """The gateway asks vLLM for the usage chunk to count tokens, and keeps it from a client that did not ask."""
+    before = len(gateway.records())
+    stream = client.completions.create(
+        model=MODEL, prompt="Once upon a time", max_tokens=7, stream=True, extra_body=EXACT
+    )
+    chunks = list(stream)
+    assert chunks and all(chunk.usage is None and chunk.choices for chunk in chunks)
+    record = gateway.wait_record(before + 1)[-1]
+    assert record["completion_tokens"] == 7 and record["prompt_tokens"] > 0
+
+
+def test_stream_events_pass_through_as_they_come(gateway):
+    """Unbuffered: the first event reaches the client long before the last one is generated."""
+    body = {"model": MODEL, "prompt": "Count:", "max_tokens": 150, "stream": True, **EXACT}
+    arrivals: list[float] = []
+    started = time.monotonic()
+    with httpx.stream("POST", f"{gateway.url}/v1/completions", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append(time.monotonic() - started)
+    assert len(arrivals) >= 150  # one event per token, then [DONE]
+    assert arrivals[0] < arrivals[-1] / 2, f"first event at {arrivals[0]:.2f} s, last at {arrivals[-1]:.2f} s"
