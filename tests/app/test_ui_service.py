@@ -52,6 +52,13 @@ def test_the_ui_and_the_api_share_one_queue_bound(held_service):
         ({"prompt": "   "}, "prompt must not be empty"),
         ({"seed": 1.5}, "invalid request: seed: Input should be a valid integer"),
         ({"width": 100}, "invalid request: width: Input should be a multiple of 8"),
+        # Values of the wrong type or past a slider's end, as a script could send them: the API's
+        # message, not Gradio's bare "Error", and no "['a fox']" prompt made up from a list.
+        ({"prompt": ["a fox"]}, "invalid request: prompt: Input should be a valid string"),
+        ({"steps": "many"}, "invalid request: steps: Input should be a valid integer"),
+        ({"steps": 9}, "invalid request: steps: Input should be less than or equal to 8"),
+        ({"seed": "7"}, "invalid request: seed: Input should be a valid integer"),
+        ({"width": {"x": 1}}, "invalid request: width: Input should be a valid integer"),
     ],
 )
 def test_the_ui_validates_like_the_api_with_readable_messages(held_service, values, message):

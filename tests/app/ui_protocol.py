@@ -15,17 +15,20 @@ DEFAULTS: dict[str, Any] = {"negative_prompt": "", "steps": 2, "guidance_scale":
 
 
 def _generate_dependency(url: str) -> dict[str, Any]:
+    """The event the page's Generate button (elem_id "generate") fires."""
     config = httpx.get(f"{url}/config", timeout=30).json()
-    return next(d for d in config["dependencies"] if d.get("api_name") == "generate")
+    (button,) = [c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "generate"]
+    return next(d for d in config["dependencies"] if [button, "click"] in d["targets"])
 
 
 @contextmanager
-def ui_event_stream(url: str, **values: Any) -> Iterator[Iterator[dict[str, Any]]]:
+def ui_event_stream(url: str, raw_data: list[Any] | None = None, **values: Any) -> Iterator[Iterator[dict[str, Any]]]:
     """Press Generate with `values` (the UI's fields; missing ones take the page's defaults) and yield
-    the stream of Gradio messages; leaving the block closes the stream, as closing the page does."""
+    the stream of Gradio messages; leaving the block closes the stream, as closing the page does.
+    `raw_data` replaces the whole list of values (for payloads the page never sends)."""
     dependency = _generate_dependency(url)
     session = uuid.uuid4().hex
-    data = [{**DEFAULTS, "seed": None, **values}.get(name) for name in FIELDS]
+    data = raw_data if raw_data is not None else [{**DEFAULTS, "seed": None, **values}.get(name) for name in FIELDS]
     joined = httpx.post(
         f"{url}/gradio_api/queue/join",
         json={
@@ -48,9 +51,9 @@ def ui_event_stream(url: str, **values: Any) -> Iterator[Iterator[dict[str, Any]
         yield messages()
 
 
-def ui_generate(url: str, **values: Any) -> dict[str, Any]:
+def ui_generate(url: str, raw_data: list[Any] | None = None, **values: Any) -> dict[str, Any]:
     """Press Generate and return Gradio's final message (`success`, `output`)."""
-    with ui_event_stream(url, **values) as messages:
+    with ui_event_stream(url, raw_data, **values) as messages:
         for message in messages:
             if message["msg"] == "process_completed":
                 return message
