@@ -52,10 +52,16 @@ def _as_api_number(value: Any) -> Any:
 
 
 def ui_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out."""
+    """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out, the
+    seed box's text as a number."""
     fields = {name: _as_api_number(value) for name, value in values.items()}
     if fields.get("negative_prompt") in ("", None):
         fields.pop("negative_prompt", None)
+    seed = fields.get("seed")
+    if isinstance(seed, str):
+        # The page's seed box is text: blank is random, digits are a seed, anything else fails validation.
+        seed = seed.strip()
+        fields["seed"] = int(seed) if seed.isascii() and seed.isdigit() else seed or None
     if fields.get("seed") is None:
         fields.pop("seed", None)
     return fields
@@ -203,9 +209,9 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     # A placeholder until the model is known: status_update sets its native size.
                     width = gr.Slider(**size, value=settings.default_width or settings.min_size, label="Width")
                     height = gr.Slider(**size, value=settings.default_height or settings.min_size, label="Height")
-                    # No minimum: Gradio's page turns an empty box with a minimum into that minimum (0,
-                    # the same image every time). No precision: Gradio would round before validation.
-                    seed = gr.Number(label="Seed (empty: random)", value=None, elem_id="seed")
+                    # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
+                    # frontend, `value ??= 0`), which would repeat one image on every Generate.
+                    seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
                 image = gr.Image(
@@ -213,11 +219,12 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                 )
                 caption = gr.Markdown(elem_id="caption", label="Caption")
         # gradio_client takes each parameter's default from its input's initial value; the size sliders
-        # start at a placeholder, so the public endpoint reads sizes from empty hidden boxes instead
-        # (empty: the model's native size, as in the API). The page itself never shows these.
+        # start at a placeholder, so the public endpoint reads sizes and seed from empty hidden numbers
+        # instead (empty: the model's native size, a random seed, as in the API). The page never shows them.
         with gr.Group(visible=False):
             api_width = gr.Number(label="Width (empty: the model's native size)", value=None)
             api_height = gr.Number(label="Height (empty: the model's native size)", value=None)
+            api_seed = gr.Number(label="Seed (empty: random)", value=None)
             api_trigger = gr.Button("Generate (API)")
         poll = gr.Timer(STATUS_POLL_S, active=False)
 
@@ -267,7 +274,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         # (no concurrency limit, so nothing waits in Gradio's own queue), and a full queue is a "busy".
         # preprocess=False: the raw values reach the API's request model (see generate).
         event = {"concurrency_limit": None, "preprocess": False}
-        api_inputs = [prompt, negative, steps, guidance, api_width, api_height, seed]
+        api_inputs = [prompt, negative, steps, guidance, api_width, api_height, api_seed]
         api_trigger.click(generate, api_inputs, outputs, api_name="generate", **event)
         page_inputs = [prompt, negative, steps, guidance, width, height, seed]
         button.click(generate, page_inputs, outputs, api_name="page_generate", api_visibility="private", **event)

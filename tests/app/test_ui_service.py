@@ -57,7 +57,8 @@ def test_the_ui_and_the_api_share_one_queue_bound(held_service):
         ({"prompt": ["a fox"]}, "invalid request: prompt: Input should be a valid string"),
         ({"steps": "many"}, "invalid request: steps: Input should be a valid integer"),
         ({"steps": 9}, "invalid request: steps: Input should be less than or equal to 8"),
-        ({"seed": "7"}, "invalid request: seed: Input should be a valid integer"),
+        ({"seed": "seven"}, "invalid request: seed: Input should be a valid integer"),
+        ({"seed": [7]}, "invalid request: seed: Input should be a valid integer"),
         ({"width": {"x": 1}}, "invalid request: width: Input should be a valid integer"),
     ],
 )
