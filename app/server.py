@@ -81,6 +81,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         import gradio as gr
 
         from app.ui import build_ui
+        from app.ui_routes import serve_only_ui_routes
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
         # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
@@ -94,4 +95,5 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
             root_path=settings.public_url or None,
             show_error=False,
         )
+        serve_only_ui_routes(app)
     return app

@@ -280,5 +280,6 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         button.click(generate, page_inputs, outputs, api_name="page_generate", api_visibility="private", **event)
         prompt.submit(generate, page_inputs, outputs, api_name="page_submit", api_visibility="private", **event)
     # Defence in depth: Gradio's queue could only fill if events stopped reaching our handler.
-    ui.queue(max_size=settings.queue_size, default_concurrency_limit=None)
+    # api_open=False: queued events only through the queue, never Gradio's direct POST routes.
+    ui.queue(max_size=settings.queue_size, default_concurrency_limit=None, api_open=False)
     return ui
