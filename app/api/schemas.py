@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from app.params import MAX_SEED
 from app.settings import Settings
+
+
+def _integral_float_as_int(value: Any) -> Any:
+    """JSON Schema counts 6.0 as an integer, so clients that write integers as floats (JavaScript,
+    schemathesis) send it; 6.5, NaN, strings and booleans stay as they are and fail strict validation."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(**bounds: Any) -> Any:
+    """An optional integer field type with `bounds` (ge, le, multiple_of) that also takes 6.0, as the
+    JSON Schema it publishes promises. The bounds come before the validator: after it, pydantic would
+    write them into the schema as "ge"/"le" instead of "minimum"/"maximum"."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral_float_as_int)] | None
 
 
 def make_generate_request(settings: Settings) -> type[BaseModel]:
@@ -24,8 +39,8 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
             Field(None, max_length=settings.max_prompt_chars, description="what to avoid"),
         ),
         "steps": (
-            int | None,
-            Field(None, ge=1, le=settings.max_steps, description=f"denoising steps (default {settings.default_steps})"),
+            json_int(ge=1, le=settings.max_steps),
+            Field(None, description=f"denoising steps (default {settings.default_steps})"),
         ),
         "guidance_scale": (
             float | None,
@@ -37,9 +52,9 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
                 description=f"classifier-free guidance (default {settings.default_guidance_scale})",
             ),
         ),
-        "width": (int | None, Field(None, **size, description="pixels; default: the model's native size")),
-        "height": (int | None, Field(None, **size, description="pixels; default: the model's native size")),
-        "seed": (int | None, Field(None, ge=0, le=MAX_SEED, description="same seed, same image; default random")),
+        "width": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
+        "height": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
+        "seed": (json_int(ge=0, le=MAX_SEED), Field(None, description="same seed, same image; default random")),
     }
     return create_model(
         "GenerateRequest",
@@ -60,9 +75,16 @@ class GenerateJSONResponse(BaseModel):
     batch_size: int
 
 
+class ErrorDetail(BaseModel):
+    """One invalid field of a 422: which field, and what is wrong with it."""
+
+    field: str = Field(description='the field\'s name ("body" for the body as a whole)')
+    message: str
+
+
 class ErrorResponse(BaseModel):
-    """Every error body: a readable message, and for 500s an id to find the log line."""
+    """Every error body: a readable message, on a 422 each bad field, and on a 500 an id for the log line."""
 
     error: str
-    detail: list[dict[str, Any]] | None = None
+    detail: list[ErrorDetail] | None = None
     error_id: str | None = None
