@@ -11,10 +11,11 @@ route fails there, not in production.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from fastapi import FastAPI
-from starlette.routing import Mount
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.middleware import send_json_error
@@ -47,12 +48,29 @@ def ui_route_allowed(method: str, path: str) -> bool:
     return (method, path) in EXACT or any(method == m and path.startswith(p) for m, p in PREFIXES)
 
 
-class UiRoutesOnly:
-    """ASGI wrapper around the Gradio app: other routes answer 404 (405 for a known path, wrong method)."""
+_METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class UiRoutesOnly:
+    """ASGI wrapper around the Gradio app: other routes answer 404, or 405 for a known path (the UI's or,
+    since every request no route takes ends here, the API's) asked with another method."""
+
+    def __init__(self, app: ASGIApp, api_routes: Sequence[BaseRoute]) -> None:
         self.app = app
-        self._paths = {path for _, path in EXACT}
+        self._api_routes = api_routes
+        self._ui_methods: dict[str, list[str]] = {}
+        for method, path in EXACT:
+            self._ui_methods.setdefault(path, []).append(method)
+
+    def _allowed_methods(self, scope: Scope) -> list[str]:
+        path = scope["path"]
+        if path in self._ui_methods:
+            return sorted(self._ui_methods[path])
+        return [
+            method
+            for method in _METHODS
+            if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in self._api_routes)
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -65,8 +83,10 @@ class UiRoutesOnly:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # the UI opens no websockets
             return
-        if path in self._paths:
-            await send_json_error(send, 405, f"{method} is not allowed on {path}", close=False)
+        allowed = self._allowed_methods(scope)
+        if allowed:
+            allow = [(b"allow", ", ".join(allowed).encode())]
+            await send_json_error(send, 405, f"{method} is not allowed on {path}", extra_headers=allow, close=False)
             return
         await send_json_error(send, 404, "not found", close=False)
 
@@ -74,4 +94,5 @@ class UiRoutesOnly:
 def serve_only_ui_routes(app: FastAPI) -> None:
     """Wrap the Gradio app that `gr.mount_gradio_app(app, ..., path="/")` mounted."""
     (mount,) = [route for route in app.router.routes if isinstance(route, Mount) and route.path == ""]
-    mount.app = UiRoutesOnly(mount.app)
+    api_routes = [route for route in app.router.routes if route is not mount]
+    mount.app = UiRoutesOnly(mount.app, api_routes)
