@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
@@ -25,6 +26,24 @@ def json_int(**bounds: Any) -> Any:
     return Annotated[int, Field(**bounds), BeforeValidator(_integral_float_as_int)] | None
 
 
+def _non_blank_pattern() -> str:
+    """A JSON Schema pattern (ECMA-262 and Python alike) that matches a string with at least one character
+    Python's str.strip() keeps: the prompt check in app/params.py, stated in the schema. Spelt out as
+    ranges because ECMA-262's \\s is not Python's (it lacks U+001C..U+001F and U+0085, adds U+FEFF)."""
+    spaces = [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+    ranges: list[tuple[int, int]] = []
+    for code in spaces:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    parts = [f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges]
+    return "[^" + "".join(parts) + "]"
+
+
+NON_BLANK = _non_blank_pattern()
+
+
 def make_generate_request(settings: Settings) -> type[BaseModel]:
     """The POST /v1/generate body model with this deployment's limits.
 
@@ -33,7 +52,16 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
     """
     size = {"ge": settings.min_size, "le": settings.max_size, "multiple_of": 8}
     fields: dict[str, Any] = {
-        "prompt": (str, Field(min_length=1, max_length=settings.max_prompt_chars, description="what to draw")),
+        "prompt": (
+            str,
+            Field(
+                min_length=1,
+                max_length=settings.max_prompt_chars,
+                description="what to draw (not only spaces)",
+                # Documents app/params.py's check, which answers it with its own readable message.
+                json_schema_extra={"pattern": NON_BLANK},
+            ),
+        ),
         "negative_prompt": (
             str | None,
             Field(None, max_length=settings.max_prompt_chars, description="what to avoid"),

@@ -73,8 +73,10 @@ def whole_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsServer]:
 def test_schemathesis_cli_with_all_checks_finds_nothing(whole_app: JobsServer, tmp_path: Path):
     command = [SCHEMATHESIS, "run", f"{whole_app.url}/openapi.json", "--checks", "all", "-n", str(MAX_EXAMPLES)]
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    # Exit status 0: no check failed (a warning, such as "image links need a signature it cannot
+    # forge", does not count); 1 lists each failure with a curl line to reproduce it.
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "No issues found" in run.stdout
+    assert "Tested: 7" in run.stdout  # every operation, jobs included
 
 
 def test_an_integral_float_is_an_integer_as_the_schema_says(whole_app: JobsServer):
