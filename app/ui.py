@@ -279,7 +279,9 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         page_inputs = [prompt, negative, steps, guidance, width, height, seed]
         button.click(generate, page_inputs, outputs, api_name="page_generate", api_visibility="private", **event)
         prompt.submit(generate, page_inputs, outputs, api_name="page_submit", api_visibility="private", **event)
-    # Defence in depth: Gradio's queue could only fill if events stopped reaching our handler.
-    # api_open=False: queued events only through the queue, never Gradio's direct POST routes.
-    ui.queue(max_size=settings.queue_size, default_concurrency_limit=None, api_open=False)
+    # No size for Gradio's own queue: our batcher is the one bound (a full one is "busy" on the page).
+    # Events do wait in Gradio's queue between joining and its next pass, so a bound there answered a
+    # burst of page requests with its own 503 "Queue is full" before our handler saw them; memory is
+    # bounded by the connection limits. api_open=False: queued events only through the queue.
+    ui.queue(max_size=None, default_concurrency_limit=None, api_open=False)
     return ui

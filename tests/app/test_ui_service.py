@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.app.held import finish, hold_the_pipeline, post_and_leave_open, wait_until
-from tests.app.ui_protocol import ui_error, ui_generate
+from tests.app.ui_protocol import generate_dependency, ui_error, ui_generate, ui_generate_async
 
 
 def test_the_ui_and_the_api_share_one_queue_bound(held_service):
@@ -98,3 +98,19 @@ def test_the_ui_generated_files_are_deleted(held_service):
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not path.exists()
+
+
+def test_a_burst_of_page_requests_never_meets_gradios_own_queue_bound(held_service):
+    live, _backend = held_service
+    burst = 4 * live.settings.queue_size
+
+    generate_dependency(live.url)  # before the burst, so that the joins arrive together
+
+    async def press_generate_at_once() -> list[tuple[int, str | None]]:
+        async with httpx.AsyncClient(base_url=live.url, timeout=60, limits=httpx.Limits(max_connections=100)) as c:
+            return await asyncio.gather(*[ui_generate_async(c, live.url, prompt=f"burst {i}") for i in range(burst)])
+
+    outcomes = asyncio.run(press_generate_at_once())
+    # Each request gets an image or the service's own "busy" message; none gets Gradio's 503.
+    assert {status for status, _ in outcomes} == {200}, outcomes
+    assert {error for _, error in outcomes} <= {None, "The service is busy (its queue is full); try again in a moment."}
