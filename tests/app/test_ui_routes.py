@@ -78,3 +78,14 @@ def test_the_page_and_its_parts_still_load(held_service):
     assert httpx.get(live.url + "/config", timeout=10).status_code == 200
     assert httpx.get(live.url + "/theme.css", timeout=10).status_code == 200
     assert httpx.get(live.url + "/gradio_api/info", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [("TRACE", "/v1/generate", "POST"), ("POST", "/health", "GET")])
+def test_another_method_on_an_api_route_is_405_with_allow(held_service, method: str, path: str, allow: str):
+    # Every request no API route takes reaches the UI's mount; an API path asked with another method
+    # still gets 405 (schemathesis checks it for every operation).
+    live, _backend = held_service
+    response = httpx.request(method, live.url + path, timeout=10)
+    assert response.status_code == 405
+    assert response.headers["allow"] == allow
+    assert response.json() == {"error": f"{method} is not allowed on {path}"}
