@@ -13,6 +13,7 @@ def main() -> int:
     """Start the service; exit 2 with one readable line when a setting is invalid."""
     from app.http_protocol import server_config
     from app.logs import configure_logging
+    from app.port_check import port_problem
     from app.server import create_app
     from app.settings import SettingsError, load_settings
     from app.shutdown import DrainingServer
@@ -21,6 +22,10 @@ def main() -> int:
         settings = load_settings()
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    problem = port_problem(settings.host, settings.port)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
     app = create_app(settings)

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from app.api import generate, info, probes
+from app.api.docs import install_offline_docs
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.auth.install import install_sign_in
@@ -54,10 +55,18 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
                 await jobs.worker.stop()
             await service.stop()
 
-    app = FastAPI(title="Stable Diffusion service", description=API_DESCRIPTION, version="1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="Stable Diffusion service",
+        description=API_DESCRIPTION,
+        version="1.0",
+        lifespan=lifespan,
+        docs_url=None,  # install_offline_docs serves /docs and /redoc without a CDN
+        redoc_url=None,
+    )
     app.state.service = service
     app.state.jobs = jobs
     install_error_handlers(app)
+    install_offline_docs(app)
     app.include_router(probes.router)
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
@@ -81,6 +90,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         import gradio as gr
 
         from app.ui import build_ui
+        from app.ui_routes import serve_only_ui_routes
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
         # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
@@ -94,4 +104,5 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
             root_path=settings.public_url or None,
             show_error=False,
         )
+        serve_only_ui_routes(app)
     return app

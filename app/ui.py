@@ -52,10 +52,16 @@ def _as_api_number(value: Any) -> Any:
 
 
 def ui_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out."""
+    """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out, the
+    seed box's text as a number."""
     fields = {name: _as_api_number(value) for name, value in values.items()}
     if fields.get("negative_prompt") in ("", None):
         fields.pop("negative_prompt", None)
+    seed = fields.get("seed")
+    if isinstance(seed, str):
+        # The page's seed box is text: blank is random, digits are a seed, anything else fails validation.
+        seed = seed.strip()
+        fields["seed"] = int(seed) if seed.isascii() and seed.isdigit() else seed or None
     if fields.get("seed") is None:
         fields.pop("seed", None)
     return fields
@@ -167,6 +173,19 @@ def _browser_left(ui: gr.Blocks, request: gr.Request | None) -> bool:
     )
 
 
+LOADING_NOTICE = "**Loading the model**: Generate works once it is ready; this page updates itself."
+STATUS_POLL_S = 1.0  # how often a page opened while the model loads asks whether it is ready
+
+
+def model_status(service: GenerationService) -> str:
+    """What the page says about the model: loading, failed (with the error id), or the demo notice."""
+    if service.load_error_id is not None:
+        return f"**The model failed to load** (error id {service.load_error_id}); the operator must fix it."
+    if not service.ready:
+        return LOADING_NOTICE
+    return DEMO_NOTICE if service.demo_model else ""
+
+
 def build_ui(service: GenerationService) -> gr.Blocks:
     """The Blocks app; sizes default to the model's native size once it is loaded."""
     settings = service.settings
@@ -176,8 +195,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
     ttl = settings.ui_file_ttl_s
     with gr.Blocks(title="Stable Diffusion", delete_cache=(ttl, ttl)) as ui:
         gr.Markdown("# Stable Diffusion\nType a prompt and press **Generate**.")
-        if service.demo_model:
-            gr.Markdown(DEMO_NOTICE, elem_id="demo-notice")
+        status = gr.Markdown(model_status(service), elem_id="model-status")
         with gr.Row():
             with gr.Column():
                 prompt = gr.Textbox(label="Prompt", max_length=settings.max_prompt_chars, elem_id="prompt")
@@ -188,58 +206,82 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                         0.0, settings.max_guidance_scale, value=settings.default_guidance_scale, label="Guidance"
                     )
                     size = {"minimum": settings.min_size, "maximum": settings.max_size, "step": 8}
+                    # A placeholder until the model is known: status_update sets its native size.
                     width = gr.Slider(**size, value=settings.default_width or settings.min_size, label="Width")
                     height = gr.Slider(**size, value=settings.default_height or settings.min_size, label="Height")
-                    # No precision: Gradio would round (and fail on NaN) before our validation sees it.
-                    seed = gr.Number(label="Seed (empty: random)", value=None, minimum=0)
+                    # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
+                    # frontend, `value ??= 0`), which would repeat one image on every Generate.
+                    seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
                 image = gr.Image(
                     label="Image", type="pil", format="png", elem_id="result", interactive=False, height=420
                 )
-                caption = gr.Markdown(elem_id="caption")
+                caption = gr.Markdown(elem_id="caption", label="Caption")
+        # gradio_client takes each parameter's default from its input's initial value; the size sliders
+        # start at a placeholder, so the public endpoint reads sizes and seed from empty hidden numbers
+        # instead (empty: the model's native size, a random seed, as in the API). The page never shows them.
+        with gr.Group(visible=False):
+            api_width = gr.Number(label="Width (empty: the model's native size)", value=None)
+            api_height = gr.Number(label="Height (empty: the model's native size)", value=None)
+            api_seed = gr.Number(label="Seed (empty: random)", value=None)
+            api_trigger = gr.Button("Generate (API)")
+        poll = gr.Timer(STATUS_POLL_S, active=False)
 
         async def generate(
-            prompt_text: Any,
-            negative_text: Any,
-            steps_value: Any,
-            guidance_value: Any,
-            width_value: Any,
-            height_value: Any,
-            seed_value: Any,
-            request: gr.Request,
+            prompt: Any,
+            negative_prompt: Any = None,
+            steps: Any = None,
+            guidance_scale: Any = None,
+            width: Any = None,
+            height: Any = None,
+            seed: Any = None,
+            request: gr.Request | None = None,
             progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
         ) -> tuple[Image, str]:
-            # No conversion here: the API's request model judges the raw values (2.7 steps is an error).
+            """Generate one image; empty fields take the API's defaults (sizes: the model's native size)."""
+            # No conversion here (the events skip Gradio's preprocessing): the API's request model judges
+            # the raw values, so 2.7 steps or a list as the prompt get the API's readable message.
             fields = ui_fields(
                 {
-                    "prompt": prompt_text,
-                    "negative_prompt": negative_text,
-                    "steps": steps_value,
-                    "guidance_scale": guidance_value,
-                    "width": width_value,
-                    "height": height_value,
-                    "seed": seed_value,
+                    "prompt": prompt,
+                    "negative_prompt": negative_prompt,
+                    "steps": steps,
+                    "guidance_scale": guidance_scale,
+                    "width": width,
+                    "height": height,
+                    "seed": seed,
                 }
             )
             return await _generate_with_progress(
                 service, fields, progress, lambda: _browser_left(ui, request), request_model
             )
 
-        def native_sizes() -> tuple[Any, Any]:
-            # Runs on page load: once the model is known, default the sliders to its native size.
-            if service.backend is None:
-                return gr.update(), gr.update()
+        def status_update() -> tuple[Any, Any, Any, Any]:
+            # On page load, then every STATUS_POLL_S while the model loads: once it is ready the page
+            # says what it runs and the size sliders take the model's native size.
+            if not service.ready:
+                return model_status(service), gr.update(), gr.update(), gr.Timer(active=service.load_error_id is None)
             default_width, default_height = service.default_size
-            return gr.update(value=default_width), gr.update(value=default_height)
+            return model_status(service), default_width, default_height, gr.Timer(active=False)
 
-        ui.load(native_sizes, outputs=[width, height], queue=False)
-        inputs = [prompt, negative, steps, guidance, width, height, seed]
+        # Internal handlers stay out of gradio_client's view_api (api_visibility, gradio 6.31 blocks.py).
+        internal = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
+        ui.load(status_update, outputs=[status, width, height, poll], **internal)
+        poll.tick(status_update, outputs=[status, width, height, poll], **internal)
+        outputs = [image, caption]
         # Our batcher is the one bound for UI and API alike: Gradio hands every UI request to it at once
         # (no concurrency limit, so nothing waits in Gradio's own queue), and a full queue is a "busy".
-        event = {"concurrency_limit": None}
-        button.click(generate, inputs, [image, caption], api_name="generate", **event)
-        prompt.submit(generate, inputs, [image, caption], api_name=False, **event)
-    # Defence in depth: Gradio's queue could only fill if events stopped reaching our handler.
-    ui.queue(max_size=settings.queue_size, default_concurrency_limit=None)
+        # preprocess=False: the raw values reach the API's request model (see generate).
+        event = {"concurrency_limit": None, "preprocess": False}
+        api_inputs = [prompt, negative, steps, guidance, api_width, api_height, api_seed]
+        api_trigger.click(generate, api_inputs, outputs, api_name="generate", **event)
+        page_inputs = [prompt, negative, steps, guidance, width, height, seed]
+        button.click(generate, page_inputs, outputs, api_name="page_generate", api_visibility="private", **event)
+        prompt.submit(generate, page_inputs, outputs, api_name="page_submit", api_visibility="private", **event)
+    # No size for Gradio's own queue: our batcher is the one bound (a full one is "busy" on the page).
+    # Events do wait in Gradio's queue between joining and its next pass, so a bound there answered a
+    # burst of page requests with its own 503 "Queue is full" before our handler saw them; memory is
+    # bounded by the connection limits. api_open=False: queued events only through the queue.
+    ui.queue(max_size=None, default_concurrency_limit=None, api_open=False)
     return ui

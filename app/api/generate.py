@@ -37,6 +37,22 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+PNG = "image/png"
+OCTET_STREAM = "application/octet-stream"
+JSON = "application/json"
+BINARY = {"type": "string", "format": "binary"}
+
+
+def choose_media_type(accept: str) -> str:
+    """The representation of a generated image for an `Accept` header: JSON when it names JSON, else
+    the PNG, labelled application/octet-stream only for a client that names that and not image/png."""
+    if JSON in accept:
+        return JSON
+    if OCTET_STREAM in accept and PNG not in accept:
+        return OCTET_STREAM
+    return PNG
+
+
 def png_bytes(image: Image) -> bytes:
     """Encode an image as PNG (deterministic: same pixels, same bytes).
 
@@ -63,9 +79,21 @@ def generate_router(settings: Settings) -> APIRouter:
         "/generate",
         response_class=Response,
         responses={
+            # Content negotiation (choose_media_type): `Accept: */*`, what curl, HTTP libraries and
+            # generated clients send, gets the PNG. The order matters to generated clients:
+            # openapi-python-client 0.29 reads every 200 as the first listed type it knows (it has no
+            # image/png, knows application/octet-stream as bytes) and sends no Accept, so
+            # application/octet-stream comes before application/json; with JSON first, every
+            # generated client would try to parse the PNG as JSON.
             200: {
-                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size, X-Pipeline-Ms",
-                "content": {"image/png": {}, "application/json": {"schema": GenerateJSONResponse.model_json_schema()}},
+                "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size, X-Pipeline-Ms. "
+                "PNG bytes unless `Accept` asks for `application/json` (base64 JSON) or names only "
+                "`application/octet-stream` (the same PNG bytes under that type).",
+                "content": {
+                    PNG: {"schema": BINARY},
+                    OCTET_STREAM: {"schema": BINARY},
+                    JSON: {"schema": GenerateJSONResponse.model_json_schema()},
+                },
             },
             **_ERRORS,
         },
@@ -75,7 +103,7 @@ def generate_router(settings: Settings) -> APIRouter:
         request: Request,
         service: Annotated[GenerationService, Depends(get_service)],
     ) -> Response:
-        """Generate one image. Send `Accept: application/json` for base64 JSON instead of PNG bytes."""
+        """Generate one image: PNG bytes, or base64 JSON with `Accept: application/json`."""
         started = time.perf_counter()
         status, images = 500, 0
         try:
@@ -125,7 +153,8 @@ def generate_router(settings: Settings) -> APIRouter:
                 "X-Pipeline-Ms": f"{result.pipeline_ms:.1f}",
             }
             status, images = 200, 1
-            if "application/json" in request.headers.get("accept", ""):
+            media_type = choose_media_type(request.headers.get("accept", ""))
+            if media_type == JSON:
                 payload = GenerateJSONResponse(
                     image_base64=base64.b64encode(png).decode("ascii"),
                     seed=params.seed,
@@ -136,7 +165,7 @@ def generate_router(settings: Settings) -> APIRouter:
                     batch_size=result.batch_size,
                 )
                 return JSONResponse(payload.model_dump(), headers=headers)
-            return Response(png, media_type="image/png", headers=headers)
+            return Response(png, media_type=media_type, headers=headers)
         finally:
             service.record(status, (time.perf_counter() - started) * 1000.0, images)
 

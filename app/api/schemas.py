@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from app.params import MAX_SEED
 from app.settings import Settings
+
+
+def _integral_float_as_int(value: Any) -> Any:
+    """JSON Schema counts 6.0 as an integer, so clients that write integers as floats (JavaScript,
+    schemathesis) send it; 6.5, NaN, strings and booleans stay as they are and fail strict validation."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(**bounds: Any) -> Any:
+    """An optional integer field type with `bounds` (ge, le, multiple_of) that also takes 6.0, as the
+    JSON Schema it publishes promises. The bounds come before the validator: after it, pydantic would
+    write them into the schema as "ge"/"le" instead of "minimum"/"maximum"."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral_float_as_int)] | None
+
+
+def _non_blank_pattern() -> str:
+    """A JSON Schema pattern (ECMA-262 and Python alike) that matches a string with at least one character
+    Python's str.strip() keeps: the prompt check in app/params.py, stated in the schema. Spelt out as
+    ranges because ECMA-262's \\s is not Python's (it lacks U+001C..U+001F and U+0085, adds U+FEFF)."""
+    spaces = [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+    ranges: list[tuple[int, int]] = []
+    for code in spaces:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    parts = [f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges]
+    return "[^" + "".join(parts) + "]"
+
+
+NON_BLANK = _non_blank_pattern()
 
 
 def make_generate_request(settings: Settings) -> type[BaseModel]:
@@ -18,14 +52,23 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
     """
     size = {"ge": settings.min_size, "le": settings.max_size, "multiple_of": 8}
     fields: dict[str, Any] = {
-        "prompt": (str, Field(min_length=1, max_length=settings.max_prompt_chars, description="what to draw")),
+        "prompt": (
+            str,
+            Field(
+                min_length=1,
+                max_length=settings.max_prompt_chars,
+                description="what to draw (not only spaces)",
+                # Documents app/params.py's check, which answers it with its own readable message.
+                json_schema_extra={"pattern": NON_BLANK},
+            ),
+        ),
         "negative_prompt": (
             str | None,
             Field(None, max_length=settings.max_prompt_chars, description="what to avoid"),
         ),
         "steps": (
-            int | None,
-            Field(None, ge=1, le=settings.max_steps, description=f"denoising steps (default {settings.default_steps})"),
+            json_int(ge=1, le=settings.max_steps),
+            Field(None, description=f"denoising steps (default {settings.default_steps})"),
         ),
         "guidance_scale": (
             float | None,
@@ -37,9 +80,9 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
                 description=f"classifier-free guidance (default {settings.default_guidance_scale})",
             ),
         ),
-        "width": (int | None, Field(None, **size, description="pixels; default: the model's native size")),
-        "height": (int | None, Field(None, **size, description="pixels; default: the model's native size")),
-        "seed": (int | None, Field(None, ge=0, le=MAX_SEED, description="same seed, same image; default random")),
+        "width": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
+        "height": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
+        "seed": (json_int(ge=0, le=MAX_SEED), Field(None, description="same seed, same image; default random")),
     }
     return create_model(
         "GenerateRequest",
@@ -60,9 +103,16 @@ class GenerateJSONResponse(BaseModel):
     batch_size: int
 
 
+class ErrorDetail(BaseModel):
+    """One invalid field of a 422: which field, and what is wrong with it."""
+
+    field: str = Field(description='the field\'s name ("body" for the body as a whole)')
+    message: str
+
+
 class ErrorResponse(BaseModel):
-    """Every error body: a readable message, and for 500s an id to find the log line."""
+    """Every error body: a readable message, on a 422 each bad field, and on a 500 an id for the log line."""
 
     error: str
-    detail: list[dict[str, Any]] | None = None
+    detail: list[ErrorDetail] | None = None
     error_id: str | None = None

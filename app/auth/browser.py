@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import Final
@@ -26,6 +27,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.auth.env import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH
 from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+from app.logs import log_failure
+
+log = logging.getLogger(__name__)
 
 SESSION_COOKIE: Final = "sd_session"
 FLOW_COOKIE: Final = "sd_signin"
@@ -128,22 +132,28 @@ class BrowserSignIn:
                 },
             )
         except httpx.HTTPError as exc:
-            return JSONResponse({"error": f"the sign-in service did not answer: {exc}"}, status_code=502)
+            # The exception's text (host names, addresses) goes to the log, not to the browser.
+            error_id = log_failure(log, "the sign-in token endpoint did not answer", exc)
+            return _unavailable(f"the sign-in service did not answer (error id {error_id}): try again")
         if reply.status_code != 200:
             return _bad_request(f"the sign-in code was refused ({reply.status_code}): open {LOGIN_PATH} again")
-        tokens = reply.json()
-        access_token = str(tokens.get("access_token", ""))
+        tokens = _token_reply(reply)
+        if tokens is None:
+            log.error("unreadable reply from the sign-in token endpoint", extra={"event": "auth_bad_token_reply"})
+            return _unavailable(f"the sign-in service sent an unreadable reply: open {LOGIN_PATH} again")
+        access_token, expires_in = tokens
         try:
             await self.verifier.verify(access_token)
         except TokenError as exc:
             return _bad_request(f"the sign-in service returned an unusable token: {exc}")
         except KeysUnavailable as exc:
-            return JSONResponse({"error": str(exc)}, status_code=503)
+            log.error("sign-in keys unavailable", extra={"event": "auth_keys_unavailable", "reason": str(exc)})
+            return JSONResponse({"error": "sign-in is unavailable right now; try again shortly"}, status_code=503)
         response = RedirectResponse(safe_next(unquote(next_quoted)), status_code=302)
         response.set_cookie(
             SESSION_COOKIE,
             access_token,
-            max_age=int(tokens.get("expires_in", 3600)),
+            max_age=expires_in,
             path="/",
             secure=self._secure,
             httponly=True,
@@ -162,3 +172,23 @@ class BrowserSignIn:
 
 def _bad_request(message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=400)
+
+
+def _unavailable(message: str) -> JSONResponse:
+    """502: the sign-in service failed, not the browser."""
+    return JSONResponse({"error": message}, status_code=502)
+
+
+def _token_reply(reply: httpx.Response) -> tuple[str, int] | None:
+    """(access token, lifetime in seconds) from the token endpoint's JSON, or None when it is not the
+    object the Token endpoint documents (access_token a string, expires_in a positive integer)."""
+    try:
+        tokens = reply.json()
+    except ValueError:
+        return None
+    if not isinstance(tokens, dict):
+        return None
+    access_token, expires_in = tokens.get("access_token"), tokens.get("expires_in", 3600)
+    if not isinstance(access_token, str) or type(expires_in) is not int or expires_in <= 0:
+        return None
+    return access_token, expires_in

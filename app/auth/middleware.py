@@ -10,6 +10,7 @@ nothing unauthenticated reaches the batching queue.
 from __future__ import annotations
 
 import logging
+import re
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 # Where the verified caller goes: request.state.caller_id (app/api/dependencies.get_caller_id reads it).
 CALLER_STATE_KEY = "caller_id"
 OPEN_PATHS = frozenset({HEALTH_PATH, READINESS_PATH})
+# A job's image link (app/jobs/routes.py, GET /v1/jobs/{job_id}/image): its signature is the credential,
+# so it works without a token, like an S3 presigned URL (the README promises so).
+SIGNED_IMAGE_LINK = re.compile(r"/v1/jobs/[^/]+/image")
 
 
 def _is_page_load(scope: Scope, headers: dict[bytes, bytes]) -> bool:
@@ -41,7 +45,7 @@ class AuthMiddleware:
         self.browser = browser
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS or _is_signed_link(scope):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "http" and scope["path"].startswith("/auth/"):
@@ -71,6 +75,12 @@ class AuthMiddleware:
             await _redirect(send, f"{LOGIN_PATH}?next={quote(target, safe='')}")
             return
         await _reply(scope, send, 401, problem)
+
+
+def _is_signed_link(scope: Scope) -> bool:
+    """A GET of a job's image link: the route checks its signature."""
+    is_get = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+    return is_get and SIGNED_IMAGE_LINK.fullmatch(scope["path"]) is not None
 
 
 def _credentials(scope: Scope, headers: dict[bytes, bytes]) -> tuple[str | None, bool]:

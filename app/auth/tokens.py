@@ -45,6 +45,7 @@ class TokenVerifier:
         *,
         http: httpx.AsyncClient | None = None,
         refresh_after_s: float = 60.0,
+        retry_after_failure_s: float = 2.0,
     ) -> None:
         self.issuer = issuer.rstrip("/")
         self.client_ids = frozenset(client_ids)
@@ -53,6 +54,8 @@ class TokenVerifier:
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at = float("-inf")
         self._refresh_after_s = refresh_after_s
+        self._retry_after_failure_s = retry_after_failure_s
+        self._failure: str | None = None  # why the last fetch failed; None once one succeeded
         self._lock = asyncio.Lock()
 
     async def verify(self, token: str) -> Identity:
@@ -98,20 +101,27 @@ class TokenVerifier:
             return key
         async with self._lock:
             # Keys rotate rarely: refetch for an unknown kid, but at most once per refresh_after_s,
-            # so a flood of made-up kids cannot turn into a flood of JWKS requests.
-            if kid not in self._keys and time.monotonic() - self._fetched_at >= self._refresh_after_s:
-                await self._fetch()
+            # so a flood of made-up kids cannot turn into a flood of JWKS requests. A failed fetch
+            # counts too: until retry_after_failure_s has passed, every unknown kid gets its 503 at once.
+            if kid not in self._keys:
+                since = time.monotonic() - self._fetched_at
+                if self._failure is not None and since < self._retry_after_failure_s:
+                    raise KeysUnavailable(self._failure)
+                if self._failure is not None or since >= self._refresh_after_s:
+                    await self._fetch()
         key = self._keys.get(kid)
         if key is None:
             raise TokenError("the token was signed with a key the issuer does not publish")
         return key
 
     async def _fetch(self) -> None:
+        self._fetched_at = time.monotonic()
         try:
             response = await self._http.get(self.jwks_url)
             response.raise_for_status()
             keys = jwt.PyJWKSet.from_dict(response.json())
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
-            raise KeysUnavailable(f"could not read the sign-in keys from {self.jwks_url}: {exc}") from None
+            self._failure = f"could not read the sign-in keys from {self.jwks_url}: {exc}"
+            raise KeysUnavailable(self._failure) from None
         self._keys = {k.key_id: k for k in keys.keys if k.key_id}
-        self._fetched_at = time.monotonic()
+        self._failure = None

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.datastructures import URL
 
 from app.api.dependencies import get_caller_id
 from app.api.generate import error_response
@@ -119,7 +120,7 @@ def jobs_router(settings: Settings) -> APIRouter:
         record = await jobs.get(caller, job_id)
         if record is None:
             return _not_found()
-        return JSONResponse(await _status(record, request, jobs))
+        return JSONResponse(await _status(record, request, jobs, settings.public_url))
 
     @router.get(
         "/jobs/{job_id}/image",
@@ -145,7 +146,7 @@ def jobs_router(settings: Settings) -> APIRouter:
     return router
 
 
-async def _status(record: JobRecord, request: Request, jobs: JobService) -> dict[str, Any]:
+async def _status(record: JobRecord, request: Request, jobs: JobService, public_url: str) -> dict[str, Any]:
     state, error = record.visible_state()
     image_url, ttl = None, None
     if state is JobState.SUCCEEDED:
@@ -153,6 +154,8 @@ async def _status(record: JobRecord, request: Request, jobs: JobService) -> dict
         if image_url is None and jobs.signer is not None:
             expires, signature = jobs.signer.sign(record.id, ttl)
             link = request.url_for("get_job_image", job_id=record.id)
+            if public_url:  # the address clients use, not the Host header this request came with
+                link = URL(public_url.rstrip("/") + link.path)
             image_url = str(link.include_query_params(expires=expires, signature=signature))
     status = JobStatus(
         id=record.id,

@@ -19,8 +19,9 @@ def test_every_stderr_line_is_one_json_object_with_gradio_errors_among_them(tmp_
         "MAX_SIZE": "128",
     }
     with run_app(env) as (process, url):
-        # Above the slider's maximum: Gradio itself refuses it and prints a traceback to stderr.
-        assert ui_error(ui_generate(url, prompt="a fox", steps=9)) is not None
+        # Fewer values than the event has inputs: Gradio itself refuses it and prints a traceback to stderr.
+        assert ui_generate(url, raw_data=["a fox"])["success"] is False
+        assert ui_error(ui_generate(url, prompt="a fox", steps=9)).startswith("invalid request: steps")
         assert ui_error(ui_generate(url, prompt="a fox", steps=2.5)).startswith("invalid request: steps")
         assert ui_error(ui_generate(url, prompt="a fox", steps=2)) is None
         process.send_signal(signal.SIGTERM)
@@ -30,5 +31,5 @@ def test_every_stderr_line_is_one_json_object_with_gradio_errors_among_them(tmp_
     assert any(r["message"] == "ready" for r in records)
     assert any(r["logger"] == "stderr" and "Traceback" in r.get("traceback", "") for r in records)
     ui_lines = [r for r in records if r.get("path") == "ui:generate"]
-    assert [r["status"] for r in ui_lines] == [422, 200]
+    assert [r["status"] for r in ui_lines] == [422, 422, 200]
     assert len(ui_lines[0]["error_id"]) == 12

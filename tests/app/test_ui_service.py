@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.app.held import finish, hold_the_pipeline, post_and_leave_open, wait_until
-from tests.app.ui_protocol import ui_error, ui_generate
+from tests.app.ui_protocol import generate_dependency, ui_error, ui_generate, ui_generate_async
 
 
 def test_the_ui_and_the_api_share_one_queue_bound(held_service):
@@ -52,6 +52,14 @@ def test_the_ui_and_the_api_share_one_queue_bound(held_service):
         ({"prompt": "   "}, "prompt must not be empty"),
         ({"seed": 1.5}, "invalid request: seed: Input should be a valid integer"),
         ({"width": 100}, "invalid request: width: Input should be a multiple of 8"),
+        # Values of the wrong type or past a slider's end, as a script could send them: the API's
+        # message, not Gradio's bare "Error", and no "['a fox']" prompt made up from a list.
+        ({"prompt": ["a fox"]}, "invalid request: prompt: Input should be a valid string"),
+        ({"steps": "many"}, "invalid request: steps: Input should be a valid integer"),
+        ({"steps": 9}, "invalid request: steps: Input should be less than or equal to 8"),
+        ({"seed": "seven"}, "invalid request: seed: Input should be a valid integer"),
+        ({"seed": [7]}, "invalid request: seed: Input should be a valid integer"),
+        ({"width": {"x": 1}}, "invalid request: width: Input should be a valid integer"),
     ],
 )
 def test_the_ui_validates_like_the_api_with_readable_messages(held_service, values, message):
@@ -90,3 +98,19 @@ def test_the_ui_generated_files_are_deleted(held_service):
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not path.exists()
+
+
+def test_a_burst_of_page_requests_never_meets_gradios_own_queue_bound(held_service):
+    live, _backend = held_service
+    burst = 4 * live.settings.queue_size
+
+    generate_dependency(live.url)  # before the burst, so that the joins arrive together
+
+    async def press_generate_at_once() -> list[tuple[int, str | None]]:
+        async with httpx.AsyncClient(base_url=live.url, timeout=60, limits=httpx.Limits(max_connections=100)) as c:
+            return await asyncio.gather(*[ui_generate_async(c, live.url, prompt=f"burst {i}") for i in range(burst)])
+
+    outcomes = asyncio.run(press_generate_at_once())
+    # Each request gets an image or the service's own "busy" message; none gets Gradio's 503.
+    assert {status for status, _ in outcomes} == {200}, outcomes
+    assert {error for _, error in outcomes} <= {None, "The service is busy (its queue is full); try again in a moment."}

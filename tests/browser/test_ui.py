@@ -10,6 +10,7 @@ import pytest
 
 from tests.app.held import finish, hold_the_pipeline, info, wait_until
 from tests.app.live_server import LiveServer
+from tests.app.native_server import NATIVE_SIZE, serve_gated
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 # Offline machines refuse many of Chromium's background connections; these flags stop them.
@@ -63,7 +64,9 @@ def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser
     page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
     page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
     page.get_by_text("Options").click()
-    page.get_by_label("Seed (empty: random)").fill("2.5")  # the API answers 422; the UI used to run seed 2
+    seed = page.get_by_label("Seed (empty: random)")
+    seed.fill("2.5")  # the API answers 422; the UI used to run seed 2
+    seed.blur()
     page.locator("#generate").click()
     page.get_by_text("seed: Input should be a valid integer").first.wait_for(timeout=60_000)
     assert page.locator("#result img").count() == 0
@@ -87,3 +90,50 @@ def test_closing_the_page_takes_its_queued_request_out_of_the_queue(browser, hel
     finally:
         finish(blocker, backend)
     assert [p.prompt for batch in backend.batches[batches:] for p in batch] == ["blocker"]
+
+
+def test_an_empty_seed_stays_empty_and_random_after_opening_the_options(browser, held_service):
+    live, _backend = held_service
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live.url + "/", wait_until="domcontentloaded")
+    page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
+    page.get_by_text("Options").click()
+    seed = page.get_by_label("Seed (empty: random)")
+    seed.wait_for(timeout=10_000)
+    assert seed.input_value() == ""
+    page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
+    seeds = []
+    for _ in range(2):
+        before = page.locator("#caption").inner_text()
+        page.locator("#generate").click()
+        page.wait_for_function(
+            "before => { const c = document.querySelector('#caption'); return c && c.innerText.includes('seed')"
+            " && c.innerText !== before; }",
+            arg=before,
+            timeout=60_000,
+        )
+        seeds.append(page.locator("#caption").inner_text().split(" · ")[0])
+    assert seeds[0] != seeds[1], seeds  # every Generate draws a new seed
+    assert seed.input_value() == ""
+    page.close()
+
+
+def test_a_page_opened_while_the_model_loads_updates_itself_once_it_is_ready(browser, tmp_path):
+    with serve_gated(tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "/", wait_until="domcontentloaded")
+        page.get_by_text("Loading the model").wait_for(timeout=30_000)
+        assert page.get_by_text("Demo model loaded").count() == 0
+        page.get_by_text("Options").click()
+        width = page.get_by_role("spinbutton", name="Width")
+        assert width.input_value() == str(server.service.settings.min_size)
+        server.load.set()
+        page.get_by_text("Demo model loaded").wait_for(timeout=30_000)
+        assert page.get_by_text("Loading the model").count() == 0
+        page.wait_for_function(
+            "size => document.querySelector('input[aria-label=\"number input for Width\"]')?.value === size",
+            arg=str(NATIVE_SIZE[0]),
+            timeout=10_000,
+        )
+        assert page.get_by_role("spinbutton", name="Height").input_value() == str(NATIVE_SIZE[1])
+        page.close()
