@@ -121,6 +121,12 @@ class Settings(BaseSettings):
     )
     jobs_concurrency: int = Field(4, ge=1, le=10, description="jobs one pod holds at once")
     jobs_poll_s: float = Field(10.0, ge=0.0, le=20.0, description="long-poll wait for new jobs")
+    jobs_timeout_s: float = Field(
+        3600.0,
+        gt=0.0,
+        le=86400.0,
+        description="how long one attempt of a job may wait and run (REQUEST_TIMEOUT_S is for interactive requests)",
+    )
     jobs_url_ttl_s: int = Field(900, ge=60, le=604800, description="lifetime of a result's image URL")
 
     # The UI and logs.

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from app.api.generate import png_bytes
 from app.backends.base import UnsupportedRequest
-from app.batching import QueueFull
+from app.batching import DeadlineExceeded, QueueFull
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
 from app.logs import log_failure
@@ -187,7 +187,7 @@ class JobWorker:
                 continue
             self._in_batcher += 1
             try:
-                result = await self.generation.generate(params)
+                result = await self.generation.generate(params, timeout_s=self.settings.jobs_timeout_s)
                 break
             except QueueFull:
                 await asyncio.sleep(ROOM_POLL_S)
@@ -215,6 +215,8 @@ class JobWorker:
     async def _failed_attempt(self, delivery: Delivery, record: JobRecord, exc: Exception) -> None:
         if isinstance(exc, UnsupportedRequest):
             error = f"this deployment cannot run the request: {exc}"
+        elif isinstance(exc, DeadlineExceeded):
+            error = f"no image within JOBS_TIMEOUT_S ({self.settings.jobs_timeout_s:g} s)"
         else:
             error_id = log_failure(log, f"job {record.id} attempt {delivery.receive_count} failed", exc)
             error = f"generation failed (error id {error_id})"

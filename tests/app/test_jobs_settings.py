@@ -22,6 +22,7 @@ def test_the_aws_backend_names_the_settings_it_lacks():
         ({"jobs_prefix": "no-slash"}, "JOBS_PREFIX"),
         ({"jobs_concurrency": 0}, "JOBS_CONCURRENCY"),
         ({"jobs_poll_s": 30}, "JOBS_POLL_S"),
+        ({"jobs_timeout_s": 0}, "JOBS_TIMEOUT_S"),
     ],
 )
 def test_bad_job_settings_name_their_variable(override, variable):
