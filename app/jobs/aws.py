@@ -99,12 +99,11 @@ class S3Store:
     default (SSE-KMS with the jobs key), so no call names a key.
     """
 
-    claim_stale_s = CLAIM_STALE_S
-
-    def __init__(self, client: Any, bucket: str, prefix: str):
+    def __init__(self, client: Any, bucket: str, prefix: str, claim_stale_s: float = CLAIM_STALE_S):
         self._s3 = client
         self.bucket = bucket
         self.prefix = prefix
+        self.claim_stale_s = claim_stale_s
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -112,7 +111,7 @@ class S3Store:
     def create(self, record: JobRecord, idempotency_token: str | None) -> JobRecord:
         """Claim the idempotency token with a conditional put (If-None-Match: *), then write the record.
 
-        A claim older than CLAIM_STALE_S without a record is adopted: the record is written (again
+        A claim older than `claim_stale_s` without a record is adopted: the record is written (again
         conditionally, so one retry wins) under the claim's job id. S3 failures: StoreUnavailable.
         """
         try:
@@ -132,7 +131,7 @@ class S3Store:
 
     def _adopt(self, claim_key: str, record: JobRecord) -> JobRecord:
         claim = self._read_claim(claim_key)
-        if claim is None or claim.age_s < CLAIM_STALE_S or self.get(claim.job_id) is not None:
+        if claim is None or claim.age_s < self.claim_stale_s or self.get(claim.job_id) is not None:
             raise IdempotencyConflict(claim.job_id if claim else "")
         adopted = record.model_copy(update={"id": claim.job_id})
         try:

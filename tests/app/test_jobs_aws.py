@@ -23,8 +23,8 @@ from moto import mock_aws
 from PIL import Image
 
 from app.jobs.aws import S3Store, SnsNotifier, SqsQueue
-from app.jobs.model import JobState
-from app.jobs.service import JobService
+from app.jobs.model import JobRecord, JobState, idempotency_token, new_job_id, request_fingerprint
+from app.jobs.service import JobService, SubmissionInProgress
 from app.jobs.worker import JobWorker
 from app.service import GenerationService
 from app.settings import load_settings
@@ -35,6 +35,7 @@ REGION = "us-east-1"
 BUCKET = "sd-jobs-test"
 MAX_RECEIVES = 2  # attempts, counted by the service
 QUEUE_MAX_RECEIVES = 4  # the redrive policy's maxReceiveCount: deliveries, hand-backs included
+CLAIM_STALE_S = 4.0  # below the store's 30 s, to keep the tests short (S3 dates have whole seconds)
 
 
 @dataclass
@@ -122,7 +123,8 @@ async def start_pod(aws: Aws, backend: FakeBackend | None = None, visibility_s: 
     backend = backend or FakeBackend()
     generation = GenerationService(cfg, lambda _s: backend)
     await generation.start()
-    queue, store = SqsQueue(aws.sqs, aws.queue_url, aws.dlq_url), S3Store(aws.s3, BUCKET, cfg.jobs_prefix)
+    queue = SqsQueue(aws.sqs, aws.queue_url, aws.dlq_url)
+    store = S3Store(aws.s3, BUCKET, cfg.jobs_prefix, claim_stale_s=CLAIM_STALE_S)
     notifier = SnsNotifier(aws.sns, aws.topic_arn)
     worker = JobWorker(cfg, generation, queue, store, notifier)
     generation.add_drain_hook(worker.drain)
@@ -340,5 +342,60 @@ def test_a_job_longer_than_its_visibility_timeout_stays_hidden_and_runs_once(aws
         assert record.state is JobState.SUCCEEDED and record.attempts == 1
         assert runs(slow, 31) == 1 and runs(second.backend, 31) == 0
         assert len(aws.notices()) == 1
+
+    asyncio.run(scenario())
+
+
+def stranded_record(body: dict[str, Any]) -> JobRecord:
+    """The record a submission writes for `body` before it queues the job."""
+    now = time.time()
+    return JobRecord(
+        id=new_job_id(),
+        owner="alice",
+        state=JobState.QUEUED,
+        request=body,
+        fingerprint=request_fingerprint(body),
+        max_attempts=MAX_RECEIVES,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_a_retry_queues_the_job_of_a_submission_that_died_before_queueing_it(aws):
+    async def scenario() -> None:
+        pod = await start_pod(aws)
+        body = {"prompt": "stranded", "seed": 51}
+        token = idempotency_token("alice", "batch-9")
+        stranded = stranded_record(body)
+        await asyncio.to_thread(pod.store.create, stranded, token)  # the submission died here
+        with pytest.raises(SubmissionInProgress):  # a fresh claim: its submitter may still be queueing
+            await pod.jobs.submit("alice", dict(body), "batch-9")
+        await asyncio.sleep(CLAIM_STALE_S + 1)
+        retry = await pod.jobs.submit("alice", dict(body), "batch-9")
+        assert retry.replayed and retry.record.id == stranded.id
+        assert queue_counts(aws, aws.queue_url) == (1, 0)
+        again = await pod.jobs.submit("alice", dict(body), "batch-9")  # now marked queued: no second message
+        assert again.replayed and queue_counts(aws, aws.queue_url) == (1, 0)
+        pod.worker.start()
+        record = await settled(pod.store, stranded.id)
+        await pod.stop()
+        assert record.state is JobState.SUCCEEDED and runs(pod.backend, 51) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_adopts_a_claim_whose_record_was_never_written(aws):
+    async def scenario() -> None:
+        pod = await start_pod(aws)
+        orphan = new_job_id()
+        claim_key = f"{pod.store.prefix}idempotency/{idempotency_token('alice', 'batch-10')}"
+        aws.s3.put_object(Bucket=BUCKET, Key=claim_key, Body=orphan.encode())  # the submission died here
+        await asyncio.sleep(CLAIM_STALE_S + 1)
+        retry = await pod.jobs.submit("alice", {"prompt": "orphan", "seed": 52}, "batch-10")
+        assert retry.record.id == orphan and not retry.replayed
+        pod.worker.start()
+        record = await settled(pod.store, orphan)
+        await pod.stop()
+        assert record.state is JobState.SUCCEEDED and runs(pod.backend, 52) == 1
 
     asyncio.run(scenario())
