@@ -76,6 +76,22 @@ def wait_state(url: str, job_id: str, states: set[str], timeout_s: float) -> dic
     raise AssertionError(f"job {job_id} never reached {states}: {found}")
 
 
+def wait_all(url: str, job_ids: set[str], timeout_s: float) -> dict[str, dict[str, Any]]:
+    """Every job's status once all are finished; fails naming the unfinished ones after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    finals: dict[str, dict[str, Any]] = {}
+    while True:
+        for job_id in job_ids - set(finals):
+            found = status(url, job_id)
+            if found["state"] in FINISHED:
+                finals[job_id] = found
+        unfinished = job_ids - set(finals)
+        if not unfinished:
+            return finals
+        assert time.monotonic() < deadline, f"{len(unfinished)} accepted jobs never finished: {sorted(unfinished)}"
+        time.sleep(0.2)
+
+
 def notices(jobs_dir: Path) -> list[dict[str, Any]]:
     path = jobs_dir / "notifications.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -255,7 +271,7 @@ def test_every_accepted_job_ends_exactly_once_while_the_process_is_killed_again_
             assert time.monotonic() < deadline, f"never accepted: {client.pending(keys)}"
             asyncio.run(client.submit(url, client.pending(keys)))
             time.sleep(0.5 if client.pending(keys) else 0)
-        finals = {job_id: wait_state(url, job_id, FINISHED, 40) for job_id in client.accepted.values()}
+        finals = wait_all(url, set(client.accepted.values()), 60)
         announced = wait_notices(jobs_dir, set(finals), 20)
 
     assert set(client.statuses) <= {202, 503, "cut"}, client.statuses  # never a 409, 500 or 507 for a retry
