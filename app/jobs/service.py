@@ -17,6 +17,7 @@ from app.jobs.model import (
 )
 from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore
 from app.jobs.signing import UrlSigner
+from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService
 from app.settings import Settings
@@ -108,7 +109,10 @@ class JobService:
                 await asyncio.to_thread(self.store.put, failed)
             raise QueueUnavailable from exc
         if token is not None:
-            await asyncio.to_thread(self.store.mark_enqueued, token, record.id)
+            try:
+                await asyncio.to_thread(self.store.mark_enqueued, token, record.id)
+            except Exception as exc:  # the job is queued; a later replay may send a duplicate, which workers settle
+                log_failure(log, f"marking job {record.id} queued on its claim failed", exc)
 
     async def _replay(self, token: str, owner: str, fingerprint: str) -> Submission:
         """The job an earlier submission with this key made; queued now if that submission died before.
