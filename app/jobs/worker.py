@@ -75,7 +75,8 @@ class JobWorker:
         self.notifier = notifier
         self._on_finished = on_finished
         self.visibility_s = settings.jobs_visibility_s
-        self._held: dict[str, asyncio.Task[None]] = {}
+        self._held: dict[str, asyncio.Task[None]] = {}  # by receipt
+        self._held_jobs: set[str] = set()  # their job ids
         self._in_batcher = 0  # held jobs inside GenerationService.generate now
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -124,9 +125,17 @@ class JobWorker:
                 if self._stopping:  # received during the drain's last poll: hand back at once
                     await self._hand_back(delivery, None)
                     continue
+                if delivery.job_id in self._held_jobs:  # a duplicate message of a job this pod runs: later
+                    await asyncio.to_thread(self.queue.extend, delivery, self.visibility_s)
+                    continue
                 task = asyncio.create_task(self._process_logged(delivery), name=f"job-{delivery.job_id}")
                 self._held[delivery.receipt] = task
-                task.add_done_callback(lambda _t, receipt=delivery.receipt: self._held.pop(receipt, None))
+                self._held_jobs.add(delivery.job_id)
+                task.add_done_callback(lambda _t, d=delivery: self._release(d))
+
+    def _release(self, delivery: Delivery) -> None:
+        self._held.pop(delivery.receipt, None)
+        self._held_jobs.discard(delivery.job_id)
 
     async def _process_logged(self, delivery: Delivery) -> None:
         try:
