@@ -64,6 +64,7 @@ SQS_DIMENSION_QUEUE: Final = "QueueName"
 SQS_VISIBLE: Final = "ApproximateNumberOfMessagesVisible"
 SQS_NOT_VISIBLE: Final = "ApproximateNumberOfMessagesNotVisible"
 SQS_OLDEST_AGE: Final = "ApproximateAgeOfOldestMessage"
+SQS_RECEIVED: Final = "NumberOfMessagesReceived"
 
 # Published by the routing controller (routing_controller/), not by the service: the forward weight
 # it set for each accelerator's target group, out of a total of 100, with the same dimensions.

@@ -139,13 +139,17 @@ class GenerationService:
             await self.batcher.stop()
         self._pipeline_thread.shutdown(wait=False, cancel_futures=True)
 
-    async def generate(self, params: GenerationParams, on_step: StepListener | None = None) -> BatchResult:
-        """Queue `params` and wait for the image; raises NotReady, QueueFull or DeadlineExceeded."""
+    async def generate(
+        self, params: GenerationParams, on_step: StepListener | None = None, timeout_s: float | None = None
+    ) -> BatchResult:
+        """Queue `params` and wait for the image within `timeout_s` (default REQUEST_TIMEOUT_S); raises
+        NotReady, QueueFull or DeadlineExceeded."""
         if self.draining:
             raise NotReady("the service is shutting down")
         if not self.ready or self.batcher is None:
             raise NotReady("the model is still loading")
-        return await self.batcher.submit(params, self.settings.request_timeout_s, on_step)
+        timeout = self.settings.request_timeout_s if timeout_s is None else timeout_s
+        return await self.batcher.submit(params, timeout, on_step)
 
     def record(self, status: int, latency_ms: float, images: int) -> None:
         """Count one finished generation request (API or UI) in the metrics (499: the client left)."""

@@ -113,14 +113,33 @@ class Settings(BaseSettings):
     jobs_bucket: str | None = Field(None, description="aws: the S3 bucket for records and images")
     jobs_prefix: str = Field("jobs/", pattern=r"^([A-Za-z0-9._-]+/)+$", description="aws: key prefix, ends in /")
     jobs_topic_arn: str | None = Field(None, description="aws: the SNS topic announcing finished jobs")
+    jobs_dead_letter_url: str | None = Field(
+        None, description="aws: the dead-letter queue's URL; jobs found there are failed and announced"
+    )
     jobs_max_receives: int = Field(
-        3, ge=1, le=1000, description="attempts before a job is failed (aws: the queue's maxReceiveCount)"
+        3,
+        ge=1,
+        le=1000,
+        description="attempts before a job is failed (a job handed back at shutdown keeps its attempt)",
+    )
+    jobs_queue_max_receives: int = Field(
+        100,
+        ge=1,
+        le=1000,
+        description="deliveries of one job's message (hand-backs and crashes included) before the queue gives up on "
+        "it; local: the embedded queue's limit, aws: the queue's maxReceiveCount (set by the stack)",
     )
     jobs_visibility_s: int = Field(
         60, ge=10, le=43200, description="how long a taken job stays hidden; extended while it runs"
     )
     jobs_concurrency: int = Field(4, ge=1, le=10, description="jobs one pod holds at once")
     jobs_poll_s: float = Field(10.0, ge=0.0, le=20.0, description="long-poll wait for new jobs")
+    jobs_timeout_s: float = Field(
+        3600.0,
+        gt=0.0,
+        le=86400.0,
+        description="how long one attempt of a job may wait and run (REQUEST_TIMEOUT_S is for interactive requests)",
+    )
     jobs_url_ttl_s: int = Field(900, ge=60, le=604800, description="lifetime of a result's image URL")
 
     # The UI and logs.
@@ -191,11 +210,15 @@ class Settings(BaseSettings):
                     f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
                 )
         if self.jobs == "aws":
-            missing = [
-                name.upper() for name in ("jobs_queue_url", "jobs_bucket", "jobs_topic_arn") if not getattr(self, name)
-            ]
+            needed = ("jobs_queue_url", "jobs_dead_letter_url", "jobs_bucket", "jobs_topic_arn")
+            missing = [name.upper() for name in needed if not getattr(self, name)]
             if missing:
                 raise ValueError(f"JOBS=aws needs {', '.join(missing)}")
+        if self.jobs_queue_max_receives < self.jobs_max_receives:
+            raise ValueError(
+                f"JOBS_QUEUE_MAX_RECEIVES={self.jobs_queue_max_receives} is below "
+                f"JOBS_MAX_RECEIVES={self.jobs_max_receives}: the queue would give up before the last attempt"
+            )
         return self
 
 

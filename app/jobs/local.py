@@ -2,13 +2,15 @@
 
 It keeps the AWS semantics that matter to a client and a worker: at-least-once delivery with a
 visibility timeout, a dead-letter table after `max_receives` receives, records that survive a
-restart, and one notification line per finished job (in `notifications.jsonl`, the local stand-in
-for the SNS topic).
+restart, and exactly one notification line per finished job (in `notifications.jsonl`, the local
+stand-in for the SNS topic), even when the process is killed while writing it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from app.jobs.model import JobRecord
 from app.jobs.notice import finished_notice
-from app.jobs.ports import Delivery, IdempotencyConflict
+from app.jobs.ports import Claim, Delivery, IdempotencyConflict, StoreFull, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +39,40 @@ CREATE TABLE IF NOT EXISTS dead_letters (job_id TEXT NOT NULL, moved_at REAL NOT
 """
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+# A claim older than this whose record does not exist, or whose job was not queued, belongs to a
+# submission that died (writing a record and queueing it take milliseconds): a retry with the same
+# key adopts its job id, or queues it.
+CLAIM_STALE_S = 5.0
+ENQUEUED_MARK = "queued"  # the claim file's second line once the job's message was sent
+DEAD_LETTER_RECEIPT = "dead:"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _write_temporary(path: Path, data: bytes) -> Path:
+    """`data` in a new file beside `path` (removed again if the write fails, e.g. on a full disk)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    os.replace(_write_temporary(path, data), path)
+
+
+def _create_exclusively(path: Path, data: bytes) -> bool:
+    """Write `path` atomically unless it exists (a hard link fails then); True if this call wrote it."""
+    tmp = _write_temporary(path, data)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+    return True
 
 
 class LocalQueue:
@@ -124,14 +156,25 @@ class LocalQueue:
         with self._connect() as db:
             db.execute("DELETE FROM messages WHERE id = ? AND receipt = ?", (row_id, delivery.receipt))
 
-    def dead_letters(self) -> list[str]:
-        """Job ids in the dead-letter table, oldest first."""
+    def dead_letters(self, max_messages: int) -> list[Delivery]:
+        """Up to `max_messages` entries of the dead-letter table, oldest first (they stay until deleted)."""
         with self._connect() as db:
-            return [row[0] for row in db.execute("SELECT job_id FROM dead_letters ORDER BY moved_at")]
+            rows = db.execute(
+                "SELECT rowid, job_id FROM dead_letters ORDER BY moved_at LIMIT ?", (max_messages,)
+            ).fetchall()
+        return [Delivery(job_id, f"{DEAD_LETTER_RECEIPT}{rowid}", self.max_receives) for rowid, job_id in rows]
+
+    def delete_dead_letter(self, delivery: Delivery) -> None:
+        """Remove an entry of the dead-letter table."""
+        rowid = int(delivery.receipt.removeprefix(DEAD_LETTER_RECEIPT))
+        with self._connect() as db:
+            db.execute("DELETE FROM dead_letters WHERE rowid = ?", (rowid,))
 
 
 class LocalStore:
     """Records as JSON files, images as PNG files, idempotency keys as link-once files."""
+
+    claim_stale_s = CLAIM_STALE_S
 
     def __init__(self, root: Path):
         self.root = root
@@ -144,19 +187,54 @@ class LocalStore:
     def _image_path(self, job_id: str) -> Path:
         return self.root / "images" / f"{job_id}.png"
 
-    def create(self, record: JobRecord, idempotency_token: str | None) -> None:
-        """Claim the idempotency token (atomically: a hard link fails if it exists), then write the record."""
-        if idempotency_token is not None:
+    def create(self, record: JobRecord, idempotency_token: str | None) -> JobRecord:
+        """Claim the idempotency token (atomically: a hard link fails if it exists), then write the record.
+
+        A stale claim without a record is adopted: the record is written under the claim's job id.
+        A record that cannot be written releases the claim: StoreFull on a full disk, else StoreUnavailable.
+        """
+        try:
+            if idempotency_token is None:
+                self.put(record)
+                return record
             claim = self.root / "idempotency" / idempotency_token
-            tmp = claim.with_name(f".{claim.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(record.id)
-            try:
-                os.link(tmp, claim)
-            except FileExistsError:
-                raise IdempotencyConflict(claim.read_text().strip()) from None
-            finally:
-                tmp.unlink()
-        self.put(record)
+            for _ in range(3):  # a claim released between our tries is claimed again
+                if _create_exclusively(claim, record.id.encode()):
+                    try:
+                        self.put(record)
+                    except OSError:
+                        claim.unlink(missing_ok=True)  # the key stays usable: the next retry claims it afresh
+                        raise
+                    return record
+                with contextlib.suppress(FileNotFoundError):
+                    return self._adopt(claim, record)
+            raise IdempotencyConflict(record.id)
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise StoreFull("no space left for job records") from exc
+            raise StoreUnavailable(f"writing the job record failed ({exc.strerror})") from exc
+
+    def _adopt(self, claim_path: Path, record: JobRecord) -> JobRecord:
+        """The claim names another job: adopt its id if that job's writer died before writing its record."""
+        claim = _read_claim(claim_path)  # FileNotFoundError: released meanwhile
+        if claim.age_s < CLAIM_STALE_S or self._record_path(claim.job_id).exists():
+            raise IdempotencyConflict(claim.job_id)
+        adopted = record.model_copy(update={"id": claim.job_id})
+        if not _create_exclusively(self._record_path(claim.job_id), adopted.model_dump_json().encode()):
+            raise IdempotencyConflict(claim.job_id)  # another retry adopted it first
+        log.warning("adopted the job of a submission that died before writing it", extra={"job_id": claim.job_id})
+        return adopted
+
+    def claim(self, idempotency_token: str) -> Claim | None:
+        """The claim file's job id, queued mark and age, or None."""
+        try:
+            return _read_claim(self.root / "idempotency" / idempotency_token)
+        except FileNotFoundError:
+            return None
+
+    def mark_enqueued(self, idempotency_token: str, job_id: str) -> None:
+        """Add the queued mark to the claim file."""
+        _write_atomically(self.root / "idempotency" / idempotency_token, f"{job_id}\n{ENQUEUED_MARK}\n".encode())
 
     def get(self, job_id: str) -> JobRecord | None:
         """The record, or None if there is none."""
@@ -185,16 +263,64 @@ class LocalStore:
             return None
 
 
+def _read_claim(path: Path) -> Claim:
+    lines = path.read_text().split()
+    age = time.time() - path.stat().st_mtime
+    return Claim(job_id=lines[0] if lines else "", enqueued=ENQUEUED_MARK in lines[1:], age_s=age)
+
+
 class LocalNotifier:
-    """One JSON line per finished job in `notifications.jsonl`, and a log line."""
+    """Exactly one JSON line per finished job in `notifications.jsonl`, and a log line.
+
+    An outbox entry per job (`notices/<id>`) says `pending` before the line is appended and `sent`
+    after: a call for a `sent` job does nothing, and one that finds `pending` (the writer was killed
+    in between) looks in the file before appending. A lock file serializes writers across processes.
+    """
 
     def __init__(self, path: Path):
         self.path = path
+        self.outbox = path.parent / "notices"
+        self.outbox.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        with self._lock, (self.path.parent / ".notifications.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _already_written(self, job_id: str) -> bool:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return False
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):  # a line torn by a kill is not the job's notice
+                notice = json.loads(line)
+                if isinstance(notice, dict) and notice.get("job_id") == job_id:
+                    return True
+        return False
+
     def job_finished(self, record: JobRecord) -> None:
-        """Append the job's announcement."""
-        line = json.dumps(finished_notice(record)) + "\n"
-        with self._lock, self.path.open("a") as out:
-            out.write(line)
+        """Append the job's announcement, unless it is there already."""
+        entry = self.outbox / record.id
+        with self._exclusive():
+            state = entry.read_text() if entry.exists() else None
+            if state == "sent":
+                return
+            if state == "pending" and self._already_written(record.id):  # killed before it could say `sent`
+                _write_atomically(entry, b"sent")
+                return
+            _write_atomically(entry, b"pending")
+            line = json.dumps(finished_notice(record)).encode() + b"\n"
+            with self.path.open("ab+") as out:
+                end = out.seek(0, os.SEEK_END)
+                if end > 0:
+                    out.seek(end - 1)
+                    if out.read(1) != b"\n":  # a line cut short by a kill ends here: start a new one
+                        line = b"\n" + line
+                out.write(line)
+                out.flush()
+                os.fsync(out.fileno())
+            _write_atomically(entry, b"sent")
         log.info("job finished", extra={"job_id": record.id, "state": record.state.value})

@@ -55,7 +55,9 @@ class JobRecord(BaseModel):
     max_attempts: int
     created_at: float
     updated_at: float
-    attempts: int = 0
+    attempts: int = Field(
+        0, description="attempts started; a job handed back at shutdown gets its attempt back (app/jobs/worker.py)"
+    )
     error: str | None = None
     lease_until: float | None = Field(None, description="while running: when the worker's hold on it lapses")
     backend: str | None = None
@@ -70,15 +72,24 @@ class JobRecord(BaseModel):
         """The state and error a client is shown.
 
         A worker that dies mid-job cannot record it: its lease lapses and the queue hands the job out
-        again, or, after the last attempt, moves it to the dead-letter queue. So a lapsed lease reads
+        again, and the next worker records the attempt as failed. So until then a lapsed lease reads
         as `queued` while attempts remain and as `failed` after the last one.
         """
-        now = time.time() if now is None else now
-        if self.state is JobState.RUNNING and self.lease_until is not None and self.lease_until < now:
+        if self.worker_stopped(now):
             if self.attempts >= self.max_attempts:
-                return JobState.FAILED, (
-                    f"the worker stopped during attempt {self.attempts} of {self.max_attempts} "
-                    "(the job is in the dead-letter queue)"
-                )
-            return JobState.QUEUED, self.error
+                return JobState.FAILED, self.final_error(self.stopped_error())
+            return JobState.QUEUED, self.stopped_error()
         return self.state, self.error
+
+    def worker_stopped(self, now: float | None = None) -> bool:
+        """True if the job is `running` but its worker's lease lapsed: the worker died mid-attempt."""
+        now = time.time() if now is None else now
+        return self.state is JobState.RUNNING and (self.lease_until is None or self.lease_until < now)
+
+    def stopped_error(self) -> str:
+        """The error of an attempt whose worker died (killed, out of memory, node lost)."""
+        return f"the worker stopped during attempt {self.attempts} of {self.max_attempts}"
+
+    def final_error(self, error: str) -> str:
+        """The error of the job's last attempt, as the job's final error."""
+        return f"{error}; gave up after {self.attempts} attempts"

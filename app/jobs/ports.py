@@ -19,6 +19,23 @@ class IdempotencyConflict(Exception):
         self.job_id = job_id
 
 
+class StoreFull(Exception):
+    """The store has no space left for a new record (the local disk is full): answer 507."""
+
+
+class StoreUnavailable(Exception):
+    """The store could not write a new record: answer 503."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What an idempotency key's claim says: its job, whether that job's message was sent, its age."""
+
+    job_id: str
+    enqueued: bool
+    age_s: float
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One received job message: which job, the handle to settle it, and how often it was received."""
@@ -47,12 +64,37 @@ class JobQueue(Protocol):
         """Remove a settled job's message for good."""
         ...
 
+    def dead_letters(self, max_messages: int) -> list[Delivery]:
+        """Up to `max_messages` messages the queue gave up on (its dead-letter queue), without waiting."""
+        ...
+
+    def delete_dead_letter(self, delivery: Delivery) -> None:
+        """Remove a dead letter whose job has been settled."""
+        ...
+
 
 class JobStore(Protocol):
     """Job records and their images."""
 
-    def create(self, record: JobRecord, idempotency_token: str | None) -> None:
-        """Store a new record; IdempotencyConflict if the token already names a job."""
+    claim_stale_s: float
+    """A claim this old whose job is not recorded, or not queued, belongs to a submission that died."""
+
+    def create(self, record: JobRecord, idempotency_token: str | None) -> JobRecord:
+        """Claim the token, then store the new record; the record stored.
+
+        IdempotencyConflict if the token names another job. A stale claim whose record was never
+        written (its writer was killed) is adopted: the record is stored under the claim's job id.
+        If the record cannot be written, StoreFull or StoreUnavailable (and the claim is released
+        where the store can).
+        """
+        ...
+
+    def claim(self, idempotency_token: str) -> Claim | None:
+        """The token's claim, or None."""
+        ...
+
+    def mark_enqueued(self, idempotency_token: str, job_id: str) -> None:
+        """Note on the claim that its job's message was sent."""
         ...
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -80,5 +122,9 @@ class Notifier(Protocol):
     """Announces finished jobs."""
 
     def job_finished(self, record: JobRecord) -> None:
-        """Publish one message for a job that reached `succeeded` or `failed`."""
+        """Publish the message of a job that reached `succeeded` or `failed`.
+
+        Called again for the same job after a crash (until the record says `notified`): a notifier
+        that can tell whether its last publication landed publishes only once.
+        """
         ...

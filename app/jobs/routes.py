@@ -18,10 +18,12 @@ from app.api.generate import error_response
 from app.api.schemas import ErrorResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.jobs.model import IDEMPOTENCY_KEY_PATTERN, JOB_ID_PATTERN, JobRecord, JobState
-from app.jobs.service import IdempotencyKeyReused, JobService, QueueUnavailable
+from app.jobs.ports import StoreFull, StoreUnavailable
+from app.jobs.service import IdempotencyKeyReused, JobService, QueueUnavailable, SubmissionInProgress
 from app.settings import Settings
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+RETRY_AFTER_S = "5"
 
 
 class JobAccepted(BaseModel):
@@ -70,7 +72,8 @@ def jobs_router(settings: Settings) -> APIRouter:
             (409, "the Idempotency-Key was used before with a different body"),
             (413, "body too large"),
             (422, "invalid input, or a shape this deployment cannot serve"),
-            (503, "the job queue is unavailable"),
+            (503, "the job store or queue is unavailable, or a submission with this Idempotency-Key is in progress"),
+            (507, "the job store is out of space (local backend); the Idempotency-Key stays usable"),
         )
     }
 
@@ -97,7 +100,21 @@ def jobs_router(settings: Settings) -> APIRouter:
         except IdempotencyKeyReused:
             return error_response(409, f"this {IDEMPOTENCY_HEADER} was used with a different request body")
         except QueueUnavailable:
-            return error_response(503, "the job queue is unavailable; retry later", {"Retry-After": "5"})
+            return error_response(503, "the job queue is unavailable; retry later", {"Retry-After": RETRY_AFTER_S})
+        except StoreFull:
+            return error_response(
+                507, "the job store is out of space; nothing was queued, retry later", {"Retry-After": RETRY_AFTER_S}
+            )
+        except StoreUnavailable:
+            return error_response(
+                503, "the job store is unavailable; nothing was queued, retry later", {"Retry-After": RETRY_AFTER_S}
+            )
+        except SubmissionInProgress:
+            return error_response(
+                503,
+                f"an earlier submission with this {IDEMPOTENCY_HEADER} is still being queued; retry with the same key",
+                {"Retry-After": "1"},
+            )
         record = submission.record
         status_url = request.app.url_path_for("get_job", job_id=record.id)
         state, _ = record.visible_state()

@@ -26,17 +26,19 @@ class Jobs:
 def build_backend(settings: Settings) -> tuple[JobQueue, JobStore, Notifier, UrlSigner | None]:
     """(queue, store, notifier, link signer) for JOBS=local or JOBS=aws."""
     if settings.jobs == "aws":
-        assert settings.jobs_queue_url and settings.jobs_bucket and settings.jobs_topic_arn  # checked by Settings
+        # Checked by Settings.
+        assert settings.jobs_queue_url and settings.jobs_dead_letter_url
+        assert settings.jobs_bucket and settings.jobs_topic_arn
         sqs, s3, sns = aws_clients(None)
         return (
-            SqsQueue(sqs, settings.jobs_queue_url),
+            SqsQueue(sqs, settings.jobs_queue_url, settings.jobs_dead_letter_url),
             S3Store(s3, settings.jobs_bucket, settings.jobs_prefix),
             SnsNotifier(sns, settings.jobs_topic_arn),
             None,
         )
     root = settings.jobs_dir or settings.model_cache_dir / "jobs"
     return (
-        LocalQueue(root / "queue.sqlite3", settings.jobs_max_receives),
+        LocalQueue(root / "queue.sqlite3", settings.jobs_queue_max_receives),
         LocalStore(root),
         LocalNotifier(root / "notifications.jsonl"),
         UrlSigner.from_file(root / "url-signing.key"),

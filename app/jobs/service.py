@@ -17,11 +17,16 @@ from app.jobs.model import (
 )
 from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore
 from app.jobs.signing import UrlSigner
+from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# How long a retry waits for a concurrent submission with the same key to record and queue its job.
+REPLAY_POLLS = 20
+REPLAY_POLL_S = 0.05
 
 
 class IdempotencyKeyReused(Exception):
@@ -29,7 +34,14 @@ class IdempotencyKeyReused(Exception):
 
 
 class QueueUnavailable(Exception):
-    """The job was recorded but could not be queued: answer 503 (the record says `failed`)."""
+    """The job was recorded but could not be queued: answer 503.
+
+    With an Idempotency-Key a retry with the same key queues it; without one the record says `failed`.
+    """
+
+
+class SubmissionInProgress(Exception):
+    """An earlier submission with this Idempotency-Key is still being recorded or queued: answer 503."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +72,8 @@ class JobService:
     async def submit(self, owner: str, body: dict[str, Any], idempotency_key: str | None) -> Submission:
         """Check the body as /v1/generate would (UnsupportedRequest), record the job, then queue it.
 
-        The seed is fixed here, so every attempt of a job draws the same image.
+        The seed is fixed here, so every attempt of a job draws the same image. The store raises
+        StoreFull or StoreUnavailable when the record cannot be written.
         """
         params = resolve_params(self.generation, **body)
         fingerprint = request_fingerprint(body)
@@ -77,32 +90,51 @@ class JobService:
         )
         token = idempotency_token(owner, idempotency_key) if idempotency_key is not None else None
         try:
-            await asyncio.to_thread(self.store.create, record, token)
-        except IdempotencyConflict as conflict:
-            existing = await self._wait_for_record(conflict.job_id)
-            if existing is None or existing.owner != owner or existing.fingerprint != fingerprint:
-                raise IdempotencyKeyReused from None
-            return Submission(existing, replayed=True)
+            record = await asyncio.to_thread(self.store.create, record, token)
+        except IdempotencyConflict:
+            assert token is not None
+            return await self._replay(token, owner, fingerprint)
+        await self._enqueue(record, token)
+        log.info("job queued", extra={"job_id": record.id})
+        return Submission(record, replayed=False)
+
+    async def _enqueue(self, record: JobRecord, token: str | None) -> None:
+        """Send the job's message, then mark the claim (a replay finds an unmarked, stale claim's job unqueued)."""
         try:
             await asyncio.to_thread(self.queue.send, record.id)
         except Exception as exc:
             log.exception("queueing job %s failed", record.id)
-            failed = record.touch(
-                state=JobState.FAILED, error="the job could not be queued; submit it again (with a new Idempotency-Key)"
-            )
-            await asyncio.to_thread(self.store.put, failed)
+            if token is None:  # nobody can ask for this job again
+                failed = record.touch(state=JobState.FAILED, error="the job could not be queued; submit it again")
+                await asyncio.to_thread(self.store.put, failed)
             raise QueueUnavailable from exc
-        log.info("job queued", extra={"job_id": record.id})
-        return Submission(record, replayed=False)
+        if token is not None:
+            try:
+                await asyncio.to_thread(self.store.mark_enqueued, token, record.id)
+            except Exception as exc:  # the job is queued; a later replay may send a duplicate, which workers settle
+                log_failure(log, f"marking job {record.id} queued on its claim failed", exc)
 
-    async def _wait_for_record(self, job_id: str) -> JobRecord | None:
-        """The record an idempotency key points at; a concurrent submitter may still be writing it."""
-        for _ in range(20):
-            record = await asyncio.to_thread(self.store.get, job_id)
-            if record is not None:
-                return record
-            await asyncio.sleep(0.05)
-        return None
+    async def _replay(self, token: str, owner: str, fingerprint: str) -> Submission:
+        """The job an earlier submission with this key made; queued now if that submission died before.
+
+        A concurrent submitter may still be writing or queueing it: wait a moment for that.
+        """
+        for _ in range(REPLAY_POLLS):
+            claim = await asyncio.to_thread(self.store.claim, token)
+            record = await asyncio.to_thread(self.store.get, claim.job_id) if claim is not None else None
+            if claim is not None and record is not None:
+                if record.owner != owner or record.fingerprint != fingerprint:
+                    raise IdempotencyKeyReused
+                # A job that ran or runs was queued, whatever its claim says (claims written before
+                # the queued mark existed have none).
+                if claim.enqueued or record.state is not JobState.QUEUED or record.attempts > 0:
+                    return Submission(record, replayed=True)
+                if claim.age_s >= self.store.claim_stale_s:
+                    log.warning("queueing the job of a submission that died first", extra={"job_id": record.id})
+                    await self._enqueue(record, token)
+                    return Submission(record, replayed=True)
+            await asyncio.sleep(REPLAY_POLL_S)
+        raise SubmissionInProgress
 
     async def get(self, owner: str, job_id: str) -> JobRecord | None:
         """The caller's job, or None: another caller's job reads as absent, not forbidden."""

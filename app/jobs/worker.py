@@ -7,9 +7,14 @@
   most JOBS_VISIBILITY_S, then queues like a request (no starvation on a pod that stays busy).
 - Hold: while a job runs, its message's visibility is extended every third of JOBS_VISIBILITY_S;
   the record's lease follows, so a reader can tell a live job from one whose worker died.
-- Settle: the image and the `succeeded` record are stored, the notice is published, and only then
-  is the message deleted. A failure is recorded on the job; the message comes back after a short
-  back-off, and after the last attempt the job is `failed` and the queue moves it to its DLQ.
+- Attempts: the record counts them, not the queue. An attempt is counted when it starts; a job
+  handed back at shutdown gets it back; a worker that died mid-attempt (its lease lapsed) spent it,
+  and the next delivery records that. JOBS_MAX_RECEIVES attempts, then the job is `failed`.
+- Settle: the image and the `succeeded` record are stored (or the `failed` one), the notice is
+  published once, and only then is the message deleted. A failed attempt with attempts left is
+  recorded on the job and its message comes back after a short back-off.
+- Dead letters: a message the queue gave up on (JOBS_QUEUE_MAX_RECEIVES deliveries, say a job handed
+  back at every restart) is swept from the dead-letter queue: its job is `failed` and announced.
 - Drain (SIGTERM): take nothing more; jobs already held get the grace period less one long poll to
   finish, and the ones that cannot are handed back at once (visibility 0) for another pod.
 """
@@ -19,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
 from app.api.generate import png_bytes
 from app.backends.base import UnsupportedRequest
-from app.batching import QueueFull
+from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
 from app.logs import log_failure
@@ -37,6 +43,8 @@ log = logging.getLogger(__name__)
 ROOM_POLL_S = 0.05  # how often a worker without room looks again (a cheap check on the event loop)
 RECEIVE_ERROR_PAUSE_S = 5.0
 MAX_RETRY_DELAY_S = 60
+MIN_SWEEP_INTERVAL_S = 1.0  # dead letters are looked for every JOBS_POLL_S, at most this often
+DEAD_LETTERS_PER_SWEEP = 10
 
 
 class _HandedBack(Exception):
@@ -67,10 +75,12 @@ class JobWorker:
         self.notifier = notifier
         self._on_finished = on_finished
         self.visibility_s = settings.jobs_visibility_s
-        self._held: dict[str, asyncio.Task[None]] = {}
+        self._held: dict[str, asyncio.Task[None]] = {}  # by receipt
+        self._held_jobs: set[str] = set()  # their job ids
         self._in_batcher = 0  # held jobs inside GenerationService.generate now
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
 
     @property
     def held(self) -> int:
@@ -80,6 +90,7 @@ class JobWorker:
     def start(self) -> None:
         """Start consuming on the running event loop."""
         self._loop_task = asyncio.create_task(self._consume(), name="job-worker")
+        self._sweep_task = asyncio.create_task(self._sweep_dead_letters(), name="job-dead-letters")
 
     def _interactive_busy(self) -> bool:
         """True while the service is not serving, or interactive requests are in the batcher."""
@@ -114,9 +125,17 @@ class JobWorker:
                 if self._stopping:  # received during the drain's last poll: hand back at once
                     await self._hand_back(delivery, None)
                     continue
+                if delivery.job_id in self._held_jobs:  # a duplicate message of a job this pod runs: later
+                    await asyncio.to_thread(self.queue.extend, delivery, self.visibility_s)
+                    continue
                 task = asyncio.create_task(self._process_logged(delivery), name=f"job-{delivery.job_id}")
                 self._held[delivery.receipt] = task
-                task.add_done_callback(lambda _t, receipt=delivery.receipt: self._held.pop(receipt, None))
+                self._held_jobs.add(delivery.job_id)
+                task.add_done_callback(lambda _t, d=delivery: self._release(d))
+
+    def _release(self, delivery: Delivery) -> None:
+        self._held.pop(delivery.receipt, None)
+        self._held_jobs.discard(delivery.job_id)
 
     async def _process_logged(self, delivery: Delivery) -> None:
         try:
@@ -131,12 +150,28 @@ class JobWorker:
             log.warning("a message names no job record; deleting it", extra={"job_id": delivery.job_id})
             await asyncio.to_thread(self.queue.delete, delivery)
             return
-        if record.state in TERMINAL_STATES:  # a duplicate delivery of a settled job
-            await self._settle(delivery, record)
+        if record.state in TERMINAL_STATES:  # a duplicate delivery, or one whose settling was cut short
+            await self._finish(delivery, record)
             return
-        record = record.touch(
-            state=JobState.RUNNING, attempts=delivery.receive_count, lease_until=time.time() + self.visibility_s
-        )
+        now = time.time()
+        if record.state is JobState.RUNNING and not record.worker_stopped(now):
+            # Another worker holds it (a duplicate delivery): look again once its lease would lapse.
+            assert record.lease_until is not None
+            await asyncio.to_thread(self.queue.extend, delivery, math.ceil(record.lease_until - now) + 1)
+            return
+        if record.state is JobState.RUNNING:  # its worker died mid-attempt: that attempt is spent
+            if record.attempts >= record.max_attempts:
+                failed = record.touch(
+                    state=JobState.FAILED,
+                    error=record.final_error(record.stopped_error()),
+                    finished_at=now,
+                    lease_until=None,
+                )
+                await self._conclude(delivery, failed)
+                return
+            record = record.touch(state=JobState.QUEUED, error=record.stopped_error(), lease_until=None)
+        before = record  # what a hand-back stores again: the attempt is given back
+        record = record.touch(state=JobState.RUNNING, attempts=record.attempts + 1, lease_until=now + self.visibility_s)
         await asyncio.to_thread(self.store.put, record)
         finished = asyncio.Event()
         keeper = asyncio.create_task(self._keep_hidden(delivery, record, finished), name=f"job-lease-{record.id}")
@@ -150,11 +185,11 @@ class JobWorker:
             png, backend = await self._run(record)
         except _HandedBack:
             await stop_keeping()
-            await self._hand_back(delivery, record)
+            await self._hand_back(delivery, before)
             return
         except asyncio.CancelledError:  # stop() or the end of the drain's grace period
             await asyncio.shield(stop_keeping())
-            await asyncio.shield(self._hand_back(delivery, record))
+            await asyncio.shield(self._hand_back(delivery, before))
             raise
         except Exception as exc:
             await stop_keeping()
@@ -162,16 +197,10 @@ class JobWorker:
             return
         await stop_keeping()
         await asyncio.to_thread(self.store.put_image, record.id, png)
-        latest = await asyncio.to_thread(self.store.get, record.id)
-        if latest is not None and latest.state is JobState.SUCCEEDED:  # another holder finished first
-            await self._settle(delivery, latest)
-            return
         done = record.touch(
             state=JobState.SUCCEEDED, error=None, finished_at=time.time(), lease_until=None, backend=backend
         )
-        await asyncio.to_thread(self.store.put, done)
-        self._count(JobState.SUCCEEDED)
-        await self._settle(delivery, done)
+        await self._conclude(delivery, done)
 
     async def _run(self, record: JobRecord) -> tuple[bytes, str]:
         """Generate the job's image through the shared batcher; PNG bytes and the backend's name."""
@@ -187,11 +216,11 @@ class JobWorker:
                 continue
             self._in_batcher += 1
             try:
-                result = await self.generation.generate(params)
+                result = await self.generation.generate(params, timeout_s=self.settings.jobs_timeout_s)
                 break
             except QueueFull:
                 await asyncio.sleep(ROOM_POLL_S)
-            except NotReady:
+            except (NotReady, ShutdownCut):  # draining: the shutdown grace ended before the image did
                 raise _HandedBack from None
             finally:
                 self._in_batcher -= 1
@@ -215,46 +244,71 @@ class JobWorker:
     async def _failed_attempt(self, delivery: Delivery, record: JobRecord, exc: Exception) -> None:
         if isinstance(exc, UnsupportedRequest):
             error = f"this deployment cannot run the request: {exc}"
+        elif isinstance(exc, DeadlineExceeded):
+            error = f"no image within JOBS_TIMEOUT_S ({self.settings.jobs_timeout_s:g} s)"
         else:
-            error_id = log_failure(log, f"job {record.id} attempt {delivery.receive_count} failed", exc)
+            error_id = log_failure(log, f"job {record.id} attempt {record.attempts} failed", exc)
             error = f"generation failed (error id {error_id})"
-        if delivery.receive_count >= record.max_attempts:
+        if record.attempts >= record.max_attempts:
             final = record.touch(
-                state=JobState.FAILED,
-                error=f"{error}; gave up after {delivery.receive_count} attempts",
-                finished_at=time.time(),
-                lease_until=None,
+                state=JobState.FAILED, error=record.final_error(error), finished_at=time.time(), lease_until=None
             )
-            await asyncio.to_thread(self.store.put, final)
-            self._count(JobState.FAILED)
-            await self._announce(final)
-            # Not deleted: visible again at once, the queue's redrive policy moves it to the DLQ.
-            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            await self._conclude(delivery, final)
             return
         retry = record.touch(
-            state=JobState.QUEUED, error=f"attempt {delivery.receive_count} failed: {error}", lease_until=None
+            state=JobState.QUEUED, error=f"attempt {record.attempts} failed: {error}", lease_until=None
         )
         await asyncio.to_thread(self.store.put, retry)
-        await asyncio.to_thread(self.queue.extend, delivery, retry_delay_s(delivery.receive_count))
+        await asyncio.to_thread(self.queue.extend, delivery, retry_delay_s(record.attempts))
 
-    async def _settle(self, delivery: Delivery, record: JobRecord) -> None:
-        """Announce a finished job once, then delete its message (a failed one is left for the DLQ)."""
-        record = await self._announce(record)
-        if record.state is JobState.SUCCEEDED:
-            await asyncio.to_thread(self.queue.delete, delivery)
+    async def _conclude(self, delivery: Delivery | None, final: JobRecord) -> None:
+        """Store the job's outcome unless another holder stored one first (the first one stands), then settle."""
+        latest = await asyncio.to_thread(self.store.get, final.id)
+        if latest is not None and latest.state in TERMINAL_STATES:
+            final = latest
         else:
-            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            await asyncio.to_thread(self.store.put, final)
+            self._count(final.state)
+        await self._finish(delivery, final)
 
-    async def _announce(self, record: JobRecord) -> JobRecord:
-        if record.notified:
-            return record
-        await asyncio.to_thread(self.notifier.job_finished, record)
-        record = record.touch(notified=True)
-        await asyncio.to_thread(self.store.put, record)
-        return record
+    async def _finish(self, delivery: Delivery | None, record: JobRecord) -> None:
+        """Announce a finished job (once: the record's `notified` marks it), then delete its message."""
+        if not record.notified:
+            await asyncio.to_thread(self.notifier.job_finished, record)
+            await asyncio.to_thread(self.store.put, record.touch(notified=True))
+        if delivery is not None:
+            await asyncio.to_thread(self.queue.delete, delivery)
+
+    async def _sweep_dead_letters(self) -> None:
+        """Fail and announce the jobs whose messages the queue gave up on, every JOBS_POLL_S."""
+        interval = max(self.settings.jobs_poll_s, MIN_SWEEP_INTERVAL_S)
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            if not self.generation.ready:
+                continue
+            try:
+                for dead in await asyncio.to_thread(self.queue.dead_letters, DEAD_LETTERS_PER_SWEEP):
+                    await self._settle_dead_letter(dead)
+            except Exception as exc:  # it comes back on the next sweep
+                log_failure(log, "settling dead-lettered jobs failed; retrying", exc)
+
+    async def _settle_dead_letter(self, dead: Delivery) -> None:
+        record = await asyncio.to_thread(self.store.get, dead.job_id)
+        if record is not None and record.state not in TERMINAL_STATES:
+            log.warning("a job was dead-lettered; failing it", extra={"job_id": record.id})
+            reason = (
+                f"the job queue gave up on it after {self.settings.jobs_queue_max_receives} deliveries "
+                "(JOBS_QUEUE_MAX_RECEIVES)"
+            )
+            last = f"; the last attempt's error: {record.error}" if record.error else ""
+            failed = record.touch(state=JobState.FAILED, error=reason + last, finished_at=time.time(), lease_until=None)
+            await self._conclude(None, failed)
+        elif record is not None:
+            await self._finish(None, record)
+        await asyncio.to_thread(self.queue.delete_dead_letter, dead)
 
     async def _hand_back(self, delivery: Delivery, record: JobRecord | None) -> None:
-        """Make the job visible again now (not counted as a failure) and say so on its record."""
+        """Make the job visible again now and store `record` (as it was before this attempt) as queued."""
         try:
             await asyncio.to_thread(self.queue.extend, delivery, 0)
             if record is not None:
@@ -274,6 +328,8 @@ class JobWorker:
         back, or it could take a handed-back job again and spend one of its attempts.
         """
         self._stopping = True
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
         poll_margin = self.settings.jobs_poll_s + 1.0
         held = list(self._held.values())
         if held:
@@ -289,6 +345,10 @@ class JobWorker:
     async def stop(self) -> None:
         """Stop at once: hand back whatever is held."""
         self._stopping = True
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweep_task
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

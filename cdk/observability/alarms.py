@@ -114,15 +114,17 @@ class ServingAlarms(Construct):
 
     def _job_alarms(self, queues: JobQueues, config: ServingConfig, periods: int) -> list[cw.Alarm]:
         """Any dead-lettered job (at once), and a job waiting longer than alarmJobAgeSeconds."""
-        dead = sqs_metric(queues.dead_letter_queue_name, metric_names.SQS_VISIBLE, "dead-lettered jobs")
+        # The pods receive each dead letter to fail and announce its job, then delete it: count the
+        # receives, since the queue's depth is back to 0 within a poll.
+        dead = sqs_metric(queues.dead_letter_queue_name, metric_names.SQS_RECEIVED, "dead-lettered jobs", "Sum")
         oldest = sqs_metric(queues.queue_name, metric_names.SQS_OLDEST_AGE, "oldest job")
         return [
             dead.create_alarm(
                 self,
                 "JobsDeadLettered",
                 alarm_description=(
-                    "A job failed its last attempt and is in the dead-letter queue; its record says why "
-                    "(GET /v1/jobs/{id})."
+                    "The job queue gave up on a job (delivered jobsMaxReceives x 10 times, at least 100, without "
+                    "finishing): a pod failed and announced it; the pods' log line 'a job was dead-lettered' names it."
                 ),
                 threshold=0,
                 evaluation_periods=1,

@@ -3,6 +3,9 @@ SNS topic announcing finished jobs, and the results bucket whose `jobs/` prefix 
 
 Every serving pod submits to and consumes from the one queue; `pod_statements` is all a pod may do
 with these resources, and `scaler_statement` all KEDA's operator may (read the queue's depth).
+The service counts a job's attempts itself (a pod's hand-back at SIGTERM is a receive, not an
+attempt), so the queue's maxReceiveCount is only a safety net, far above jobsMaxReceives; the pods
+fail and announce whatever reaches the dead-letter queue, then delete it.
 IAM action names checked against cfn-lint 1.58.0's data/AdditionalSpecs/Policies.json; the
 kms:ViaService condition key against the AWS KMS developer guide, "Condition keys for AWS KMS".
 """
@@ -25,8 +28,19 @@ from cdk.serving.model_store import log_server_access
 
 JOBS_PREFIX: Final = "jobs/"  # the service's JOBS_PREFIX: records, images and idempotency keys
 SERVER_ACCESS_LOG_PREFIX: Final = "s3-access/jobs/"
-DLQ_RETENTION: Final = Duration.days(14)  # the SQS maximum: time to look at a poison job
+DLQ_RETENTION: Final = Duration.days(14)  # the SQS maximum: dead letters wait there for a pod to settle them
 LONG_POLL: Final = Duration.seconds(20)  # the SQS maximum ReceiveMessage wait
+# Deliveries of one message before SQS dead-letters it: every hand-back (rolling update, scale-in,
+# Spot reclaim) and every dead pod's job is one, so at least 100, and ten per attempt. SQS takes
+# 1 to 1000 (SQS API reference, SetQueueAttributes: RedrivePolicy maxReceiveCount).
+QUEUE_MAX_RECEIVES_FLOOR: Final = 100
+RECEIVES_PER_ATTEMPT: Final = 10
+SQS_MAX_RECEIVE_COUNT: Final = 1000
+
+
+def queue_max_receives(config: JobsConfig) -> int:
+    """The redrive policy's maxReceiveCount (and the pods' JOBS_QUEUE_MAX_RECEIVES) for `config`."""
+    return min(SQS_MAX_RECEIVE_COUNT, max(QUEUE_MAX_RECEIVES_FLOOR, RECEIVES_PER_ATTEMPT * config.max_receives))
 
 
 class JobsInfra(Construct):
@@ -64,7 +78,9 @@ class JobsInfra(Construct):
             visibility_timeout=Duration.seconds(config.visibility_s),
             retention_period=retention,
             receive_message_wait_time=LONG_POLL,
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=config.max_receives),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letters, max_receive_count=queue_max_receives(config)
+            ),
         )
         self.topic = sns.Topic(
             self, "Finished", display_name="Stable Diffusion jobs finished", master_key=self.key, enforce_ssl=True
@@ -92,8 +108,8 @@ class JobsInfra(Construct):
         log_server_access(self.bucket, log_bucket, SERVER_ACCESS_LOG_PREFIX)
 
     def pod_statements(self) -> list[iam.PolicyStatement]:
-        """What a serving pod may do: submit and consume its queue, read/write `jobs/`, announce, use the key
-        only through those three services."""
+        """What a serving pod may do: submit and consume its queue, settle its dead letters, read/write
+        `jobs/`, announce, use the key only through those three services."""
         stack = Stack.of(self)
         via = [f"{service}.{stack.region}.{stack.url_suffix}" for service in ("sqs", "s3", "sns")]
         return [
@@ -106,6 +122,12 @@ class JobsInfra(Construct):
                     "sqs:DeleteMessage",
                 ],
                 resources=[self.queue.queue_arn],
+            ),
+            # A dead letter's job is failed and announced, then the message is deleted.
+            iam.PolicyStatement(
+                sid="SettleDeadLetters",
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                resources=[self.dead_letters.queue_arn],
             ),
             iam.PolicyStatement(
                 sid="ReadWriteJobResults",
@@ -141,10 +163,12 @@ class JobsInfra(Construct):
         return [
             {"name": "JOBS", "value": "aws"},
             {"name": "JOBS_QUEUE_URL", "value": self.queue.queue_url},
+            {"name": "JOBS_DEAD_LETTER_URL", "value": self.dead_letters.queue_url},
             {"name": "JOBS_BUCKET", "value": self.bucket.bucket_name},
             {"name": "JOBS_PREFIX", "value": JOBS_PREFIX},
             {"name": "JOBS_TOPIC_ARN", "value": self.topic.topic_arn},
             {"name": "JOBS_MAX_RECEIVES", "value": str(cfg.max_receives)},
+            {"name": "JOBS_QUEUE_MAX_RECEIVES", "value": str(queue_max_receives(cfg))},
             {"name": "JOBS_VISIBILITY_S", "value": str(cfg.visibility_s)},
             {"name": "JOBS_CONCURRENCY", "value": str(cfg.concurrency)},
             {"name": "JOBS_URL_TTL_S", "value": str(cfg.image_url_s)},

@@ -23,8 +23,8 @@ from moto import mock_aws
 from PIL import Image
 
 from app.jobs.aws import S3Store, SnsNotifier, SqsQueue
-from app.jobs.model import JobState
-from app.jobs.service import JobService
+from app.jobs.model import JobRecord, JobState, idempotency_token, new_job_id, request_fingerprint
+from app.jobs.service import JobService, SubmissionInProgress
 from app.jobs.worker import JobWorker
 from app.service import GenerationService
 from app.settings import load_settings
@@ -33,7 +33,9 @@ from tests.app.live_server import TEST_SETTINGS
 
 REGION = "us-east-1"
 BUCKET = "sd-jobs-test"
-MAX_RECEIVES = 2
+MAX_RECEIVES = 2  # attempts, counted by the service
+QUEUE_MAX_RECEIVES = 4  # the redrive policy's maxReceiveCount: deliveries, hand-backs included
+CLAIM_STALE_S = 4.0  # below the store's 30 s, to keep the tests short (S3 dates have whole seconds)
 
 
 @dataclass
@@ -70,7 +72,7 @@ def aws(monkeypatch) -> Iterator[Aws]:
         sns = boto3.client("sns", region_name=REGION)
         dlq_url = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})
+        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": QUEUE_MAX_RECEIVES})
         queue_url = sqs.create_queue(QueueName="jobs", Attributes={"RedrivePolicy": redrive})["QueueUrl"]
         s3.create_bucket(Bucket=BUCKET)
         topic_arn = sns.create_topic(Name="jobs-finished")["TopicArn"]
@@ -86,9 +88,11 @@ def settings(aws: Aws, **overrides: object):
             **TEST_SETTINGS,
             "jobs": "aws",
             "jobs_queue_url": aws.queue_url,
+            "jobs_dead_letter_url": aws.dlq_url,
             "jobs_bucket": BUCKET,
             "jobs_topic_arn": aws.topic_arn,
             "jobs_max_receives": MAX_RECEIVES,
+            "jobs_queue_max_receives": QUEUE_MAX_RECEIVES,
             "jobs_visibility_s": 10,
             "jobs_poll_s": 1.0,
             **overrides,
@@ -119,7 +123,8 @@ async def start_pod(aws: Aws, backend: FakeBackend | None = None, visibility_s: 
     backend = backend or FakeBackend()
     generation = GenerationService(cfg, lambda _s: backend)
     await generation.start()
-    queue, store = SqsQueue(aws.sqs, aws.queue_url), S3Store(aws.s3, BUCKET, cfg.jobs_prefix)
+    queue = SqsQueue(aws.sqs, aws.queue_url, aws.dlq_url)
+    store = S3Store(aws.s3, BUCKET, cfg.jobs_prefix, claim_stale_s=CLAIM_STALE_S)
     notifier = SnsNotifier(aws.sns, aws.topic_arn)
     worker = JobWorker(cfg, generation, queue, store, notifier)
     generation.add_drain_hook(worker.drain)
@@ -199,25 +204,81 @@ def test_a_job_whose_worker_died_comes_back_after_its_visibility_timeout_and_com
     asyncio.run(scenario())
 
 
-def test_a_poison_job_is_failed_with_its_error_and_lands_in_the_dlq(aws):
+def test_a_poison_job_is_failed_with_its_error_announced_once_and_its_message_deleted(aws):
     async def scenario() -> None:
         pod = await start_pod(aws)
         submission = await pod.jobs.submit("alice", {"prompt": "explode", "seed": 3}, None)
         pod.worker.start()
         record = await settled(pod.store, submission.record.id)
-        await asyncio.sleep(1.5)  # the worker's next receive moves the message to the DLQ
+        await asyncio.sleep(1.5)  # time for a duplicate, if there were one
         await pod.stop()
 
         assert record.state is JobState.FAILED and record.attempts == MAX_RECEIVES
         assert "generation failed (error id " in record.error
         assert f"gave up after {MAX_RECEIVES} attempts" in record.error
         assert runs(pod.backend, 3) == MAX_RECEIVES
-        dead = aws.sqs.receive_message(QueueUrl=aws.dlq_url, WaitTimeSeconds=1).get("Messages", [])
-        assert [json.loads(m["Body"])["job_id"] for m in dead] == [record.id]
+        # The service decided: the message is gone, nothing waits in either queue.
         assert queue_counts(aws, aws.queue_url) == (0, 0)
+        assert queue_counts(aws, aws.dlq_url) == (0, 0)
         notices = aws.notices()
         assert [(n["notice"]["job_id"], n["notice"]["state"]) for n in notices] == [(record.id, "failed")]
         assert notices[0]["notice"]["error"] == record.error
+
+    asyncio.run(scenario())
+
+
+def test_hand_backs_at_shutdown_do_not_use_up_attempts(aws):
+    async def scenario() -> None:
+        submitted = None
+        for _ in range(MAX_RECEIVES + 1):  # more shutdowns during the job's life than it has attempts
+            pod = await start_pod(aws)
+            pod.backend.release.clear()  # the pipeline hangs: the job cannot finish within the grace
+            if submitted is None:
+                submitted = (await pod.jobs.submit("alice", {"prompt": "long", "seed": 23}, None)).record
+            pod.worker.start()
+            while pod.worker.held == 0:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            await pod.generation.drain(2.5)
+            handed_back = await asyncio.to_thread(pod.store.get, submitted.id)
+            pod.backend.release.set()
+            await pod.stop()
+            assert handed_back.state is JobState.QUEUED and handed_back.attempts == 0
+        pod = await start_pod(aws)  # a pod that keeps running
+        pod.worker.start()
+        record = await settled(pod.store, submitted.id)
+        await pod.stop()
+
+        assert record.state is JobState.SUCCEEDED and record.attempts == 1
+        assert [n["notice"]["state"] for n in aws.notices()] == ["succeeded"]
+        assert queue_counts(aws, aws.dlq_url) == (0, 0)
+
+    asyncio.run(scenario())
+
+
+def test_a_job_the_queue_gives_up_on_is_failed_and_announced(aws):
+    async def scenario() -> None:
+        pod = await start_pod(aws)
+        submission = await pod.jobs.submit("alice", {"prompt": "unlucky", "seed": 41}, None)
+        # Consumers that die right after receiving, QUEUE_MAX_RECEIVES times: the redrive policy
+        # moves the message to the dead-letter queue on the next receive.
+        for _ in range(QUEUE_MAX_RECEIVES):
+            (taken,) = await asyncio.to_thread(pod.queue.receive, 1, 2, 1)
+            assert taken.job_id == submission.record.id
+            await asyncio.sleep(1.1)
+        assert await asyncio.to_thread(pod.queue.receive, 1, 0, 1) == []
+        assert queue_counts(aws, aws.dlq_url) == (1, 0)
+        pod.worker.start()
+        record = await settled(pod.store, submission.record.id)
+        await asyncio.sleep(1.5)  # the sweep deletes the dead letter once the job is settled
+        await pod.stop()
+
+        assert record.state is JobState.FAILED and record.attempts == 0
+        assert f"gave up on it after {QUEUE_MAX_RECEIVES} deliveries" in record.error
+        assert runs(pod.backend, 41) == 0
+        notices = aws.notices()
+        assert [(n["notice"]["job_id"], n["notice"]["state"]) for n in notices] == [(record.id, "failed")]
+        assert queue_counts(aws, aws.dlq_url) == (0, 0)
 
     asyncio.run(scenario())
 
@@ -281,5 +342,60 @@ def test_a_job_longer_than_its_visibility_timeout_stays_hidden_and_runs_once(aws
         assert record.state is JobState.SUCCEEDED and record.attempts == 1
         assert runs(slow, 31) == 1 and runs(second.backend, 31) == 0
         assert len(aws.notices()) == 1
+
+    asyncio.run(scenario())
+
+
+def stranded_record(body: dict[str, Any]) -> JobRecord:
+    """The record a submission writes for `body` before it queues the job."""
+    now = time.time()
+    return JobRecord(
+        id=new_job_id(),
+        owner="alice",
+        state=JobState.QUEUED,
+        request=body,
+        fingerprint=request_fingerprint(body),
+        max_attempts=MAX_RECEIVES,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_a_retry_queues_the_job_of_a_submission_that_died_before_queueing_it(aws):
+    async def scenario() -> None:
+        pod = await start_pod(aws)
+        body = {"prompt": "stranded", "seed": 51}
+        token = idempotency_token("alice", "batch-9")
+        stranded = stranded_record(body)
+        await asyncio.to_thread(pod.store.create, stranded, token)  # the submission died here
+        with pytest.raises(SubmissionInProgress):  # a fresh claim: its submitter may still be queueing
+            await pod.jobs.submit("alice", dict(body), "batch-9")
+        await asyncio.sleep(CLAIM_STALE_S + 1)
+        retry = await pod.jobs.submit("alice", dict(body), "batch-9")
+        assert retry.replayed and retry.record.id == stranded.id
+        assert queue_counts(aws, aws.queue_url) == (1, 0)
+        again = await pod.jobs.submit("alice", dict(body), "batch-9")  # now marked queued: no second message
+        assert again.replayed and queue_counts(aws, aws.queue_url) == (1, 0)
+        pod.worker.start()
+        record = await settled(pod.store, stranded.id)
+        await pod.stop()
+        assert record.state is JobState.SUCCEEDED and runs(pod.backend, 51) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_adopts_a_claim_whose_record_was_never_written(aws):
+    async def scenario() -> None:
+        pod = await start_pod(aws)
+        orphan = new_job_id()
+        claim_key = f"{pod.store.prefix}idempotency/{idempotency_token('alice', 'batch-10')}"
+        aws.s3.put_object(Bucket=BUCKET, Key=claim_key, Body=orphan.encode())  # the submission died here
+        await asyncio.sleep(CLAIM_STALE_S + 1)
+        retry = await pod.jobs.submit("alice", {"prompt": "orphan", "seed": 52}, "batch-10")
+        assert retry.record.id == orphan and not retry.replayed
+        pod.worker.start()
+        record = await settled(pod.store, orphan)
+        await pod.stop()
+        assert record.state is JobState.SUCCEEDED and runs(pod.backend, 52) == 1
 
     asyncio.run(scenario())

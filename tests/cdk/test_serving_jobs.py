@@ -17,7 +17,7 @@ from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving import scaling
-from cdk.serving.jobs import JOBS_PREFIX
+from cdk.serving.jobs import JOBS_PREFIX, QUEUE_MAX_RECEIVES_FLOOR, queue_max_receives
 from cdk.stacks.serving_stack import routing_weights
 from tests.cdk.conftest import DEFAULT_CONTEXT, as_list, service_deployments
 from tests.cdk.test_serving_metrics_contract import alarm_metrics
@@ -77,13 +77,16 @@ def test_queue_dlq_topic_and_results_are_encrypted_with_the_rotating_jobs_key(se
     assert policies.count('"aws:SecureTransport": "false"') >= 3
 
 
-def test_poison_jobs_go_to_the_dlq_after_the_configured_receives_and_results_expire(serving, jobs):
+def test_the_queue_gives_up_only_far_beyond_the_attempts_and_results_expire(serving, jobs):
     cfg = serving.config.jobs
     redrive = jobs["queue"][1]["Properties"]["RedrivePolicy"]
+    # Hand-backs at SIGTERM are receives, not attempts: the service counts attempts, the queue's
+    # limit is a safety net (and the pods read the same number).
     assert redrive == {
         "deadLetterTargetArn": {"Fn::GetAtt": [jobs["dlq"][0], "Arn"]},
-        "maxReceiveCount": cfg.max_receives,
+        "maxReceiveCount": queue_max_receives(cfg),
     }
+    assert redrive["maxReceiveCount"] >= max(QUEUE_MAX_RECEIVES_FLOOR, 10 * cfg.max_receives)
     assert jobs["queue"][1]["Properties"]["VisibilityTimeout"] == cfg.visibility_s
     (rule,) = jobs["bucket"][1]["Properties"]["LifecycleConfiguration"]["Rules"]
     assert rule["Prefix"] == JOBS_PREFIX and rule["Status"] == "Enabled"
@@ -113,6 +116,11 @@ def test_pods_may_only_use_their_queue_prefix_topic_and_key(serving, jobs, accel
             )
         }
     ]
+    dlq_arn = {"Fn::GetAtt": [jobs["dlq"][0], "Arn"]}
+    # The dead-letter queue: receive and delete only (a pod fails and announces the job, then deletes it).
+    (settle,) = [s for s in statements if s["Resource"] == dlq_arn]
+    assert sorted(as_list(settle["Action"])) == ["sqs:DeleteMessage", "sqs:ReceiveMessage"]
+    statements = [s for s in statements if s is not settle]
     by_action = {a: s for s in statements for a in as_list(s["Action"])}
     assert set(by_action) == {
         "sqs:SendMessage",
@@ -139,8 +147,7 @@ def test_pods_may_only_use_their_queue_prefix_topic_and_key(serving, jobs, accel
     services = json.dumps(kms["Condition"]["StringEquals"]["kms:ViaService"])
     for service in ("sqs.", "s3.", "sns."):
         assert service in services
-    # Nothing may touch the dead-letter queue: poison jobs get there by the redrive policy only.
-    assert jobs["dlq"][0] not in json.dumps(statements)
+    assert jobs["dlq"][0] not in json.dumps(statements)  # nothing else touches the dead-letter queue
 
 
 def test_keda_may_only_read_the_queue_depth(serving, jobs):
@@ -176,6 +183,8 @@ def test_pods_get_the_job_settings_the_service_reads(serving, jobs):
         assert env["JOBS"] == "aws" and env["JOBS_PREFIX"] == JOBS_PREFIX
         assert env["JOBS_QUEUE_URL"] == jobs["queue"][0] and env["JOBS_TOPIC_ARN"] == jobs["topic"][0]
         assert int(env["JOBS_MAX_RECEIVES"]) == serving.config.jobs.max_receives
+        assert env["JOBS_DEAD_LETTER_URL"] == jobs["dlq"][0]  # the Ref placeholder of the dead-letter queue
+        assert int(env["JOBS_QUEUE_MAX_RECEIVES"]) == queue_max_receives(serving.config.jobs)
         # The service accepts them (names and bounds) as the pod would set them.
         settings = Settings(**{k.lower(): v for k, v in env.items() if k.startswith("JOBS")})
         assert settings.jobs_visibility_s == serving.config.jobs.visibility_s
@@ -191,11 +200,14 @@ def test_dashboard_and_alarms_watch_the_queue_and_its_dead_letters(serving, jobs
     alarms = serving.template.find_resources("AWS::CloudWatch::Alarm")
     (dead,) = [a["Properties"] for k, a in alarms.items() if k.startswith("AlarmsJobsDeadLettered")]
     (read,) = alarm_metrics(dead)
+    # The pods delete a dead letter once they settled its job: the alarm counts receives, not depth.
     assert read == (
         metric_names.SQS_NAMESPACE,
-        metric_names.SQS_VISIBLE,
+        metric_names.SQS_RECEIVED,
         [{"Name": "QueueName", "Value": {"Fn::GetAtt": [jobs["dlq"][0], "QueueName"]}}],
     )
+    stats = [dead.get("Statistic")] + [q["MetricStat"]["Stat"] for q in dead.get("Metrics", []) if "MetricStat" in q]
+    assert [stat for stat in stats if stat] == ["Sum"]
     assert dead["Threshold"] == 0 and dead["ComparisonOperator"] == "GreaterThanThreshold"
     (age,) = [a["Properties"] for k, a in alarms.items() if k.startswith("AlarmsJobsWaitingTooLong")]
     assert [name for _, name, _ in alarm_metrics(age)] == [metric_names.SQS_OLDEST_AGE]

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -48,14 +48,16 @@ def run_app(
     output: IO[str] | int = subprocess.PIPE,
     ready_timeout_s: float = 300,
     log: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start `python -m app` on the CPU with `env` (MODEL_CACHE_DIR among it) on a free port; yield
     (process, url) once ready. stdout and stderr go to `output` (pipes by default: read them with
-    `process.communicate()` after the block)."""
+    `process.communicate()` after the block). `wrapper` runs it under another command (bwrap, say)."""
     port = free_port()
     full_env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "BACKEND": "cpu", "DEFAULT_STEPS": "2", **env}
     stderr = subprocess.STDOUT if output is not subprocess.PIPE else subprocess.PIPE
-    process = subprocess.Popen([python, "-m", "app"], cwd=ROOT, env=full_env, stdout=output, stderr=stderr, text=True)
+    command = [*wrapper, python, "-m", "app"]
+    process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=output, stderr=stderr, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, ready_timeout_s, log)
