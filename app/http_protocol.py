@@ -1,19 +1,20 @@
-"""uvicorn with bounded request headers: a size cap and a time limit for the headers to arrive.
+"""uvicorn with bounded request heads: a size cap and a time limit for the headers to arrive.
 
 uvicorn's default protocol (httptools) accepts headers of any size, and neither of its protocols
 limits how long a client may take to send them, so slow or endless headers would hold connections
 and memory. This serves with uvicorn's h11 protocol (uvicorn 0.54 `protocols/http/h11_impl.py`) and
 adds both bounds. h11's own `max_incomplete_event_size` (passed from MAX_HEADER_BYTES) only limits
-headers that are still incomplete after a read, so a large header that arrives in one read would
-pass; the protocol here counts the bytes up to the blank line itself and answers 431 past
-MAX_HEADER_BYTES. A connection whose request line and headers are not complete within
-HEADER_TIMEOUT_S of its first byte (or of being opened) is closed.
+headers that are still incomplete after a read, so a large header that arrives in one read, or
+pipelined behind another request, would pass; the connection here measures each head in h11's
+buffer before h11 parses it and answers 431 past MAX_HEADER_BYTES. A connection whose request line
+and headers are not complete within HEADER_TIMEOUT_S of its first byte (or of being opened) is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import h11
@@ -21,6 +22,44 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.settings import Settings
+
+# h11 ends a head at the first blank line and accepts bare LF line ends (h11 0.16 `_receivebuffer.py`).
+_BLANK_LINE = re.compile(b"\n\r?\n")
+
+
+class BoundedHeadConnection(h11.Connection):
+    """h11's server side, refusing a request head longer than `max_head_bytes` however it arrives.
+
+    The bytes of the next head sit at the start of h11's receive buffer whenever the client's side
+    is IDLE: sent in one read, dribbled, or pipelined behind the previous request (which a check in
+    `data_received` would miss, since those bytes arrive while the previous request is in progress).
+    """
+
+    def __init__(self, max_head_bytes: int):
+        super().__init__(h11.SERVER, max_incomplete_event_size=max_head_bytes)
+        self.max_head_bytes = max_head_bytes
+        self.head_too_large = False
+        self._searched = 0  # bytes of the current head already searched for its end
+
+    def next_event(self) -> Any:
+        """h11's next event, or RemoteProtocolError (hint 431) if the next head is too large."""
+        if self.their_state is h11.IDLE and self._head_too_large():
+            self.head_too_large = True
+            raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
+        event = super().next_event()
+        if self.their_state is not h11.IDLE:
+            self._searched = 0
+        return event
+
+    def _head_too_large(self) -> bool:
+        # h11 0.16 keeps the unparsed bytes in `_receive_buffer._data` (h11 is pinned in app/requirements):
+        # reading them in place spares a copy per event.
+        pending = self._receive_buffer._data
+        limit = self.max_head_bytes + 4  # the blank line itself is not counted
+        if _BLANK_LINE.search(pending, max(0, self._searched - 2), limit) is not None:
+            return False
+        self._searched = min(len(pending), limit)
+        return len(pending) > limit
 
 
 class BoundedHeadH11Protocol(H11Protocol):
@@ -32,9 +71,8 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.conn = BoundedHeadConnection(self.max_header_bytes)
         self._header_timer: asyncio.TimerHandle | None = None
-        self._header_bytes = 0  # bytes of the current request's head seen so far
-        self._head_tail = b""  # the last bytes seen, in case the blank line spans two reads
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Start the clock: a connection that sends nothing is closed as well."""
@@ -42,10 +80,7 @@ class BoundedHeadH11Protocol(H11Protocol):
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
-        """Count the head's bytes (431 past the limit); stop the clock once the headers are in."""
-        if self.conn.their_state is h11.IDLE and not self._head_within_limit(data):
-            self._refuse_head()
-            return
+        """Stop the clock once the headers are in; start it with the first byte of the next head."""
         super().data_received(data)
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             if self._header_timer is None and data:
@@ -58,28 +93,27 @@ class BoundedHeadH11Protocol(H11Protocol):
         self._cancel_header_timer()
         super().connection_lost(exc)
 
-    def _head_within_limit(self, data: bytes) -> bool:
-        """Add `data` to the current head's count; False once it passes `max_header_bytes`."""
-        window = self._head_tail + data
-        end = window.find(b"\r\n\r\n")
-        if end < 0:
-            self._header_bytes += len(data)
-            self._head_tail = window[-3:]
-            return self._header_bytes <= self.max_header_bytes
-        head = self._header_bytes + end + 4 - len(self._head_tail)
-        self._header_bytes, self._head_tail = 0, b""  # the next request's head starts from zero
-        return head <= self.max_header_bytes
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot parse; 431 for a head over the limit."""
+        if self.conn.head_too_large:
+            self._answer_and_close(
+                "431 Request Header Fields Too Large", f"request headers larger than {self.max_header_bytes} bytes"
+            )
+            return
+        super().send_400_response(msg)
 
-    def _refuse_head(self) -> None:
-        body = json.dumps({"error": f"request headers larger than {self.max_header_bytes} bytes"}).encode()
+    def _answer_and_close(self, status: str, message: str) -> None:
+        """Write a JSON error straight to the socket and close it (no request cycle owns it)."""
+        self._cancel_header_timer()
+        if self.transport.is_closing():
+            return
+        body = json.dumps({"error": message}).encode()
         head = (
-            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
-        self._cancel_header_timer()
-        if not self.transport.is_closing():
-            self.transport.write(head.encode() + body)
-            self.transport.close()
+        self.transport.write(head.encode() + body)
+        self.transport.close()
 
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()

@@ -84,13 +84,18 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = dict(scope["headers"])
+        # A client that sent `Expect: 100-continue` waits for an invitation before it sends the body;
+        # the first `receive()` would send uvicorn's 100 Continue, so a refusal must come before it.
+        waiting = headers.get(b"expect", b"").lower() == b"100-continue"
         if scope["path"].rstrip("/") in self.refused_paths:
-            await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
+            if not waiting:
+                await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
             await send_json_error(send, 403, "this service accepts no file uploads")
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._reject(receive, send, 0)
+            await self._reject(receive, send, -1 if waiting else 0)
             return
         # Read the (possibly chunked) body with a cap, then replay it to the app.
         body = bytearray()
@@ -116,7 +121,8 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _reject(self, receive: Receive, send: Send, already: int) -> None:
-        """413 after discarding the rest of the body (`already` bytes read; -1: nothing left to read)."""
+        """413 after discarding the rest of the body (`already` bytes read; -1: nothing to read, because
+        it was all read or because the client waits for a 100 Continue it will not get)."""
         if already >= 0:
             await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
         await send_json_error(send, 413, f"request body larger than {self.max_bytes} bytes")
