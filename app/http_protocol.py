@@ -94,13 +94,13 @@ class BoundedHeadH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse; 431 for a head over the limit."""
+        """The answer to a request h11 cannot parse, in JSON (uvicorn's is plain text); 431 for a large head."""
         if self.conn.head_too_large:
             self._answer_and_close(
                 "431 Request Header Fields Too Large", f"request headers larger than {self.max_header_bytes} bytes"
             )
-            return
-        super().send_400_response(msg)
+        else:
+            self._answer_and_close("400 Bad Request", "malformed HTTP request")
 
     def _answer_and_close(self, status: str, message: str) -> None:
         """Write a JSON error straight to the socket and close it (no request cycle owns it)."""

@@ -10,12 +10,16 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Mount
 
 from app.api import generate, info, probes
-from app.api.errors import install_error_handlers
+from app.api.errors import install_error_handlers, unexpected_error
+from app.api.fallback import install_api_fallback
+from app.api.gradio_guard import GradioIdGuard
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
@@ -63,6 +67,10 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(generate.generate_router(settings))
     if jobs is not None:
         app.include_router(jobs_router(settings))
+    install_api_fallback(app)  # after every /v1 route, before the UI's catch-all mount
+    ui = _build_ui(service) if settings.ui else None
+    if ui is not None:
+        app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
@@ -75,12 +83,8 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     # the parent app has Starlette's CORSMiddleware (gradio 6.31 route_utils.CustomCORSMiddleware).
     app.add_middleware(CORSMiddleware, allow_origins=[], allow_credentials=False)
     app.add_middleware(RequestLogMiddleware)
-    if settings.ui:
-        # The one place the service turns Gradio's usage reporting off: right before it loads.
-        os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if ui is not None:
         import gradio as gr
-
-        from app.ui import build_ui
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
         # PUBLIC_URL: behind CloudFront the ALB says X-Forwarded-Proto: http, and Gradio would build
@@ -88,10 +92,22 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         # browser as a bare "Error", never its text.
         app = gr.mount_gradio_app(
             app,
-            build_ui(service),
+            ui,
             path="/",
             footer_links=[],
             root_path=settings.public_url or None,
             show_error=False,
         )
+        # Gradio's app answers its own unexpected errors with a plain-text 500; ours is JSON with an id.
+        mount = app.router.routes[-1]
+        assert isinstance(mount, Mount), "mount_gradio_app appends the UI's mount"
+        mount.app.add_exception_handler(Exception, unexpected_error)  # type: ignore[attr-defined]
     return app
+
+
+def _build_ui(service: GenerationService) -> Any:  # gradio.Blocks; gradio is imported only with the UI
+    # The one place the service turns Gradio's usage reporting off: right before it loads.
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.ui import build_ui
+
+    return build_ui(service)

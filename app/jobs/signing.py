@@ -43,4 +43,5 @@ class UrlSigner:
 
     def valid(self, job_id: str, expires: int, signature: str) -> bool:
         """True if the signature matches and the link has not expired."""
-        return expires >= time.time() and hmac.compare_digest(self._mac(job_id, expires), signature)
+        # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, not a mismatch).
+        return expires >= time.time() and hmac.compare_digest(self._mac(job_id, expires).encode(), signature.encode())
