@@ -11,7 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 def main() -> int:
     """Start the service; exit 2 with one readable line when a setting is invalid."""
-    from app.http_protocol import server_config
+    from app.http_protocol import ensure_descriptors, server_config
     from app.logs import configure_logging
     from app.server import create_app
     from app.settings import SettingsError, load_settings
@@ -19,6 +19,7 @@ def main() -> int:
 
     try:
         settings = load_settings()
+        ensure_descriptors(settings)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,13 +1,22 @@
-"""uvicorn with bounded request heads: a size cap and a time limit for the headers to arrive.
+"""uvicorn with bounded requests and connections: head size and time, body time, open connections.
 
 uvicorn's default protocol (httptools) accepts headers of any size, and neither of its protocols
-limits how long a client may take to send them, so slow or endless headers would hold connections
-and memory. This serves with uvicorn's h11 protocol (uvicorn 0.54 `protocols/http/h11_impl.py`) and
-adds both bounds. h11's own `max_incomplete_event_size` (passed from MAX_HEADER_BYTES) only limits
-headers that are still incomplete after a read, so a large header that arrives in one read, or
-pipelined behind another request, would pass; the connection here measures each head in h11's
-buffer before h11 parses it and answers 431 past MAX_HEADER_BYTES. A connection whose request line
-and headers are not complete within HEADER_TIMEOUT_S of its first byte (or of being opened) is closed.
+limits how long a client may take to send its headers or body, or how many connections it holds,
+so slow clients would hold connections, memory and file descriptors until none were left for the
+probes. This serves with uvicorn's h11 protocol (uvicorn 0.54 `protocols/http/h11_impl.py`) and adds:
+
+- Head size: h11's own `max_incomplete_event_size` only limits headers that are still incomplete
+  after a read, so a large head that arrives in one read, or pipelined behind another request, would
+  pass; the connection here measures each head in h11's buffer before h11 parses it (431 past
+  MAX_HEADER_BYTES).
+- Head time: a connection whose request line and headers are not complete within HEADER_TIMEOUT_S
+  of its first byte (or of being opened) is closed.
+- Body time: a request whose body is not complete within BODY_TIMEOUT_S of its headers gets a 408.
+- Connections: past MAX_CONNECTIONS the oldest connection that idles or is still sending its request
+  is closed; if every other connection has a request in progress, a connection beyond the limit is
+  served only for the probes (503 otherwise), so /health and /readiness always answer.
+
+Protocol errors are answered in the API's JSON shape, not uvicorn's plain text.
 """
 
 from __future__ import annotations
@@ -15,13 +24,21 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import resource
 from typing import Any
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from app.settings import Settings
+from app.probe_paths import HEALTH_PATH, READINESS_PATH
+from app.settings import Settings, SettingsError
+
+PROBE_PATHS = (HEALTH_PATH, READINESS_PATH)
+DESCRIPTOR_RESERVE = 64
+"""Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue."""
+CUT_STATUS_STATE_KEY = "cut_status"
+"""Where a request cut by the protocol (408, 503) leaves its status in the ASGI scope's state, for the log."""
 
 # h11 ends a head at the first blank line and accepts bare LF line ends (h11 0.16 `_receivebuffer.py`).
 _BLANK_LINE = re.compile(b"\n\r?\n")
@@ -63,20 +80,27 @@ class BoundedHeadConnection(h11.Connection):
 
 
 class BoundedHeadH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a size cap and a time limit on each request's head."""
+    """uvicorn's h11 protocol with bounds on each request's head and body and on open connections."""
 
     # Set per server by `server_config` from Settings (their one home).
     header_timeout_s: float
     max_header_bytes: int
+    body_timeout_s: float
+    max_connections: int
+    open_connections: dict[BoundedHeadH11Protocol, None]  # this server's connections, oldest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.conn = BoundedHeadConnection(self.max_header_bytes)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self.app = self._serve_or_refuse(self.app)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Start the clock: a connection that sends nothing is closed as well."""
+        """Make room under MAX_CONNECTIONS, and start the clock: a connection that sends nothing is closed."""
         super().connection_made(transport)
+        self.open_connections[self] = None
+        self._make_room()
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
@@ -88,10 +112,25 @@ class BoundedHeadH11Protocol(H11Protocol):
         else:
             self._cancel_header_timer()
 
+    def handle_events(self) -> None:
+        """h11's events, then the body clock: it runs while the client still owes a request body."""
+        super().handle_events()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_too_slow)
+        elif self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
     def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the timer with the connection."""
-        self._cancel_header_timer()
+        """Forget the timers and the connection."""
+        self._forget()
         super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        """The connection becomes another protocol's: stop counting and timing it here."""
+        self._forget()
+        super().handle_websocket_upgrade(event)
 
     def send_400_response(self, msg: str) -> None:
         """The answer to a request h11 cannot parse, in JSON (uvicorn's is plain text); 431 for a large head."""
@@ -102,8 +141,74 @@ class BoundedHeadH11Protocol(H11Protocol):
         else:
             self._answer_and_close("400 Bad Request", "malformed HTTP request")
 
+    def _forget(self) -> None:
+        self._cancel_header_timer()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self.open_connections.pop(self, None)
+
+    def _waiting_on_client(self) -> bool:
+        """True while the connection idles or the client is still sending its request (head or body)."""
+        cycle = self.cycle
+        if self.conn.their_state is h11.IDLE:
+            return cycle is None or cycle.response_complete
+        return self.conn.their_state is h11.SEND_BODY and not cycle.response_started
+
+    def _make_room(self) -> bool:
+        """Close the oldest connections waiting on their clients until at most MAX_CONNECTIONS are open;
+        False if the connections that remain over the limit all have requests in progress."""
+        excess = len(self.open_connections) - self.max_connections
+        if excess <= 0:
+            return True
+        for other in list(self.open_connections):
+            if other is not self and other._waiting_on_client():
+                other._cut("503 Service Unavailable", "too many connections; retry")
+                excess -= 1
+                if excess <= 0:
+                    return True
+        return False
+
+    def _serve_or_refuse(self, app: Any) -> Any:
+        """The app, except that beyond MAX_CONNECTIONS only the probes are served."""
+
+        async def serve(scope: Any, receive: Any, send: Any) -> None:
+            if scope["path"] in PROBE_PATHS or self._make_room():
+                await app(scope, receive, send)
+                return
+            body = json.dumps({"error": "too many connections; retry"}).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                (b"retry-after", b"1"),
+            ]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        return serve
+
+    def _body_too_slow(self) -> None:
+        self._body_timer = None
+        if self.conn.their_state is h11.SEND_BODY:
+            self._cut("408 Request Timeout", f"the request body did not arrive within {self.body_timeout_s:g} s")
+
+    def _cut(self, status: str, message: str) -> None:
+        """Close this connection; a request whose answer has not started gets `status` first, and its
+        handler sees the client gone (the request log shows `status`)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if not cycle.response_started:
+                cycle.scope["state"][CUT_STATUS_STATE_KEY] = int(status.split()[0])
+                self._answer_and_close(status, message)
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._forget()
+        if not self.transport.is_closing():
+            self.transport.close()
+
     def _answer_and_close(self, status: str, message: str) -> None:
-        """Write a JSON error straight to the socket and close it (no request cycle owns it)."""
+        """Write a JSON error straight to the socket and close it (no request cycle answers it)."""
         self._cancel_header_timer()
         if self.transport.is_closing():
             return
@@ -130,12 +235,32 @@ class BoundedHeadH11Protocol(H11Protocol):
             self.transport.close()
 
 
+def ensure_descriptors(settings: Settings) -> None:
+    """Raise the open-file limit to what MAX_CONNECTIONS needs (up to the hard limit), or SettingsError."""
+    needed = settings.max_connections + DESCRIPTOR_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise SettingsError(
+            f"MAX_CONNECTIONS={settings.max_connections} needs {needed} open files, but the limit is {hard} "
+            "(ulimit -n): lower MAX_CONNECTIONS or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
     """The uvicorn Config every server of this service uses (`python -m app`, tests, benchmarks)."""
     protocol = type(
         "BoundedH11Protocol",
         (BoundedHeadH11Protocol,),
-        {"header_timeout_s": settings.header_timeout_s, "max_header_bytes": settings.max_header_bytes},
+        {
+            "header_timeout_s": settings.header_timeout_s,
+            "max_header_bytes": settings.max_header_bytes,
+            "body_timeout_s": settings.body_timeout_s,
+            "max_connections": settings.max_connections,
+            "open_connections": {},
+        },
     )
     return uvicorn.Config(
         app,

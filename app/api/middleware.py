@@ -11,6 +11,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.disconnect import CLIENT_CLOSED_REQUEST
+from app.http_protocol import CUT_STATUS_STATE_KEY
 from app.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger("app.requests")
@@ -139,17 +141,12 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500  # if the app raises before responding, uvicorn answers 500
+        status: int | None = None
+        logged = False
 
-        async def capture(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, capture)
-        finally:
+        def write_line() -> None:
+            nonlocal logged
+            logged = True
             state: dict[str, Any] = scope.get("state", {})
             fields = {
                 "event": "request",
@@ -161,3 +158,24 @@ class RequestLogMiddleware:
                 "batch_size": state.get("batch_size"),
             }
             log.log(_log_level(scope["path"]), "request", extra=fields)
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False) and not logged:
+                write_line()  # before the last byte leaves: whoever reads the answer finds the line written
+            await send(message)
+
+        failed = True
+        try:
+            await self.app(scope, receive, capture)
+            failed = False
+        finally:
+            if not logged:
+                if status is None:
+                    # No answer: the protocol cut the request (its status), the client left (499, e.g. an
+                    # aborted upload), or the app raised (uvicorn answers 500).
+                    cut = scope.get("state", {}).get(CUT_STATUS_STATE_KEY)
+                    status = cut or (500 if failed else CLIENT_CLOSED_REQUEST)
+                write_line()

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.app import held
+
 
 def connect(url: str) -> socket.socket:
     parts = urlsplit(url)
@@ -193,3 +195,64 @@ def test_pipelined_requests_within_the_limit_are_all_served(held_service):
     answers = read_until_closed(sock)
     sock.close()
     assert answers.count(b"HTTP/1.1 200") == 4
+
+
+def post_head(sock: socket.socket, length: int, path: str = "/v1/generate") -> None:
+    """Send a POST's head announcing a `length`-byte JSON body, and none of the body."""
+    head = f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
+    sock.sendall(head.encode() + b"\r\n")
+
+
+@pytest.mark.parametrize("dribble", [False, True], ids=["stalled", "dribbled"])
+def test_a_body_that_does_not_arrive_in_time_gets_a_408_and_the_connection_closed(held_service, caplog, dribble):
+    live, _ = held_service
+    caplog.set_level("INFO", logger="app.requests")
+    limit = live.settings.body_timeout_s
+    sock = connect(live.url)
+    post_head(sock, 100)
+    started = time.monotonic()
+    sock.sendall(b'{"prompt": ')
+    answer = b""
+    sock.settimeout(limit + 10)
+    try:
+        # Dribbled: a byte every 0.2 s; the clock runs from the end of the head, each byte does not reset it.
+        for _ in range(40 if dribble else 0):
+            sock.sendall(b" ")
+            time.sleep(0.2)
+        answer = read_until_closed(sock)
+    except (BrokenPipeError, ConnectionResetError):
+        answer = read_until_closed(sock)
+    elapsed = time.monotonic() - started
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+    assert f"within {limit:g} s" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+    assert elapsed < limit + 3
+    held.wait_until(lambda: 408 in request_log_statuses(caplog, "/v1/generate"))
+
+
+def test_a_body_sent_after_a_pause_within_the_limit_is_served(held_service):
+    live, _ = held_service
+    body = b'{"prompt": "late but in time", "steps": 1}'
+    sock = connect(live.url)
+    post_head(sock, len(body))
+    time.sleep(live.settings.body_timeout_s / 3)
+    sock.sendall(body)
+    sock.settimeout(30)
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    sock.close()
+
+
+def request_log_statuses(caplog: pytest.LogCaptureFixture, path: str) -> list[int]:
+    return [r.status for r in caplog.records if r.name == "app.requests" and getattr(r, "path", "") == path]
+
+
+def test_an_aborted_upload_is_logged_as_499_not_500(held_service, caplog):
+    live, _ = held_service
+    caplog.set_level("INFO", logger="app.requests")
+    sock = connect(live.url)
+    post_head(sock, 1000)
+    sock.sendall(b"x" * 10)
+    time.sleep(0.2)
+    sock.close()
+    held.wait_until(lambda: request_log_statuses(caplog, "/v1/generate"))
+    assert request_log_statuses(caplog, "/v1/generate") == [499]
