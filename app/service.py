@@ -181,6 +181,7 @@ class GenerationService:
                 "max_queue_depth_seen": batcher.stats.max_queue_depth if batcher else 0,
                 "batches_by_size": {str(k): v for k, v in sorted(batcher.stats.batch_sizes.items())} if batcher else {},
                 "dropped_before_running": batcher.stats.dropped if batcher else 0,
+                "batches_stopped_unanswered": batcher.stats.abandoned_batches if batcher else 0,
                 "cancelled_by_client": self.cancelled,
             },
             "deployment_unit": settings.deployment_unit,
