@@ -10,8 +10,8 @@
 - Settle: the image and the `succeeded` record are stored, the notice is published, and only then
   is the message deleted. A failure is recorded on the job; the message comes back after a short
   back-off, and after the last attempt the job is `failed` and the queue moves it to its DLQ.
-- Drain (SIGTERM): take nothing more; jobs already held get the grace period less one long poll to
-  finish, and the ones that cannot are handed back at once (visibility 0) for another pod.
+- Drain (SIGTERM): take nothing more; jobs already held get the grace period to finish, and the
+  ones that cannot are handed back, hidden only until this pod's last long poll ends.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from app.api.generate import png_bytes
 from app.backends.base import UnsupportedRequest
 from app.batching import QueueFull
+from app.jobs.long_poll import LongPoll
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
 from app.logs import log_failure
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 ROOM_POLL_S = 0.05  # how often a worker without room looks again (a cheap check on the event loop)
 RECEIVE_ERROR_PAUSE_S = 5.0
+HAND_BACK_S = 1.0  # of the drain's grace, kept for handing back the jobs that cannot finish (a quarter at most)
 MAX_RETRY_DELAY_S = 60
 
 
@@ -71,6 +73,7 @@ class JobWorker:
         self._in_batcher = 0  # held jobs inside GenerationService.generate now
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
+        self._poll = LongPoll(queue)  # on a daemon thread: a stopping process does not sit out the poll
 
     @property
     def held(self) -> int:
@@ -103,9 +106,7 @@ class JobWorker:
                 await asyncio.sleep(ROOM_POLL_S)
                 continue
             try:
-                deliveries = await asyncio.to_thread(
-                    self.queue.receive, room, self.settings.jobs_poll_s, self.visibility_s
-                )
+                deliveries = await self._poll.receive(room, self.settings.jobs_poll_s, self.visibility_s)
             except Exception as exc:
                 log_failure(log, "receiving jobs failed; retrying", exc)
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
@@ -256,7 +257,9 @@ class JobWorker:
     async def _hand_back(self, delivery: Delivery, record: JobRecord | None) -> None:
         """Make the job visible again now (not counted as a failure) and say so on its record."""
         try:
-            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            # Hidden until this process's last poll ends (at once if none is waiting), so that poll
+            # cannot take the job again; then any worker may.
+            await asyncio.to_thread(self.queue.extend, delivery, self._poll.hidden_s())
             if record is not None:
                 await asyncio.to_thread(self.store.put, record.touch(state=JobState.QUEUED, lease_until=None))
         except Exception as exc:
@@ -270,21 +273,19 @@ class JobWorker:
     async def drain(self, grace_s: float | None) -> None:
         """Take no more jobs; let held ones finish within `grace_s`, then hand back the rest.
 
-        The receive loop's last long poll (up to JOBS_POLL_S) must end before anything is handed
-        back, or it could take a handed-back job again and spend one of its attempts.
+        Nothing waits for the receive loop's last long poll (up to JOBS_POLL_S): an idle worker is
+        done at once, and jobs handed back stay hidden until that poll ends, so it cannot take them.
         """
         self._stopping = True
-        poll_margin = self.settings.jobs_poll_s + 1.0
+        hand_back_s = HAND_BACK_S if grace_s is None else min(HAND_BACK_S, grace_s / 4)
         held = list(self._held.values())
         if held:
-            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - poll_margin))
-        if self._loop_task is not None:
-            await asyncio.wait([self._loop_task], timeout=poll_margin + 5.0)
+            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - hand_back_s))
         pending = [task for task in self._held.values() if not task.done()]
         for task in pending:
             task.cancel()  # each hands its job back
         if pending:
-            await asyncio.wait(pending, timeout=5)
+            await asyncio.wait(pending, timeout=hand_back_s)
 
     async def stop(self) -> None:
         """Stop at once: hand back whatever is held."""
