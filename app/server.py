@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,7 +27,7 @@ from app.backends.selection import load_backend as default_backend_loader
 from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
-from app.settings import Settings
+from app.settings import Settings, SettingsError
 
 # Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
 GRADIO_UPLOAD_PATH = "/gradio_api/upload"
@@ -38,9 +39,16 @@ Readiness turns 200 once the model is loaded and warmed up."""
 
 
 def create_app(settings: Settings, load_backend: BackendLoader = default_backend_loader) -> FastAPI:
-    """Build the app; the model loads in the background once the server starts."""
+    """Build the app; the model loads in the background once the server starts. SettingsError when
+    the jobs directory cannot be used."""
     service = GenerationService(settings, load_backend)
-    jobs = build_jobs(settings, service)
+    try:
+        jobs = build_jobs(settings, service)
+    except (OSError, sqlite3.Error) as exc:  # JOBS=local: the directory cannot hold the queue and records
+        where = settings.jobs_dir or f"{settings.model_cache_dir / 'jobs'} (unset: MODEL_CACHE_DIR/jobs)"
+        raise SettingsError(
+            f"JOBS_DIR={where} cannot keep jobs ({exc}); point JOBS_DIR at a writable directory, or set JOBS=off"
+        ) from None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -143,6 +143,8 @@ class GenerationService:
         """Queue `params` and wait for the image; raises NotReady, QueueFull or DeadlineExceeded."""
         if self.draining:
             raise NotReady("the service is shutting down")
+        if self.load_error_id is not None:
+            raise NotReady(f"the model failed to load (error id {self.load_error_id}); this replica cannot serve")
         if not self.ready or self.batcher is None:
             raise NotReady("the model is still loading")
         return await self.batcher.submit(params, self.settings.request_timeout_s, on_step)
