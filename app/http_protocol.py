@@ -134,12 +134,14 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """The answer to a request h11 cannot parse, in JSON (uvicorn's is plain text); 431 for a large head."""
+        status, message = "400 Bad Request", "malformed HTTP request"
         if self.conn.head_too_large:
-            self._answer_and_close(
-                "431 Request Header Fields Too Large", f"request headers larger than {self.max_header_bytes} bytes"
-            )
+            status = "431 Request Header Fields Too Large"
+            message = f"request headers larger than {self.max_header_bytes} bytes"
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._cut(status, message)  # a malformed body: its handler sees the client gone
         else:
-            self._answer_and_close("400 Bad Request", "malformed HTTP request")
+            self._answer_and_close(status, message)
 
     def _forget(self) -> None:
         self._cancel_header_timer()

@@ -74,6 +74,9 @@ def test_an_unknown_api_path_is_a_404_in_the_api_shape(held_service, path):
         pytest.param(b"GARBAGE\r\n\r\n", id="no request line"),
         pytest.param(b"GET /health HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n", id="header without colon"),
         pytest.param(b"GET /health HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n", id="bad length"),
+        pytest.param(
+            b"POST /v1/generate HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", id="bad chunk"
+        ),
     ],
 )
 def test_a_malformed_request_is_a_json_400(held_service, request_bytes):
