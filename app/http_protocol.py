@@ -38,7 +38,7 @@ PROBE_PATHS = (HEALTH_PATH, READINESS_PATH)
 DESCRIPTOR_RESERVE = 64
 """Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue."""
 CUT_STATUS_STATE_KEY = "cut_status"
-"""Where a request cut by the protocol (408, 503) leaves its status in the ASGI scope's state, for the log."""
+"""Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
 
 # h11 ends a head at the first blank line and accepts bare LF line ends (h11 0.16 `_receivebuffer.py`).
 _BLANK_LINE = re.compile(b"\n\r?\n")
