@@ -11,7 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 def main() -> int:
     """Start the service; exit 2 with one readable line when a setting is invalid."""
-    from app.http_protocol import server_config
+    from app.http_protocol import ensure_descriptors, server_config
     from app.logs import configure_logging
     from app.port_check import port_problem
     from app.server import create_app
@@ -20,21 +20,33 @@ def main() -> int:
 
     try:
         settings = load_settings()
+        ensure_descriptors(settings)
+        problem = port_problem(settings.host, settings.port)
+        if problem is not None:
+            print(f"error: {problem}", file=sys.__stderr__)
+            return 2
+        configure_logging(settings.log_level)
+        app = create_app(settings)  # the jobs directory is checked here
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # The process's own stderr: one plain line, even once the logs are JSON.
+        print(f"error: {exc}", file=sys.__stderr__)
         return 2
-    problem = port_problem(settings.host, settings.port)
-    if problem is not None:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level)
-    app = create_app(settings)
     config = server_config(app, settings, host=settings.host, port=settings.port)
     server = DrainingServer(config, app.state.service, settings.shutdown_grace_s)
     logging.getLogger("app").info("serving", extra={"url": f"http://{settings.host}:{settings.port}/"})
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        # uvicorn re-raises the Ctrl-C it handled once it has stopped: the exit status says so, no traceback.
+        return 130
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # The service has stopped and flushed its work; the interpreter's own teardown of torch and the
+    # model would only add seconds of silence (4 s measured on a 2-core box) before the prompt returns.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

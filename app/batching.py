@@ -5,7 +5,8 @@ with the same batch key (size, steps, guidance) up to the batch limit, and runs 
 so the event loop stays free. It waits up to BATCH_WAIT_MS for more company only while it is busy
 serving several clients (its previous batch held more than one request): a request that reaches an
 idle worker runs at once, so a lone client pays no batching delay. Requests whose client left or
-whose deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot.
+whose deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot,
+and a pipeline call stops between denoising steps once no request of its batch waits any more.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class ShutdownCut(Exception):
     """The shutdown grace ran out before this request's image was ready: answer 503 with an error id."""
 
 
+class BatchAbandoned(Exception):
+    """Raised from the step callback inside the pipeline call: no request of the batch waits any more."""
+
+
 @dataclass(frozen=True)
 class BatchResult:
     """One request's image and the size of the batch it ran in."""
@@ -81,6 +86,7 @@ class BatcherStats:
     max_queue_depth: int = 0
     batch_sizes: Counter[int] = field(default_factory=Counter)
     dropped: int = 0  # requests that left (timeout or disconnect) before running
+    abandoned_batches: int = 0  # pipeline calls stopped between steps because all their requests left
     last_batch_size: int = 0  # above 1: several clients are being served, so gathering pays off
 
 
@@ -137,7 +143,7 @@ class Batcher:
         self._queue.clear()
 
     def cut(self) -> int:
-        """Fail every unanswered request with ShutdownCut (the pipeline call itself cannot be stopped)."""
+        """Fail every unanswered request with ShutdownCut; the pipeline call stops after its current step."""
         jobs = [job for job in (*self._running, *self._queue) if job.live]
         for job in jobs:
             job.future.set_exception(ShutdownCut())
@@ -241,14 +247,22 @@ class Batcher:
                 self._on_batch(len(batch))
 
             def relay_step(done: int, total: int, jobs: list[_Job] = batch) -> None:
-                # Runs in the pipeline thread: hand each step to the event loop.
-                for job in jobs:
-                    if job.on_step is not None and job.live:
+                # Runs in the pipeline thread after each denoising step: hand the step to the event loop,
+                # or stop the call once every request of the batch is answered (timed out, client gone,
+                # cut by the shutdown), so that the worker is free for the requests behind it.
+                live = [job for job in jobs if job.live]
+                if not live:
+                    raise BatchAbandoned(f"stopped after step {done} of {total}")
+                for job in live:
+                    if job.on_step is not None:
                         loop.call_soon_threadsafe(job.on_step, done, total)
 
             self._running = batch
             try:
                 images, pipeline_ms = await self._run_pipeline(_timed, self.backend.generate, batch, relay_step)
+            except BatchAbandoned as stopped:
+                self.stats.abandoned_batches += 1
+                log.info("nobody waits for the batch any more; %s", stopped, extra={"batch_size": len(batch)})
             except Exception as exc:  # one bad batch must not stop the worker
                 log.exception("pipeline call failed for a batch of %d", len(batch))
                 for job in batch:

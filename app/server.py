@@ -9,21 +9,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Mount
 
 from app.api import generate, info, probes
 from app.api.docs import install_offline_docs
-from app.api.errors import install_error_handlers
+from app.api.errors import install_error_handlers, unexpected_error
+from app.api.fallback import install_api_fallback
+from app.api.gradio_guard import GradioIdGuard
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
 from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
-from app.settings import Settings
+from app.settings import Settings, SettingsError
 
 # Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
 GRADIO_UPLOAD_PATH = "/gradio_api/upload"
@@ -35,9 +40,16 @@ Readiness turns 200 once the model is loaded and warmed up."""
 
 
 def create_app(settings: Settings, load_backend: BackendLoader = default_backend_loader) -> FastAPI:
-    """Build the app; the model loads in the background once the server starts."""
+    """Build the app; the model loads in the background once the server starts. SettingsError when
+    the jobs directory cannot be used."""
     service = GenerationService(settings, load_backend)
-    jobs = build_jobs(settings, service)
+    try:
+        jobs = build_jobs(settings, service)
+    except (OSError, sqlite3.Error) as exc:  # JOBS=local: the directory cannot hold the queue and records
+        where = settings.jobs_dir or f"{settings.model_cache_dir / 'jobs'} (unset: MODEL_CACHE_DIR/jobs)"
+        raise SettingsError(
+            f"JOBS_DIR={where} cannot keep jobs ({exc}); point JOBS_DIR at a writable directory, or set JOBS=off"
+        ) from None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -72,10 +84,16 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(generate.generate_router(settings))
     if jobs is not None:
         app.include_router(jobs_router(settings))
+    install_api_fallback(app)  # after every /v1 route, before the UI's catch-all mount
+    ui = _build_ui(service) if settings.ui else None
+    if ui is not None:
+        app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         max_discard_bytes=settings.max_discard_bytes,
+        # Half the body time: a refused body's 413 leaves before the protocol's body clock runs out.
+        discard_timeout_s=settings.body_timeout_s / 2,
         refused_paths=(GRADIO_UPLOAD_PATH,),
     )
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
@@ -84,12 +102,9 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     # the parent app has Starlette's CORSMiddleware (gradio 6.31 route_utils.CustomCORSMiddleware).
     app.add_middleware(CORSMiddleware, allow_origins=[], allow_credentials=False)
     app.add_middleware(RequestLogMiddleware)
-    if settings.ui:
-        # The one place the service turns Gradio's usage reporting off: right before it loads.
-        os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if ui is not None:
         import gradio as gr
 
-        from app.ui import build_ui
         from app.ui_routes import serve_only_ui_routes
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
@@ -98,11 +113,23 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         # browser as a bare "Error", never its text.
         app = gr.mount_gradio_app(
             app,
-            build_ui(service),
+            ui,
             path="/",
             footer_links=[],
             root_path=settings.public_url or None,
             show_error=False,
         )
+        # Gradio's app answers its own unexpected errors with a plain-text 500; ours is JSON with an id.
+        mount = app.router.routes[-1]
+        assert isinstance(mount, Mount), "mount_gradio_app appends the UI's mount"
+        mount.app.add_exception_handler(Exception, unexpected_error)  # type: ignore[attr-defined]
         serve_only_ui_routes(app)
     return app
+
+
+def _build_ui(service: GenerationService) -> Any:  # gradio.Blocks; gradio is imported only with the UI
+    # The one place the service turns Gradio's usage reporting off: right before it loads.
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.ui import build_ui
+
+    return build_ui(service)

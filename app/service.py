@@ -146,6 +146,8 @@ class GenerationService:
         NotReady, QueueFull or DeadlineExceeded."""
         if self.draining:
             raise NotReady("the service is shutting down")
+        if self.load_error_id is not None:
+            raise NotReady(f"the model failed to load (error id {self.load_error_id}); this replica cannot serve")
         if not self.ready or self.batcher is None:
             raise NotReady("the model is still loading")
         timeout = self.settings.request_timeout_s if timeout_s is None else timeout_s
@@ -185,6 +187,7 @@ class GenerationService:
                 "max_queue_depth_seen": batcher.stats.max_queue_depth if batcher else 0,
                 "batches_by_size": {str(k): v for k, v in sorted(batcher.stats.batch_sizes.items())} if batcher else {},
                 "dropped_before_running": batcher.stats.dropped if batcher else 0,
+                "batches_stopped_unanswered": batcher.stats.abandoned_batches if batcher else 0,
                 "cancelled_by_client": self.cancelled,
             },
             "deployment_unit": settings.deployment_unit,

@@ -54,10 +54,23 @@ class Settings(BaseSettings):
 
     # Bounds on a request.
     max_header_bytes: int = Field(
-        16 * 1024, ge=1024, le=1024 * 1024, description="request line + headers; larger gets a 400 and is closed"
+        16 * 1024, ge=1024, le=1024 * 1024, description="request line + headers; larger gets a 431 and is closed"
     )
     header_timeout_s: float = Field(
         10.0, gt=0.0, le=300.0, description="a connection that does not finish its headers in time is closed"
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0.0,
+        le=300.0,
+        description="a request whose body has not arrived this long after its headers gets a 408 and is closed",
+    )
+    max_connections: int = Field(
+        512,
+        ge=8,
+        le=100000,
+        description="open connections; past it the oldest one idle or still sending its request is closed, "
+        "and only the probes are served on a connection beyond it",
     )
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
     default_steps: int = Field(25, ge=1)

@@ -1,4 +1,4 @@
-"""Graceful shutdown: on SIGTERM drain the service, then let uvicorn stop, all within one grace period.
+"""Graceful shutdown: on SIGTERM (or Ctrl-C) drain the service, then let uvicorn stop, all within one grace period.
 
 Kubernetes sends SIGTERM and keeps routing for a moment; during the drain readiness is 503, new
 generations are refused with 503, and queued and running ones finish. SHUTDOWN_GRACE_S is the whole
@@ -10,6 +10,7 @@ The pod's terminationGracePeriodSeconds (cdk/config/serving.py) is preStop + SHU
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from types import FrameType
@@ -17,6 +18,8 @@ from types import FrameType
 import uvicorn
 
 from app.service import GenerationService
+
+log = logging.getLogger(__name__)
 
 ANSWER_RESERVE_S = 2.0
 """At most this much of the grace is kept for answering cut requests and closing connections."""
@@ -36,6 +39,7 @@ class DrainingServer(uvicorn.Server):
         self._grace_s = grace_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
+        self._signalled = False
         # Until SIGTERM, uvicorn's own wait (e.g. after Ctrl-C) is the whole grace.
         config.timeout_graceful_shutdown = grace_s  # type: ignore[assignment]
 
@@ -45,13 +49,19 @@ class DrainingServer(uvicorn.Server):
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """First SIGTERM: drain, then exit. Anything else (Ctrl-C, a second SIGTERM): uvicorn's usual."""
-        if sig == signal.SIGTERM and self._drain is None and self._loop is not None:
+        """The first SIGTERM or Ctrl-C: drain, then exit. A second Ctrl-C: exit now, not waiting for
+        requests in flight. Anything else: uvicorn's usual."""
+        if sig in (signal.SIGTERM, signal.SIGINT) and not self._signalled and self._loop is not None:
+            self._signalled = True
             self._loop.call_soon_threadsafe(self._start_drain, sig, frame)
             return
+        if sig == signal.SIGINT:
+            self.should_exit = True  # so that uvicorn's handler below forces the exit
         super().handle_exit(sig, frame)
 
     def _start_drain(self, sig: int, frame: FrameType | None) -> None:
+        # Logged here on the event loop, not in the signal handler (which may interrupt a log call).
+        log.info("stopping", extra={"signal": signal.Signals(sig).name, "grace_s": self._grace_s})
         deadline = time.monotonic() + self._grace_s
 
         async def drain_then_exit() -> None:

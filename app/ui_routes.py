@@ -86,7 +86,8 @@ class UiRoutesOnly:
         allowed = self._allowed_methods(scope)
         if allowed:
             allow = [(b"allow", ", ".join(allowed).encode())]
-            await send_json_error(send, 405, f"{method} is not allowed on {path}", extra_headers=allow, close=False)
+            message = f"{method} is not allowed on {path}; use {', '.join(allowed)}"  # as app/api/fallback.py says it
+            await send_json_error(send, 405, message, extra_headers=allow, close=False)
             return
         await send_json_error(send, 404, "not found", close=False)
 

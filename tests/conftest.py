@@ -46,6 +46,7 @@ def held_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Liv
         max_batch_size=1,
         queue_size=4,
         header_timeout_s=1.0,
+        body_timeout_s=1.0,
         keep_alive_s=2.0,
         ui_file_ttl_s=1,
     ) as live:

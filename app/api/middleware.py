@@ -11,6 +11,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.disconnect import CLIENT_CLOSED_REQUEST
+from app.http_protocol import CUT_STATUS_STATE_KEY
 from app.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger("app.requests")
@@ -84,13 +86,18 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = dict(scope["headers"])
+        # A client that sent `Expect: 100-continue` waits for an invitation before it sends the body;
+        # the first `receive()` would send uvicorn's 100 Continue, so a refusal must come before it.
+        waiting = headers.get(b"expect", b"").lower() == b"100-continue"
         if scope["path"].rstrip("/") in self.refused_paths:
-            await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
+            if not waiting:
+                await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
             await send_json_error(send, 403, "this service accepts no file uploads")
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._reject(receive, send, 0)
+            await self._reject(receive, send, -1 if waiting else 0)
             return
         # Read the (possibly chunked) body with a cap, then replay it to the app.
         body = bytearray()
@@ -116,7 +123,8 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _reject(self, receive: Receive, send: Send, already: int) -> None:
-        """413 after discarding the rest of the body (`already` bytes read; -1: nothing left to read)."""
+        """413 after discarding the rest of the body (`already` bytes read; -1: nothing to read, because
+        it was all read or because the client waits for a 100 Continue it will not get)."""
         if already >= 0:
             await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
         await send_json_error(send, 413, f"request body larger than {self.max_bytes} bytes")
@@ -133,17 +141,12 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500  # if the app raises before responding, uvicorn answers 500
+        status: int | None = None
+        logged = False
 
-        async def capture(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, capture)
-        finally:
+        def write_line() -> None:
+            nonlocal logged
+            logged = True
             state: dict[str, Any] = scope.get("state", {})
             fields = {
                 "event": "request",
@@ -155,3 +158,24 @@ class RequestLogMiddleware:
                 "batch_size": state.get("batch_size"),
             }
             log.log(_log_level(scope["path"]), "request", extra=fields)
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False) and not logged:
+                write_line()  # before the last byte leaves: whoever reads the answer finds the line written
+            await send(message)
+
+        failed = True
+        try:
+            await self.app(scope, receive, capture)
+            failed = False
+        finally:
+            if not logged:
+                if status is None:
+                    # No answer: the protocol cut the request (its status), the client left (499, e.g. an
+                    # aborted upload), or the app raised (uvicorn answers 500).
+                    cut = scope.get("state", {}).get(CUT_STATUS_STATE_KEY)
+                    status = cut or (500 if failed else CLIENT_CLOSED_REQUEST)
+                write_line()

@@ -15,8 +15,8 @@
   recorded on the job and its message comes back after a short back-off.
 - Dead letters: a message the queue gave up on (JOBS_QUEUE_MAX_RECEIVES deliveries, say a job handed
   back at every restart) is swept from the dead-letter queue: its job is `failed` and announced.
-- Drain (SIGTERM): take nothing more; jobs already held get the grace period less one long poll to
-  finish, and the ones that cannot are handed back at once (visibility 0) for another pod.
+- Drain (SIGTERM): take nothing more; jobs already held get the grace period to finish, and the
+  ones that cannot are handed back, hidden only until this pod's last long poll ends.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Callable
 from app.api.generate import png_bytes
 from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
+from app.jobs.long_poll import LongPoll
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
 from app.logs import log_failure
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 ROOM_POLL_S = 0.05  # how often a worker without room looks again (a cheap check on the event loop)
 RECEIVE_ERROR_PAUSE_S = 5.0
+HAND_BACK_S = 1.0  # of the drain's grace, kept for handing back the jobs that cannot finish (a quarter at most)
 MAX_RETRY_DELAY_S = 60
 MIN_SWEEP_INTERVAL_S = 1.0  # dead letters are looked for every JOBS_POLL_S, at most this often
 DEAD_LETTERS_PER_SWEEP = 10
@@ -81,6 +83,7 @@ class JobWorker:
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
+        self._poll = LongPoll(queue)  # on a daemon thread: a stopping process does not sit out the poll
 
     @property
     def held(self) -> int:
@@ -114,9 +117,7 @@ class JobWorker:
                 await asyncio.sleep(ROOM_POLL_S)
                 continue
             try:
-                deliveries = await asyncio.to_thread(
-                    self.queue.receive, room, self.settings.jobs_poll_s, self.visibility_s
-                )
+                deliveries = await self._poll.receive(room, self.settings.jobs_poll_s, self.visibility_s)
             except Exception as exc:
                 log_failure(log, "receiving jobs failed; retrying", exc)
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
@@ -310,7 +311,9 @@ class JobWorker:
     async def _hand_back(self, delivery: Delivery, record: JobRecord | None) -> None:
         """Make the job visible again now and store `record` (as it was before this attempt) as queued."""
         try:
-            await asyncio.to_thread(self.queue.extend, delivery, 0)
+            # Hidden until this process's last poll ends (at once if none is waiting), so that poll
+            # cannot take the job again; then any worker may.
+            await asyncio.to_thread(self.queue.extend, delivery, self._poll.hidden_s())
             if record is not None:
                 await asyncio.to_thread(self.store.put, record.touch(state=JobState.QUEUED, lease_until=None))
         except Exception as exc:
@@ -324,23 +327,21 @@ class JobWorker:
     async def drain(self, grace_s: float | None) -> None:
         """Take no more jobs; let held ones finish within `grace_s`, then hand back the rest.
 
-        The receive loop's last long poll (up to JOBS_POLL_S) must end before anything is handed
-        back, or it could take a handed-back job again and spend one of its attempts.
+        Nothing waits for the receive loop's last long poll (up to JOBS_POLL_S): an idle worker is
+        done at once, and jobs handed back stay hidden until that poll ends, so it cannot take them.
         """
         self._stopping = True
         if self._sweep_task is not None:
             self._sweep_task.cancel()
-        poll_margin = self.settings.jobs_poll_s + 1.0
+        hand_back_s = HAND_BACK_S if grace_s is None else min(HAND_BACK_S, grace_s / 4)
         held = list(self._held.values())
         if held:
-            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - poll_margin))
-        if self._loop_task is not None:
-            await asyncio.wait([self._loop_task], timeout=poll_margin + 5.0)
+            await asyncio.wait(held, timeout=None if grace_s is None else max(0.0, grace_s - hand_back_s))
         pending = [task for task in self._held.values() if not task.done()]
         for task in pending:
             task.cancel()  # each hands its job back
         if pending:
-            await asyncio.wait(pending, timeout=5)
+            await asyncio.wait(pending, timeout=hand_back_s)
 
     async def stop(self) -> None:
         """Stop at once: hand back whatever is held."""

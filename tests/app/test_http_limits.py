@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.app import held
+
 
 def connect(url: str) -> socket.socket:
     parts = urlsplit(url)
@@ -128,3 +130,129 @@ def test_an_idle_keep_alive_connection_lasts_keep_alive_s(held_service):
     time.sleep(limit + 1.0)
     assert read_until_closed(sock) == b"", "still open after KEEP_ALIVE_S"
     sock.close()
+
+
+def read_response(sock: socket.socket, timeout_s: float = 5.0) -> bytes:
+    """The first bytes the server sends within `timeout_s` (b"" if it sends none)."""
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(65536)
+    except TimeoutError:
+        return b""
+
+
+@pytest.mark.parametrize(
+    ("path", "status"), [("/v1/generate", b"413"), ("/gradio_api/queue/join", b"413"), ("/gradio_api/upload", b"403")]
+)
+def test_a_refused_body_announced_with_expect_100_continue_is_refused_without_inviting_it(held_service, path, status):
+    """RFC 9110 10.1.1: a server that will refuse the body answers the final status instead of 100."""
+    live, _ = held_service
+    sock = connect(live.url)
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        "Content-Length: 10000000\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    answer = read_response(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 " + status), answer[:80]
+    assert b"100 Continue" not in answer
+
+
+def test_a_small_body_announced_with_expect_100_continue_is_invited_and_served(held_service):
+    live, _ = held_service
+    body = b'{"prompt": "x", "steps": 1}'
+    sock = connect(live.url)
+    sock.sendall(
+        b"POST /v1/generate HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n" % len(body)
+    )
+    assert read_response(sock).startswith(b"HTTP/1.1 100 Continue")
+    sock.sendall(body)
+    assert read_until_closed(sock).startswith(b"HTTP/1.1 200")
+    sock.close()
+
+
+def test_an_oversized_header_pipelined_behind_another_request_is_refused(held_service):
+    live, _ = held_service
+    small = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
+    large = b"GET /health HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * (40 * 1024) + b"\r\n\r\n"
+    sock = connect(live.url)
+    sock.sendall(small + large)
+    answers = read_until_closed(sock)
+    sock.close()
+    assert answers.startswith(b"HTTP/1.1 200")
+    assert answers.count(b"HTTP/1.1 200") == 1, "the 40 KB head was served"
+    assert b"HTTP/1.1 431" in answers
+    assert live.settings.max_header_bytes < 40 * 1024
+
+
+def test_pipelined_requests_within_the_limit_are_all_served(held_service):
+    live, _ = held_service
+    one = b"GET /health HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * 8000 + b"\r\n\r\n"
+    last = b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    sock = connect(live.url)
+    sock.sendall(one * 3 + last)
+    answers = read_until_closed(sock)
+    sock.close()
+    assert answers.count(b"HTTP/1.1 200") == 4
+
+
+def post_head(sock: socket.socket, length: int, path: str = "/v1/generate") -> None:
+    """Send a POST's head announcing a `length`-byte JSON body, and none of the body."""
+    head = f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
+    sock.sendall(head.encode() + b"\r\n")
+
+
+@pytest.mark.parametrize("dribble", [False, True], ids=["stalled", "dribbled"])
+def test_a_body_that_does_not_arrive_in_time_gets_a_408_and_the_connection_closed(held_service, caplog, dribble):
+    live, _ = held_service
+    caplog.set_level("INFO", logger="app.requests")
+    limit = live.settings.body_timeout_s
+    sock = connect(live.url)
+    post_head(sock, 100)
+    started = time.monotonic()
+    sock.sendall(b'{"prompt": ')
+    answer = b""
+    sock.settimeout(limit + 10)
+    try:
+        # Dribbled: a byte every 0.2 s; the clock runs from the end of the head, each byte does not reset it.
+        for _ in range(40 if dribble else 0):
+            sock.sendall(b" ")
+            time.sleep(0.2)
+        answer = read_until_closed(sock)
+    except (BrokenPipeError, ConnectionResetError):
+        answer = read_until_closed(sock)
+    elapsed = time.monotonic() - started
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+    assert f"within {limit:g} s" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+    assert elapsed < limit + 3
+    held.wait_until(lambda: 408 in request_log_statuses(caplog, "/v1/generate"))
+
+
+def test_a_body_sent_after_a_pause_within_the_limit_is_served(held_service):
+    live, _ = held_service
+    body = b'{"prompt": "late but in time", "steps": 1}'
+    sock = connect(live.url)
+    post_head(sock, len(body))
+    time.sleep(live.settings.body_timeout_s / 3)
+    sock.sendall(body)
+    sock.settimeout(30)
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    sock.close()
+
+
+def request_log_statuses(caplog: pytest.LogCaptureFixture, path: str) -> list[int]:
+    return [r.status for r in caplog.records if r.name == "app.requests" and getattr(r, "path", "") == path]
+
+
+def test_an_aborted_upload_is_logged_as_499_not_500(held_service, caplog):
+    live, _ = held_service
+    caplog.set_level("INFO", logger="app.requests")
+    sock = connect(live.url)
+    post_head(sock, 1000)
+    sock.sendall(b"x" * 10)
+    time.sleep(0.2)
+    sock.close()
+    held.wait_until(lambda: request_log_statuses(caplog, "/v1/generate"))
+    assert request_log_statuses(caplog, "/v1/generate") == [499]

@@ -73,7 +73,7 @@ def test_a_job_held_at_sigterm_is_handed_back_with_its_attempt_and_the_next_pod_
     assert handed_back is not None and handed_back.state is JobState.QUEUED and handed_back.attempts == 0
 
     with service(tmp_path, JOBS_MAX_RECEIVES="1") as (_, url):  # another pod, same queue and store
-        done = wait_state(url, job_id, {"succeeded", "failed"}, 120)
+        done = wait_state(url, job_id, {"succeeded", "failed"}, 300)  # 100 steps on a loaded 2-core box
     assert done["state"] == "succeeded" and done["attempts"] == 1 and done["seed"] == 8
     assert notices(tmp_path, job_id) == ["succeeded"]
 

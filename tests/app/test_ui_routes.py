@@ -68,7 +68,7 @@ def test_a_known_route_with_another_method_is_405(held_service):
     live, _backend = held_service
     response = httpx.delete(live.url + "/gradio_api/queue/join", timeout=10)
     assert response.status_code == 405
-    assert response.json() == {"error": "DELETE is not allowed on /gradio_api/queue/join"}
+    assert response.json() == {"error": "DELETE is not allowed on /gradio_api/queue/join; use POST"}
 
 
 def test_the_page_and_its_parts_still_load(held_service):
@@ -88,4 +88,4 @@ def test_another_method_on_an_api_route_is_405_with_allow(held_service, method: 
     response = httpx.request(method, live.url + path, timeout=10)
     assert response.status_code == 405
     assert response.headers["allow"] == allow
-    assert response.json() == {"error": f"{method} is not allowed on {path}"}
+    assert response.json() == {"error": f"{method} is not allowed on {path}; use {allow}"}
