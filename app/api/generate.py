@@ -43,6 +43,12 @@ JSON = "application/json"
 BINARY = {"type": "string", "format": "binary"}
 
 
+def png_content() -> dict[str, Any]:
+    """The OpenAPI content of a PNG answer: image/png, and the same bytes as application/octet-stream,
+    the one binary type openapi-python-client 0.29 knows (listed second: `*/*` gets image/png)."""
+    return {PNG: {"schema": BINARY}, OCTET_STREAM: {"schema": BINARY}}
+
+
 def choose_media_type(accept: str) -> str:
     """The representation of a generated image for an `Accept` header: JSON when it names JSON, else
     the PNG, labelled application/octet-stream only for a client that names that and not image/png."""
@@ -89,11 +95,7 @@ def generate_router(settings: Settings) -> APIRouter:
                 "description": "the image; headers X-Seed, X-Backend, X-Latency-Ms, X-Batch-Size, X-Pipeline-Ms. "
                 "PNG bytes unless `Accept` asks for `application/json` (base64 JSON) or names only "
                 "`application/octet-stream` (the same PNG bytes under that type).",
-                "content": {
-                    PNG: {"schema": BINARY},
-                    OCTET_STREAM: {"schema": BINARY},
-                    JSON: {"schema": GenerateJSONResponse.model_json_schema()},
-                },
+                "content": {**png_content(), JSON: {"schema": GenerateJSONResponse.model_json_schema()}},
             },
             **_ERRORS,
         },

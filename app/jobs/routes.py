@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from starlette.datastructures import URL
 
 from app.api.dependencies import get_caller_id
-from app.api.generate import error_response
+from app.api.generate import OCTET_STREAM, PNG, choose_media_type, error_response, png_content
 from app.api.schemas import ErrorResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.jobs.model import IDEMPOTENCY_KEY_PATTERN, JOB_ID_PATTERN, JobRecord, JobState
@@ -142,11 +142,19 @@ def jobs_router(settings: Settings) -> APIRouter:
     @router.get(
         "/jobs/{job_id}/image",
         response_class=Response,
-        responses={200: {"content": {"image/png": {}}}, 403: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+        responses={
+            200: {
+                "description": "the PNG; labelled application/octet-stream for a client that names only that",
+                "content": png_content(),
+            },
+            403: {"model": ErrorResponse},
+            404: {"model": ErrorResponse},
+        },
     )
     async def get_job_image(
         job_id: str,
         jobs: Annotated[JobService, Depends(get_jobs)],
+        accept: Annotated[str, Header(include_in_schema=False)] = "*/*",
         expires: Annotated[int, Query()] = 0,
         signature: Annotated[str, Query(max_length=128)] = "",
     ) -> Response:
@@ -158,7 +166,9 @@ def jobs_router(settings: Settings) -> APIRouter:
         png = await asyncio.to_thread(jobs.store.read_image, job_id)
         if png is None:
             return _not_found()
-        return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
+        # JSON is not offered here: the PNG, or the same bytes as application/octet-stream.
+        media_type = OCTET_STREAM if choose_media_type(accept) == OCTET_STREAM else PNG
+        return Response(png, media_type=media_type, headers={"Cache-Control": "private, max-age=60"})
 
     return router
 
