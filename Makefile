@@ -47,8 +47,9 @@ node_modules/.installed: package.json package-lock.json
 run: $(VENV)/.local-installed
 	HOST=127.0.0.1 $(BIN)/python -m app
 
-## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1: a tiny built-in model on vLLM's CPU engine,
-## behind the LLM gateway (the first run builds vLLM's environment under .cache/: several minutes).
+## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1 and a chat page on http://127.0.0.1:8000/:
+## a tiny built-in model on vLLM's CPU engine, behind the LLM gateway (the first run builds vLLM's environment
+## under .cache/: several minutes).
 run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 $(BIN)/python -m llm_local
 
