@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test lint synth bench clean lock
+.PHONY: run run-llm test lint synth bench bench-llm clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,10 @@ synth: $(VENV)/.dev-installed node_modules/.installed
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed
 	$(BIN)/python -m app.bench $(BENCH_ARGS)
+
+## Benchmark the LLM stack of make run-llm, llmperf-style (BENCH_ARGS=..., see `python -m llm_bench --help`).
+bench-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
+	$(BIN)/python -m llm_bench --local $(BENCH_ARGS)
 
 ## Re-resolve the images' locked requirement sets (app/requirements/*.lock) with uv; needs PyPI.
 lock: $(VENV)/.dev-installed

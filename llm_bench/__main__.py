@@ -61,7 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=22)
     parser.add_argument("--requests", type=int, help="requests of the shape run (default: 2x concurrency)")
     parser.add_argument("--overhead-concurrency", default="1,8", help="comma-separated stream counts")
-    parser.add_argument("--overhead-requests", type=int, default=16, help="requests per target, round and count")
+    parser.add_argument(
+        "--overhead-requests", type=int, default=16, help="requests per target, round and count (at least 2x the count)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="overhead rounds (alternating order)")
     parser.add_argument("--max-num-seqs", type=int, help="the engine's --max-num-seqs (default: the local engine's)")
     parser.add_argument("--sweep", default="1,2,4,8,16", help="concurrencies for vllm bench serve ('' skips it)")
@@ -97,7 +99,9 @@ def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> 
     """Part 2: direct vs through the gateway, per stream count; the table and its rows."""
     rows: list[list[object]] = []
     for concurrency in [int(c) for c in args.overhead_concurrency.split(",") if c]:
-        load = Load(args.input_tokens, args.output_tokens, concurrency, args.overhead_requests)
+        load = Load(args.input_tokens, args.output_tokens, concurrency, max(args.overhead_requests, 2 * concurrency))
+        for url in (target.engine_url, target.gateway_url):  # warm-up, not measured: connections, first batches
+            asyncio.run(run_load(url, model, Load(args.input_tokens, 4, concurrency, concurrency), seed=99))
         runs: dict[str, list[dict[str, float]]] = {"direct": [], "gateway": []}
         for round_ in range(args.rounds):
             order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
@@ -188,9 +192,9 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
         point = Load(args.input_tokens, args.output_tokens, concurrency, max(args.sweep_prompts, concurrency))
         figures = run_bench_serve(target.vllm, target.gateway_url, model, target.tokenizer, point, slo, target.env)
         goodput = figures["request_goodput"] * 60
-        sweep_rows.append(
-            [concurrency, *[figures[k] for k in RESULT_KEYS[:-2]], figures["request_throughput"] * 60, goodput]
-        )
+        counts = [int(figures["completed"]), int(figures["failed"])]
+        latencies = [figures[k] for k in RESULT_KEYS[2:-2]]
+        sweep_rows.append([concurrency, *counts, *latencies, figures["request_throughput"] * 60, goodput])
     sweep_table = table(
         ["concurrency", "completed", "failed", "TTFT p50 (ms)", "TTFT p99 (ms)", "ITL p50 (ms)", "TPOT p50 (ms)",
          "output tok/s", "requests/min", "goodput req/min"],
@@ -209,8 +213,10 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             f"**Shape run** ({shape.concurrency} concurrent, {shape.requests} requests, closed loop):",
             shape_table,
             llmperf_table,
-            f"**Gateway overhead** ({args.overhead_requests} requests per target and round, {args.rounds} rounds "
-            "of alternating order, means of the rounds):",
+            f"**Gateway overhead** (at least {args.overhead_requests} requests, or 2x the streams, per target and "
+            f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds). Here the "
+            "gateway shares the engine's CPU cores, so its own CPU time per streamed token competes with the "
+            "engine's; on an accelerator the engine's step does not:",
             overhead_table,
             f"**{OVERLOAD_FACTOR}x max-num-seqs** ({args.max_num_seqs}) offered at once:",
             overload_table,
