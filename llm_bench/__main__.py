@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import shlex
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from app.bench.results_file import update_section
 from llm_bench.load import Load, first_model, run_load
+from llm_bench.local import cpu_seconds
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve
 
@@ -44,12 +46,19 @@ class Target:
     vllm: Path
     tokenizer: str
     env: dict[str, str]
+    gateway_pid: int | None = None  # --local: for the gateway's CPU time per token
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(prog="python -m llm_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--local", action="store_true", help="start `python -m llm_local` (make run-llm) and use it")
+    parser.add_argument(
+        "--engine-threads",
+        type=int,
+        help="--local: the CPU engine's threads (OMP_NUM_THREADS; default every core). On a small machine one "
+        "core left to the gateway and this client keeps them from waiting on the engine's busy threads",
+    )
     parser.add_argument("--engine-url", help="vLLM's OpenAI server, called directly")
     parser.add_argument("--gateway-url", help="the gateway in front of it")
     parser.add_argument("--model", help="served model name (default: the first of /v1/models)")
@@ -107,12 +116,20 @@ def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> 
             order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
             for name in order:
                 url = target.engine_url if name == "direct" else target.gateway_url
-                runs[name].append(summarize(asyncio.run(run_load(url, model, load, seed=round_)), slo))
+                cpu_before = cpu_seconds(target.gateway_pid) if target.gateway_pid else math.nan
+                figures = summarize(asyncio.run(run_load(url, model, load, seed=round_)), slo)
+                if name == "gateway" and target.gateway_pid:
+                    tokens = figures["output_tokens_per_s"] * figures["duration_s"]
+                    figures["gateway_cpu_ms_per_1k_tokens"] = (
+                        (cpu_seconds(target.gateway_pid) - cpu_before) * 1e6 / tokens
+                    )
+                runs[name].append(figures)
         direct, gateway = (
             {key: sum(r[key] for r in runs[name]) / len(runs[name]) for key in ("ttft_ms_p50", "output_tokens_per_s")}
             for name in ("direct", "gateway")
         )
         errors = sum(r["errors"] for name in runs for r in runs[name])
+        cpu = [r.get("gateway_cpu_ms_per_1k_tokens", math.nan) for r in runs["gateway"]]
         ttft = change_pct(direct["ttft_ms_p50"], gateway["ttft_ms_p50"])
         tps = change_pct(direct["output_tokens_per_s"], gateway["output_tokens_per_s"])
         met = ttft <= TTFT_TARGET_PCT and tps >= THROUGHPUT_TARGET_PCT and errors == 0
@@ -125,6 +142,7 @@ def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> 
                 direct["output_tokens_per_s"],
                 gateway["output_tokens_per_s"],
                 f"{tps:+.1f} %",
+                sum(cpu) / len(cpu),
                 errors,
                 "yes" if met else "no",
             ]
@@ -138,6 +156,7 @@ def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> 
         "output tok/s direct",
         "output tok/s gateway",
         "tok/s change",
+        "gateway CPU ms / 1k tokens",
         "errors",
         f"within +{TTFT_TARGET_PCT:g} % / {THROUGHPUT_TARGET_PCT:g} %",
     ]
@@ -216,7 +235,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             f"**Gateway overhead** (at least {args.overhead_requests} requests, or 2x the streams, per target and "
             f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds). Here the "
             "gateway shares the engine's CPU cores, so its own CPU time per streamed token competes with the "
-            "engine's; on an accelerator the engine's step does not:",
+            "engine's; on an accelerator the engine's step does not. The gateway's CPU time per 1,000 output "
+            "tokens (--local only, from /proc) is the figure that does not depend on the machine's other load:",
             overhead_table,
             f"**{OVERLOAD_FACTOR}x max-num-seqs** ({args.max_num_seqs}) offered at once:",
             overload_table,
@@ -253,8 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     env = ensure_env()
     args.max_num_seqs = args.max_num_seqs or EngineOptions().max_num_seqs
     tokenizer = args.tokenizer or str(build_tiny_model(env))
-    with tempfile.TemporaryDirectory() as folder, local_stack(Path(folder) / "llm-local.log") as (engine, gateway):
-        target = Target(engine, gateway, args.vllm or env / "bin" / "vllm", tokenizer, engine_environment())
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        local_stack(Path(folder) / "llm-local.log", args.engine_threads) as (
+            engine,
+            gateway,
+            pid,
+        ),
+    ):
+        target = Target(engine, gateway, args.vllm or env / "bin" / "vllm", tokenizer, engine_environment(), pid)
         run(args, target, command)
     return 0
 

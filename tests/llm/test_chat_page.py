@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.browser.test_ui import CHROMIUM, CHROMIUM_ARGS
+from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import GatewayProcess, engine_metric, run_gateway, wait_until
 
 GENERATION_TIMEOUT_MS = 120_000
@@ -137,3 +138,26 @@ def test_a_message_larger_than_the_body_limit_reads_as_the_gateways_413(browser:
     assert page.locator(".message").count() == 0, "the refused message is taken out of the conversation"
     assert page.locator("#message").input_value() == too_long.strip(), "and put back for editing"
     page.close()
+
+
+@pytest.mark.browser
+def test_a_busy_gateway_reads_as_its_429_with_retry_after(browser: Any, engine_url: str, tmp_path: Path) -> None:
+    settings = {"CHAT_PAGE": "true", "MAX_CONCURRENT_REQUESTS": "1", "RETRY_AFTER_S": "3"}
+    with run_gateway(engine_url, tmp_path, settings) as busy:
+        holder = client_for(busy.url).completions.create(
+            model=MODEL, prompt="a", max_tokens=3000, stream=True, extra_body={"ignore_eos": True}
+        )
+        try:
+            next(iter(holder))  # the one slot is taken while this stream runs
+            page = open_page(browser, busy)
+            page.locator("#message").fill("hello")
+            page.locator("#send").click()
+            page.wait_for_function(
+                "() => document.querySelector('#stats').dataset.outcome === 'failed'", timeout=30_000
+            )
+            assert page.locator("#error").inner_text() == (
+                "429 Too many requests: 1 requests are already in flight here; retry shortly (retry after 3 s)"
+            )
+            page.close()
+        finally:
+            holder.close()
