@@ -77,6 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-num-seqs", type=int, help="the engine's --max-num-seqs (default: the local engine's)")
     parser.add_argument("--sweep", default="1,2,4,8,16", help="concurrencies for vllm bench serve ('' skips it)")
     parser.add_argument("--sweep-prompts", type=int, default=16, help="prompts per sweep point")
+    parser.add_argument("--sweep-target", choices=("gateway", "engine"), default="gateway", help="what the sweep calls")
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput SLO: time to first token")
     parser.add_argument("--slo-tpot-ms", type=float, default=100.0, help="goodput SLO: time per output token")
     parser.add_argument("--results-file", type=Path, help="write the section into this markdown file")
@@ -209,7 +210,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     for concurrency in [int(c) for c in args.sweep.split(",") if c]:
         print(f"vllm bench serve at {concurrency}", file=sys.stderr)
         point = Load(args.input_tokens, args.output_tokens, concurrency, max(args.sweep_prompts, concurrency))
-        figures = run_bench_serve(target.vllm, target.gateway_url, model, target.tokenizer, point, slo, target.env)
+        url = target.gateway_url if args.sweep_target == "gateway" else target.engine_url
+        figures = run_bench_serve(target.vllm, url, model, target.tokenizer, point, slo, target.env)
         goodput = figures["request_goodput"] * 60
         counts = [int(figures["completed"]), int(figures["failed"])]
         latencies = [figures[k] for k in RESULT_KEYS[2:-2]]
@@ -240,7 +242,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             overhead_table,
             f"**{OVERLOAD_FACTOR}x max-num-seqs** ({args.max_num_seqs}) offered at once:",
             overload_table,
-            f"**`vllm bench serve` sweep** (random dataset, {args.sweep_prompts} prompts a point or the concurrency):",
+            f"**`vllm bench serve` sweep** (through the {args.sweep_target}; random dataset, {args.sweep_prompts} "
+            "prompts a point or the concurrency):",
             sweep_table if sweep_rows else "(skipped: --sweep '')",
         ]
     )
