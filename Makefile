@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test lint synth bench clean lock
+.PHONY: run run-llm test lint synth bench bench-llm clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,8 +47,9 @@ node_modules/.installed: package.json package-lock.json
 run: $(VENV)/.local-installed
 	HOST=127.0.0.1 $(BIN)/python -m app
 
-## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1: a tiny built-in model on vLLM's CPU engine,
-## behind the LLM gateway (the first run builds vLLM's environment under .cache/: several minutes).
+## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1 and a chat page on http://127.0.0.1:8000/:
+## a tiny built-in model on vLLM's CPU engine, behind the LLM gateway (the first run builds vLLM's environment
+## under .cache/: several minutes).
 run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 $(BIN)/python -m llm_local
 
@@ -69,6 +70,10 @@ synth: $(VENV)/.dev-installed node_modules/.installed
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed
 	$(BIN)/python -m app.bench $(BENCH_ARGS)
+
+## Benchmark the LLM stack of make run-llm, llmperf-style (BENCH_ARGS=..., see `python -m llm_bench --help`).
+bench-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
+	$(BIN)/python -m llm_bench --local $(BENCH_ARGS)
 
 ## Re-resolve the images' locked requirement sets (app/requirements/*.lock) with uv; needs PyPI.
 lock: $(VENV)/.dev-installed

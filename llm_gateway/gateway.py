@@ -22,8 +22,10 @@ from app.logs import log_failure
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.asgi import Message, Receive, Scope, Send
 from llm_gateway.auth import CHALLENGE, check_caller
+from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.routes import (
+    CHAT_PAGE_PATH,
     FORWARDED,
     GENERATION_PATHS,
     HEALTH_PATH,
@@ -101,6 +103,9 @@ class Gateway:
             return
         if path == READINESS_PATH:
             await self._readiness(send)
+            return
+        if path == CHAT_PAGE_PATH and self.settings.chat_page and method == "GET":
+            await send_page(send)
             return
         expected_method = FORWARDED.get(path)
         if expected_method is None:

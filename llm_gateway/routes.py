@@ -6,6 +6,7 @@ from typing import Final
 
 HEALTH_PATH: Final = "/health"  # liveness: the gateway's process and event loop answer
 READINESS_PATH: Final = "/readiness"  # 200 only while vLLM answers its /health and the gateway is not draining
+CHAT_PAGE_PATH: Final = "/"  # the chat page, when CHAT_PAGE is on
 MODELS_PATH: Final = "/v1/models"
 COMPLETIONS_PATH: Final = "/v1/completions"
 CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"

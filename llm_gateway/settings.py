@@ -39,6 +39,11 @@ class GatewaySettings(BaseSettings):
     )
     shutdown_grace_s: float = Field(30.0, ge=0.0, description="time open streams get after SIGTERM")
     log_level: LogLevel = "INFO"
+    chat_page: bool = Field(
+        False,
+        description="serve the chat page at / (make run-llm turns it on; on the cluster the front door's / is the "
+        "image UI, so the pods serve only the API)",
+    )
     auth: AuthMode = Field("off", description="cognito: every route but the probes needs a Cognito access token")
     auth_issuer: str = Field("", description="https://cognito-idp.<region>.amazonaws.com/<user pool id>")
     auth_client_ids: str = Field("", description="comma-separated app client ids whose access tokens are accepted")

@@ -1,9 +1,9 @@
 """`python -m llm_local` (make run-llm): the tiny model on vLLM's CPU engine, behind the gateway, on HOST:PORT.
 
 The engine listens on 127.0.0.1:ENGINE_PORT (default 8001), reachable only from this machine; the
-gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients use. Sign-in is off (AUTH=off) unless
-the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM stops both: the gateway drains first,
-then the engine is stopped.
+gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients use, and serves the chat page at /.
+Sign-in is off (AUTH=off) unless the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM
+stops both: the gateway drains first, then the engine is stopped.
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ def main() -> int:
         return 2
     engine_options = EngineOptions(port=int(engine_port))
     try:
-        settings = load_settings(upstream_url=f"http://{engine_options.host}:{engine_options.port}")
+        # The chat page is on here (CHAT_PAGE=false in the environment turns it off); the gateway's default is off.
+        settings = load_settings(
+            upstream_url=f"http://{engine_options.host}:{engine_options.port}",
+            chat_page=os.environ.get("CHAT_PAGE", "true"),
+        )
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

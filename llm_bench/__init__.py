@@ -1,0 +1,1 @@
+"""`python -m llm_bench`: an llmperf-style benchmark of an OpenAI-compatible LLM server and the gateway's overhead."""
