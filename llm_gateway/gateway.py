@@ -49,10 +49,12 @@ class ClientGone(Exception):
 
 @dataclass
 class Reply:
-    """Whether the response's status line went out (after that, errors can only end the stream)."""
+    """Whether the response's status line went out (after that, errors can only end the stream), and
+    whether its last byte did (a client that then hangs up got the whole answer)."""
 
     started: bool = False
     streaming: bool = False
+    finished: bool = False
 
 
 def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
@@ -241,6 +243,8 @@ class Gateway:
                 await forward  # its `async with` closes the upstream connection: vLLM aborts the request
         if forward in done:
             forward.result()
+        elif reply.finished:  # the client read the whole answer and left before the upstream closed
+            record.outcome = "completed" if (record.status or 500) < 400 else "rejected"
         elif gone in done:
             record.outcome = "client_gone"
         else:
@@ -277,6 +281,7 @@ class Gateway:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
                     await _send_whole(send, response.status_code, response.headers, content)
+                    reply.finished = True
                 record.outcome = "completed" if response.status_code < 400 else "rejected"
         except httpx.HTTPError as exc:
             record.outcome = "upstream_error"
@@ -309,6 +314,7 @@ class Gateway:
             if out:
                 await send({"type": "http.response.body", "body": out, "more_body": True})
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
+        reply.finished = True
 
 
 async def _read_body(receive: Receive, headers: dict[bytes, bytes], limit: int, discard_limit: int) -> bytes | None:

@@ -35,7 +35,7 @@ REGION = "us-east-1"
 BUCKET = "sd-jobs-test"
 MAX_RECEIVES = 2  # attempts, counted by the service
 QUEUE_MAX_RECEIVES = 4  # the redrive policy's maxReceiveCount: deliveries, hand-backs included
-CLAIM_STALE_S = 4.0  # below the store's 30 s, to keep the tests short (S3 dates have whole seconds)
+CLAIM_STALE_S = 8.0  # below the store's 30 s, to keep the tests short (S3 dates have whole seconds)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import httpx
@@ -96,4 +97,7 @@ def test_stream_events_pass_through_as_they_come(gateway):
             if line.startswith("data: "):
                 arrivals.append(time.monotonic() - started)
     assert len(arrivals) >= 150  # one event per token, then [DONE]
-    assert arrivals[0] < arrivals[-1] / 2, f"first event at {arrivals[0]:.2f} s, last at {arrivals[-1]:.2f} s"
+    # A buffered stream arrives in one piece; an unbuffered one as the tokens are made, a few ms apart.
+    # (Gaps, not the first event's share of the total: a loaded machine can spend most of it on prefill.)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert sum(gap > 0.001 for gap in gaps) >= 20, f"events arrived in bursts: {arrivals[:5]} ... {arrivals[-5:]}"
