@@ -21,6 +21,8 @@ AuthMode = Literal["off", "cognito"]
 JobsMode = Literal["off", "local", "aws"]
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
+MAX_SCHEDULE_STEPS = 999  # the largest MAX_STEPS (see max_steps)
+
 
 class SettingsError(ValueError):
     """A setting has a value the service cannot start with."""
@@ -74,7 +76,9 @@ class Settings(BaseSettings):
     )
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
     default_steps: int = Field(25, ge=1)
-    max_steps: int = Field(100, ge=1, le=1000)
+    # Stable Diffusion's schedules have 1,000 training timesteps and steps_offset 1, so a 1,000-step run
+    # would index past the schedule (IndexError in DDIM and PNDM): 999 is the most they take.
+    max_steps: int = Field(100, ge=1, le=MAX_SCHEDULE_STEPS)
     default_guidance_scale: float = Field(7.5, ge=0.0)
     max_guidance_scale: float = Field(30.0, gt=0.0)
     default_width: int | None = Field(None, ge=64, description="unset: the model's native size")

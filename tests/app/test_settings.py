@@ -55,3 +55,22 @@ def test_python_m_app_exits_2_with_the_message_on_a_bad_setting():
     )
     assert result.returncode == 2
     assert "PORT" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_largest_max_steps_runs_on_stable_diffusions_schedule():
+    # 1,000 steps indexed past SD's 1,000-timestep schedule (steps_offset 1) and answered 500.
+    import torch
+    from diffusers import DDIMScheduler
+
+    from app.models.random_pipeline import SD_SCHEDULER
+    from app.settings import MAX_SCHEDULE_STEPS
+
+    with pytest.raises(SettingsError, match="MAX_STEPS"):
+        load_settings(max_steps=MAX_SCHEDULE_STEPS + 1)
+    assert load_settings(max_steps=MAX_SCHEDULE_STEPS).max_steps == MAX_SCHEDULE_STEPS
+    scheduler = DDIMScheduler(**SD_SCHEDULER)
+    scheduler.set_timesteps(MAX_SCHEDULE_STEPS)
+    latents = torch.zeros(1, 4, 8, 8)
+    for t in scheduler.timesteps:
+        latents = scheduler.step(torch.zeros_like(latents), t, latents).prev_sample
+    assert torch.isfinite(latents).all()
