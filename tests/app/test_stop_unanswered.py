@@ -53,7 +53,7 @@ def batching_server(tmp_path_factory):
     """A stand-in backend that takes STEP_S per step; two requests per batch."""
     backend = FakeBackend(delay_s=STEP_S)
     with serve(
-        tmp_path_factory.mktemp("unused"), lambda _s: backend, max_batch_size=2, max_steps=1000, batch_wait_ms=0
+        tmp_path_factory.mktemp("unused"), lambda _s: backend, max_batch_size=2, max_steps=999, batch_wait_ms=0
     ) as live:
         yield live, backend
 
@@ -86,7 +86,7 @@ def test_a_batch_runs_on_while_one_of_its_requests_still_waits(batching_server):
 def test_a_batch_whose_requests_all_left_stops_between_steps(batching_server):
     live, backend = batching_server
     before = stopped(live)
-    steps = 1000  # 20 s of work if it ran to the end
+    steps = 999  # 20 s of work if it ran to the end
     for sock in start_batch_of_two(live, backend, steps=steps):
         sock.close()
     left_at = time.monotonic()
