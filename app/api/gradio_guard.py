@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.middleware import send_json_error
+from app.api.middleware import replaying, send_json_error
 
 GRADIO_API_PREFIX = "/gradio_api/"  # gradio 6.31 routes.py API_PREFIX
 COMPONENT_SERVER_PATH = "/gradio_api/component_server"
@@ -38,16 +38,7 @@ class GradioIdGuard:
         if refusal is not None:
             await send_json_error(send, *refusal, close=False)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return message
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(message, receive), send)
 
     def _refusal(self, path: str, fields: dict[str, Any] | None) -> tuple[int, str] | None:
         """(status, message) when the body names an id the UI does not have; None otherwise."""

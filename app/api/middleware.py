@@ -111,16 +111,8 @@ class BodyLimitMiddleware:
             if len(body) > self.max_bytes:
                 await self._reject(receive, send, len(body) if more else -1)
                 return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        whole = {"type": "http.request", "body": bytes(body), "more_body": False}
+        await self.app(scope, replaying(whole, receive), send)
 
     async def _reject(self, receive: Receive, send: Send, already: int) -> None:
         """413 after discarding the rest of the body (`already` bytes read; -1: nothing to read, because
@@ -128,6 +120,20 @@ class BodyLimitMiddleware:
         if already >= 0:
             await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
         await send_json_error(send, 413, f"request body larger than {self.max_bytes} bytes")
+
+
+def replaying(first: Message, receive: Receive) -> Receive:
+    """A `receive` that gives `first` (a body already read) once, then whatever `receive` gives."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return first
+        return await receive()
+
+    return replay
 
 
 class RequestLogMiddleware:
