@@ -313,8 +313,10 @@ class Gateway:
             out = events.feed(chunk)
             if out:
                 await send({"type": "http.response.body", "body": out, "more_body": True})
-        await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
+                reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+        # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
+        await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
 
 
 async def _read_body(receive: Receive, headers: dict[bytes, bytes], limit: int, discard_limit: int) -> bytes | None:

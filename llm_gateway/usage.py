@@ -62,6 +62,7 @@ class EventStream:
         self._record = record
         self._client_wants_usage = client_wants_usage
         self._pending = b""
+        self.done = False  # the terminating `data: [DONE]` event is among those returned so far
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
@@ -72,6 +73,7 @@ class EventStream:
         complete, self._pending = self._pending[: end + len(SSE_SEPARATOR)], self._pending[end + len(SSE_SEPARATOR) :]
         if self._record.first_event_at is None:
             self._record.first_event_at = time.monotonic()
+        self.done = self.done or complete.rstrip().endswith(_DATA_PREFIX + b"[DONE]")
         if b'"usage"' not in complete:
             return complete
         kept = [event for event in complete.split(SSE_SEPARATOR)[:-1] if self._keep(event)]

@@ -96,7 +96,7 @@ def test_stream_events_pass_through_as_they_come(gateway):
         for line in response.iter_lines():
             if line.startswith("data: "):
                 arrivals.append(time.monotonic() - started)
-    assert len(arrivals) >= 150  # one event per token, then [DONE]
+    assert len(arrivals) >= 100  # about one event per token (a busy engine may put two in one), then [DONE]
     # A buffered stream arrives in one piece; an unbuffered one as the tokens are made, a few ms apart.
     # (Gaps, not the first event's share of the total: a loaded machine can spend most of it on prefill.)
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
