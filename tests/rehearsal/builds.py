@@ -98,7 +98,10 @@ def build_tools(python_version: str) -> Path:
     """The build image's tools for one runtime: a cached venv of that Python with the AWS CLI."""
     key = hashlib.sha256(f"{python_version}|{AWSCLI}".encode()).hexdigest()[:12]
     target = REHEARSAL_CACHE / f"codebuild-{key}"
-    if (target / "bin" / "aws").is_file():
+    script = target / "bin" / "aws"
+    # Reused only where its script names this very folder: a cache reached by another path (a moved
+    # checkout, a removed worktree that shared it) holds a script whose interpreter is gone.
+    if script.is_file() and script.read_text().startswith(f"#!{target}/bin/python"):
         return target
     REHEARSAL_CACHE.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=REHEARSAL_CACHE))
@@ -109,6 +112,7 @@ def build_tools(python_version: str) -> Path:
         # The console script names the build path; rewrite it for the final one.
         script = staging / "bin" / "aws"
         script.write_text(script.read_text().replace(str(staging), str(target)))
+        shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
