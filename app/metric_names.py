@@ -1,8 +1,9 @@
-"""The service's CloudWatch metric contract.
+"""The platform's CloudWatch metric contract.
 
-The service publishes these metrics and the CDK stacks build dashboards, alarms and KEDA
-ScaledObjects from them. Both sides import this module, so a rename cannot drift apart.
-It must stay free of heavy imports: the CDK app imports it at synth time.
+The image service and the LLM gateway publish these metrics and the CDK stacks build dashboards,
+alarms and KEDA ScaledObjects from them. All sides import this module, so a rename cannot drift apart.
+It must stay free of heavy imports: the CDK app imports it at synth time, and the gateway's and the
+routing controller's small images copy it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ DIMENSION_DEPLOYMENT_UNIT: Final = "DeploymentUnit"
 DIMENSION_ACCELERATOR: Final = "Accelerator"
 DIMENSIONS: Final = (DIMENSION_DEPLOYMENT_UNIT, DIMENSION_ACCELERATOR)
 
+# The `Accelerator` dimension's values: the accelerators the stacks name (cdk/accelerators.py), and
+# `cpu` for a laptop.
+ACCELERATORS: Final = ("neuron", "nvidia", "cpu")
 # The `Accelerator` dimension's value for each service BACKEND: the hardware, not the software
 # stack, so that it matches the accelerator names the stacks use (cdk/accelerators.py).
 ACCELERATOR_BY_BACKEND: Final = {"neuron": "neuron", "cuda": "nvidia", "cpu": "cpu"}
@@ -55,6 +59,37 @@ ALL_METRICS: Final = (
     JOBS_SUCCEEDED,
     JOBS_FAILED,
 )
+
+# Published by the LLM gateway (llm_gateway/) for the vLLM server behind it, under the same dimensions.
+# Requests, Errors, Latency and QueueDepth keep their meaning (a generation request; one that ended in a
+# 5xx; its end-to-end time; requests waiting for the engine), so the scaling, routing and alarms built on
+# them serve both workloads; the rest are a language model's own.
+PROMPT_TOKENS: Final = MetricSpec("PromptTokens", "Count", "Prompt tokens of the finished generation requests")
+OUTPUT_TOKENS: Final = MetricSpec("OutputTokens", "Count", "Tokens generated for the finished requests")
+TIME_TO_FIRST_TOKEN: Final = MetricSpec(
+    "TimeToFirstToken", "Milliseconds", "Time from a streamed request's arrival to its first event"
+)
+TIME_PER_OUTPUT_TOKEN: Final = MetricSpec(
+    "TimePerOutputToken", "Milliseconds", "A streamed request's time after its first event, per further token"
+)
+REQUESTS_RUNNING: Final = MetricSpec("RequestsRunning", "Count", "Requests the engine is generating for")
+KV_CACHE_USAGE: Final = MetricSpec("KvCacheUsage", "Percent", "The engine's KV cache in use")
+
+LLM_METRICS: Final = (
+    REQUESTS,
+    ERRORS,
+    LATENCY,
+    QUEUE_DEPTH,
+    PROMPT_TOKENS,
+    OUTPUT_TOKENS,
+    TIME_TO_FIRST_TOKEN,
+    TIME_PER_OUTPUT_TOKEN,
+    REQUESTS_RUNNING,
+    KV_CACHE_USAGE,
+)
+# Counters: what a flush publishes is their total (the rest keep every sample, for percentiles).
+_COUNTED: Final = (REQUESTS, ERRORS, IMAGES_GENERATED, JOBS_SUCCEEDED, JOBS_FAILED, PROMPT_TOKENS, OUTPUT_TOKENS)
+COUNTERS: Final = frozenset(spec.name for spec in _COUNTED)
 
 # The job queue's own metrics, which SQS publishes (AWS/SQS, dimension QueueName; names from the
 # SQS developer guide's "Available CloudWatch metrics for Amazon SQS"): the stacks read these for

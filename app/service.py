@@ -101,10 +101,14 @@ class GenerationService:
         self.batcher.start()
         publisher = make_publisher(settings.metrics)
         if publisher is not None:
-            flusher = run_flusher(self.metrics, publisher, settings.metrics_flush_s, lambda: self.batcher.depth)
+            flusher = run_flusher(self.metrics, publisher, settings.metrics_flush_s, self._sample_queue)
             self._tasks.append(asyncio.create_task(flusher, name="metrics-flusher"))
         self.ready = True
         log.info("ready", extra={"backend": backend.name, "load_s": round(time.perf_counter() - started, 2)})
+
+    async def _sample_queue(self) -> None:
+        if self.metrics is not None and self.batcher is not None:
+            self.metrics.queue_sampled(self.batcher.depth)
 
     def _batch_started(self, size: int) -> None:
         if self.metrics is not None and self.batcher is not None:

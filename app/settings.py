@@ -13,8 +13,9 @@ from typing import Literal, Self
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.metrics.publishers import MetricsMode
+
 Backend = Literal["auto", "neuron", "cuda", "cpu"]
-MetricsMode = Literal["off", "emf", "cloudwatch"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 AuthMode = Literal["off", "cognito"]

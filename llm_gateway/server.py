@@ -19,6 +19,7 @@ import uvicorn
 
 from app.auth.tokens import TokenVerifier
 from app.logs import JsonFormatter
+from app.metrics.flusher import make_publisher
 from llm_gateway.admission import Admission
 from llm_gateway.gateway import Gateway, upstream_client
 from llm_gateway.settings import GatewaySettings
@@ -74,9 +75,12 @@ def configure_logging(level: str) -> None:
 
 
 def build_gateway(settings: GatewaySettings) -> Gateway:
-    """The gateway for `settings`: its upstream client, and the token verifier when AUTH=cognito."""
+    """The gateway for `settings`: its upstream client, the token verifier when AUTH=cognito, and the
+    metrics publisher METRICS names."""
     verifier = TokenVerifier(settings.auth_issuer, settings.auth_client_id_list) if settings.auth == "cognito" else None
-    return Gateway(settings, http=upstream_client(settings), verifier=verifier)
+    return Gateway(
+        settings, http=upstream_client(settings), verifier=verifier, publisher=make_publisher(settings.metrics)
+    )
 
 
 def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:

@@ -10,7 +10,10 @@ from typing import Literal, Self
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.metrics.publishers import MetricsMode
+
 AuthMode = Literal["off", "cognito"]
+Accelerator = Literal["neuron", "nvidia", "cpu"]  # app.metric_names.ACCELERATORS
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -44,6 +47,10 @@ class GatewaySettings(BaseSettings):
         description="serve the chat page at / (make run-llm turns it on; on the cluster the front door's / is the "
         "image UI, so the pods serve only the API)",
     )
+    metrics: MetricsMode = Field("off", description="emf: JSON lines on stdout; cloudwatch: PutMetricData")
+    metrics_flush_s: float = Field(10.0, gt=0.0, le=300.0, description="how often the metrics are published")
+    deployment_unit: str = Field("local", min_length=1, max_length=255, description="the metrics' DeploymentUnit")
+    accelerator: Accelerator = Field("cpu", description="the metrics' Accelerator: what the engine behind runs on")
     auth: AuthMode = Field("off", description="cognito: every route but the probes needs a Cognito access token")
     auth_issuer: str = Field("", description="https://cognito-idp.<region>.amazonaws.com/<user pool id>")
     auth_client_ids: str = Field("", description="comma-separated app client ids whose access tokens are accepted")

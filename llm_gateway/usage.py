@@ -30,6 +30,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_event_at: float | None = None
+    ended: float | None = None  # set when the request's last byte went out, or it was refused
 
     def take_usage(self, usage: Any) -> None:
         """Remember the counts of a `usage` object, if it is one."""
@@ -40,7 +41,7 @@ class RequestRecord:
 
     def log_fields(self) -> dict[str, Any]:
         """The record as log fields (times in milliseconds)."""
-        now = time.monotonic()
+        now = self.ended or time.monotonic()
         return {
             "event": "llm_request",
             "route": self.route,

@@ -1,36 +1,17 @@
-"""Collects metric values between flushes; cheap enough to call on the request path."""
+"""The image service's metrics: what one generation request, batch or job adds to the recorder."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
-
 from app import metric_names as m
 from app.api.disconnect import CLIENT_CLOSED_REQUEST
+from app.metrics.recorder import MetricsRecorder
 
 
-@dataclass(frozen=True)
-class MetricBatch:
-    """Everything recorded since the last flush: metric name -> values, plus the dimensions."""
+class MetricsAggregator(MetricsRecorder):
+    """The recorder of one image service, whose `Accelerator` dimension follows from its BACKEND."""
 
-    dimensions: dict[str, str]
-    values: dict[str, list[float]] = field(default_factory=dict)
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing was recorded."""
-        return not any(self.values.values())
-
-
-class MetricsAggregator:
-    """Counts and samples, swapped out atomically by `drain()` (single event loop, no locks needed)."""
-
-    def __init__(self, deployment_unit: str, backend: str):
-        self.dimensions = {
-            m.DIMENSION_DEPLOYMENT_UNIT: deployment_unit,
-            m.DIMENSION_ACCELERATOR: m.accelerator_dimension(backend),
-        }
-        self._values: defaultdict[str, list[float]] = defaultdict(list)
+    def __init__(self, deployment_unit: str, backend: str) -> None:
+        super().__init__(deployment_unit, m.accelerator_dimension(backend))
 
     def request_finished(self, status: int, latency_ms: float, images: int) -> None:
         """One generation request ended with HTTP `status` (5xx counts as an error).
@@ -38,28 +19,22 @@ class MetricsAggregator:
         A request whose client left (499) counts as a request but not as an error, and its time is
         left out of the latency: it measures when the client gave up, not the service.
         """
-        self._values[m.REQUESTS.name].append(1)
-        self._values[m.ERRORS.name].append(1 if status >= 500 else 0)
+        self.record(m.REQUESTS, 1)
+        self.record(m.ERRORS, 1 if status >= 500 else 0)
         if status != CLIENT_CLOSED_REQUEST:
-            self._values[m.LATENCY.name].append(latency_ms)
+            self.record(m.LATENCY, latency_ms)
         if images:
-            self._values[m.IMAGES_GENERATED.name].append(images)
+            self.record(m.IMAGES_GENERATED, images)
 
     def batch_started(self, size: int, queue_depth: int) -> None:
         """The worker started a pipeline call of `size` requests with `queue_depth` still waiting."""
-        self._values[m.BATCH_SIZE.name].append(size)
-        self._values[m.QUEUE_DEPTH.name].append(queue_depth)
+        self.record(m.BATCH_SIZE, size)
+        self.record(m.QUEUE_DEPTH, queue_depth)
 
     def job_finished(self, *, succeeded: bool) -> None:
         """An asynchronous job reached `succeeded`, or `failed` after its last attempt."""
-        spec = m.JOBS_SUCCEEDED if succeeded else m.JOBS_FAILED
-        self._values[spec.name].append(1)
+        self.record(m.JOBS_SUCCEEDED if succeeded else m.JOBS_FAILED, 1)
 
     def queue_sampled(self, depth: int) -> None:
         """A periodic queue depth sample, so an idle service reports 0 rather than nothing."""
-        self._values[m.QUEUE_DEPTH.name].append(depth)
-
-    def drain(self) -> MetricBatch:
-        """Return what was recorded and start afresh."""
-        values, self._values = dict(self._values), defaultdict(list)
-        return MetricBatch(dict(self.dimensions), values)
+        self.record(m.QUEUE_DEPTH, depth)

@@ -1,14 +1,13 @@
-"""The background task that drains the aggregator every METRICS_FLUSH_S and publishes off-loop."""
+"""The background task that drains a recorder every METRICS_FLUSH_S and publishes off-loop."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from app.metrics.aggregator import MetricsAggregator
-from app.metrics.publishers import CloudWatchPublisher, EmfPublisher, Publisher
-from app.settings import MetricsMode
+from app.metrics.publishers import CloudWatchPublisher, EmfPublisher, MetricsMode, Publisher
+from app.metrics.recorder import MetricsRecorder
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +21,9 @@ def make_publisher(mode: MetricsMode) -> Publisher | None:
     return None
 
 
-async def flush_once(aggregator: MetricsAggregator, publisher: Publisher) -> None:
+async def flush_once(recorder: MetricsRecorder, publisher: Publisher) -> None:
     """Publish what has been recorded, in a thread; a failure is logged, never raised."""
-    batch = aggregator.drain()
+    batch = recorder.drain()
     if batch.empty:
         return
     try:
@@ -34,13 +33,18 @@ async def flush_once(aggregator: MetricsAggregator, publisher: Publisher) -> Non
 
 
 async def run_flusher(
-    aggregator: MetricsAggregator, publisher: Publisher, interval_s: float, queue_depth: Callable[[], int]
+    recorder: MetricsRecorder, publisher: Publisher, interval_s: float, sample: Callable[[], Awaitable[None]]
 ) -> None:
-    """Sample the queue depth and flush every `interval_s`, until cancelled (then flush a last time)."""
+    """Every `interval_s`, take the periodic samples (`sample` records them) and flush, until cancelled
+    (then flush a last time). Sampling each interval makes an idle server report its gauges rather than
+    nothing; a failed sample is logged and the flush goes on."""
     try:
         while True:
             await asyncio.sleep(interval_s)
-            aggregator.queue_sampled(queue_depth())
-            await flush_once(aggregator, publisher)
+            try:
+                await sample()
+            except Exception:  # a gauge that cannot be read must not stop the counters
+                log.exception("sampling metrics failed")
+            await flush_once(recorder, publisher)
     finally:
-        await asyncio.shield(flush_once(aggregator, publisher))
+        await asyncio.shield(flush_once(recorder, publisher))

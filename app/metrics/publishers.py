@@ -9,14 +9,15 @@ import json
 import sys
 import time
 from collections import Counter
-from typing import Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 from app import metric_names as m
-from app.metrics.aggregator import MetricBatch
+from app.metrics.recorder import MetricBatch
 
-_UNITS = {spec.name: spec.unit for spec in m.ALL_METRICS}
-# Counters: publish the total.
-_SUMMED = {m.REQUESTS.name, m.ERRORS.name, m.IMAGES_GENERATED.name, m.JOBS_SUCCEEDED.name, m.JOBS_FAILED.name}
+MetricsMode = Literal["off", "emf", "cloudwatch"]
+"""The METRICS setting of the image service and the LLM gateway."""
+
+_UNITS = {spec.name: spec.unit for spec in (*m.ALL_METRICS, *m.LLM_METRICS)}
 _EMF_MAX_VALUES = 100  # EMF accepts up to 100 values per metric per line
 _PUT_MAX_VALUES = 150  # PutMetricData accepts up to 150 distinct values per datum
 _PUT_MAX_DATA = 1000  # and up to 1000 data per call
@@ -33,7 +34,7 @@ class Publisher(Protocol):
 def _series(batch: MetricBatch) -> dict[str, list[float]]:
     """Counters become one summed value; samples keep every value."""
     return {
-        name: ([float(sum(values))] if name in _SUMMED else [float(v) for v in values])
+        name: ([float(sum(values))] if name in m.COUNTERS else [float(v) for v in values])
         for name, values in batch.values.items()
         if values
     }

@@ -8,12 +8,14 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from app import metric_names as m
 from app.metrics.aggregator import MetricsAggregator
 from app.metrics.flusher import flush_once, make_publisher, run_flusher
 from app.metrics.publishers import CloudWatchPublisher, EmfPublisher
+from app.metrics.recorder import MetricsRecorder
 
 
 def recorded() -> MetricsAggregator:
@@ -128,7 +130,11 @@ def test_flusher_publishes_in_the_background_and_once_more_on_stop():
 
     async def scenario():
         aggregator = recorded()
-        task = asyncio.create_task(run_flusher(aggregator, Collect(), 0.05, queue_depth=lambda: 7))
+
+        async def sample():
+            aggregator.queue_sampled(7)
+
+        task = asyncio.create_task(run_flusher(aggregator, Collect(), 0.05, sample))
         await asyncio.sleep(0.2)
         aggregator.request_finished(200, 1.0, images=1)
         task.cancel()
@@ -137,3 +143,31 @@ def test_flusher_publishes_in_the_background_and_once_more_on_stop():
     asyncio.run(scenario())
     assert published[0].values[m.QUEUE_DEPTH.name][-1] == 7
     assert published[-1].values[m.REQUESTS.name] == [1]  # the last flush on stop
+
+
+def test_a_sample_that_fails_is_logged_and_the_counters_still_flush(caplog):
+    published = []
+
+    class Collect:
+        def publish(self, batch):
+            published.append(batch)
+
+    async def broken_sample():
+        raise ConnectionError("engine gone")
+
+    async def scenario():
+        aggregator = MetricsAggregator("u", "cpu")
+        task = asyncio.create_task(run_flusher(aggregator, Collect(), 0.05, broken_sample))
+        aggregator.request_finished(200, 1.0, images=1)
+        await asyncio.sleep(0.2)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert "sampling metrics failed" in caplog.text
+    assert published[0].values[m.REQUESTS.name] == [1]
+
+
+def test_a_recorder_refuses_an_accelerator_the_stacks_do_not_name():
+    with pytest.raises(ValueError, match="accelerator must be one of neuron, nvidia, cpu, not 'gpu'"):
+        MetricsRecorder("u", "gpu")

@@ -25,6 +25,11 @@ def test_gateway_imports_no_engine_and_no_image_service():
         "app.auth",
         "app.auth.tokens",
         "app.logs",
+        "app.metric_names",
+        "app.metrics",
+        "app.metrics.flusher",
+        "app.metrics.publishers",
+        "app.metrics.recorder",
     ]
 
 
