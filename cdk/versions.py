@@ -199,3 +199,50 @@ BASE_IMAGE_TORCH: Final = {"neuron": "2.8.0", "nvidia": "2.13.0"}
 # Verified: PyPI torch==2.8.0 (torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl, pip download) and torch==2.13.0
 # (torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl, the same release line's platform tag).
 BASE_IMAGE_PLATFORM: Final = {"neuron": "x86_64-manylinux_2_28", "nvidia": "x86_64-manylinux_2_28"}
+
+# ---------------------------------------------------------------------------------------------------------------
+# LLM serving (issue 18): vLLM from AWS's Deep Learning Containers, one image per accelerator, and the default model.
+# Evidence, the start-up mechanism and open questions: docs/llm-serving-evidence.md.
+# Verify on first deploy (ECR Public tags cannot be read offline; each command must print a manifest):
+#   docker manifest inspect \
+#     public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.13.0-neuronx-py312-sdk2.28.0-ubuntu24.04
+#   docker manifest inspect public.ecr.aws/deep-learning-containers/vllm:0.27.1-gpu-py312-cu130-ubuntu22.04-ec2
+# and that the default model is still on the Hub, ungated (the JSON's "gated" is false; "sha" is its newest commit):
+#   curl -sf https://huggingface.co/api/models/Qwen/Qwen2.5-1.5B-Instruct
+# ---------------------------------------------------------------------------------------------------------------
+
+# inf2: the newest vLLM Neuron line whose Neuron SDK still supports NxD Inference models (and their NKI kernels) on
+# Inf2. From SDK 2.29 NxD Inference supports Trn2 and newer only ("Customers who require NxD Inference kernel
+# support on Trn1 or Inf2 instances should pin to release 2.28"), although the DLC table still lists inf2 for the
+# vLLM 0.16.0 images of SDK 2.29-2.31.1; SDK 2.32 publishes no NxD Inference vLLM image at all.
+# Verified: aws-neuron/deep-learning-containers@2.28.0 README.md (VLLM 0.13.0, Neuron 2.28.0, trn1,trn2,trn3,inf2,
+# py312, this tag) and vllm/inference/0.13.0/Dockerfile.neuronx (vllm-neuron release-0.4.1,
+# neuronx_distributed_inference 0.8.16251, nki 0.2.0, python 3.12.11, ENTRYPOINT vllm_entrypoint.py, CMD /bin/bash);
+# aws-neuron/aws-neuron-sdk@81ce03ae261e release-notes/components/nxd-inference.rst (2.29.0 breaking changes).
+VLLM_NEURON_IMAGE: Final = (
+    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.13.0-neuronx-py312-sdk2.28.0-ubuntu24.04"
+)
+# Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst
+# (Plugin Version 0.4.1, Neuron SDK Version 2.28.0, vLLM Version 0.13.0, PyTorch Version 2.9.0).
+VLLM_NEURON_VLLM_VERSION: Final = "0.13.0"
+# Part of the compiled-artifact key (artifacts of one SDK do not load on another).
+# Verified: aws-neuron/deep-learning-containers@2.28.0 README.md (Neuron SDK Version: Neuron 2.28.0 for this tag).
+VLLM_NEURON_SDK_VERSION: Final = "2.28.0"
+
+# NVIDIA: the vllm DLC, Ubuntu line (upstream vllm/vllm-openai:v0.27.1 base); ENTRYPOINT runs `vllm serve "$@"`, so a
+# pod passes only `args`.
+# Verified: aws/deep-learning-containers@e0ecedea6a1c docs/src/data/vllm/0.27.1-gpu-ec2.yml (tags
+# 0.27.1-gpu-py312-cu130-ubuntu22.04-ec2, python py312, cuda cu130, public_registry true) and
+# .github/config/image/vllm/ec2-ubuntu.yml (base_image vllm/vllm-openai:v0.27.1, python 3.12, cuda 13.0.2,
+# target vllm-ec2 of docker/vllm/Dockerfile: ENTRYPOINT scripts/docker/vllm/dockerd_entrypoint.sh).
+VLLM_NVIDIA_IMAGE: Final = "public.ecr.aws/deep-learning-containers/vllm:0.27.1-gpu-py312-cu130-ubuntu22.04-ec2"
+# Verified: aws/deep-learning-containers@e0ecedea6a1c .github/config/image/vllm/ec2-ubuntu.yml
+# (framework_version 0.27.1); PyPI vllm==0.27.1 (vllm/_version.py: 0.27.1).
+VLLM_NVIDIA_VLLM_VERSION: Final = "0.27.1"
+
+# Default LLM: Apache-2.0, not gated, Qwen2ForCausalLM (12 query heads, 2 KV heads: tensor parallel degree 1 or 2),
+# about 3.1 GB in bf16, so it fits one inf2.xlarge (2 NeuronCores) and one 24 GB L4/A10G. The revision is not pinned
+# here: no upstream source names the Hub commit offline (docs/llm-serving-evidence.md gives a candidate and the check).
+# Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/model-reference.rst
+# (Qwen2.5, NeuronQwen2ForCausalLM, compatible checkpoint https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct).
+LLM_DEFAULT_MODEL_ID: Final = "Qwen/Qwen2.5-1.5B-Instruct"
