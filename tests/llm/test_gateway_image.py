@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from llm_gateway.settings import GatewaySettings
 from tests.rehearsal.images import _instructions, dockerfile_stage
 from tests.rehearsal.pods import Volume
 from tests.rehearsal.sandbox import Spec, bwrap_unusable, run_sandbox
-from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock
+from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock, read_requirements
 
 DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
 LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
@@ -171,11 +172,11 @@ def test_lock_is_resolved_for_the_base_images_python():
 
 def test_lock_pins_the_inputs_and_is_closed():
     assert lock_closure_problems(LOCK, REQUIREMENTS, versions.LLM_GATEWAY_PYTHON) == []
-    # The service's pins: the gateway runs beside the image service's modules and is tested in one environment.
-    service = {line.split("==")[0]: line for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()}
-    for line in REQUIREMENTS.read_text().splitlines():
-        if line and not line.startswith("#") and line.split("==")[0] in service:
-            assert service[line.split("==")[0]] == line
+    # The service's pins: the gateway runs the image service's modules and is tested in one environment with it.
+    service = {r.name.lower(): r.specifier for r in read_requirements(REPO_ROOT / "requirements.txt")}
+    shared = [r for r in read_requirements(REQUIREMENTS) if r.name.lower() in service]
+    assert {r.name.lower() for r in shared} >= {"uvicorn", "httpx", "pydantic-settings", "pyjwt"}
+    assert [(r.name, r.specifier) for r in shared] == [(r.name, service[r.name.lower()]) for r in shared]
 
 
 def test_uvicorn_runs_on_uvloop_and_httptools_without_the_extras_it_does_not_use():
@@ -184,7 +185,7 @@ def test_uvicorn_runs_on_uvloop_and_httptools_without_the_extras_it_does_not_use
     assert not {"websockets", "watchfiles", "pyyaml", "vllm", "torch", "fastapi", "gradio", "boto3"} & set(pins)
 
 
-def _broken_lock(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+def _broken_lock(tmp_path: Path, edit: Callable[[str], str]) -> Path:
     lock = tmp_path / "requirements.lock"
     lock.write_text(edit(LOCK.read_text()))
     return lock
