@@ -183,6 +183,19 @@ STAGE_PYTHON_VERSION: Final = "3.12"
 # Verify on first deploy: docs/platform.md (an ECR Public tag).
 ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"
 
+# Base of the LLM gateway's own image (llm_gateway/Dockerfile), beside vLLM on each LLM pod: the routing
+# controller's image line (Docker official, slim, bookworm, through ECR Public) at the Python of the vLLM
+# images it runs beside, 3.12, so one Python serves the whole pod. llm_gateway/requirements.lock is resolved
+# for LLM_GATEWAY_PYTHON (tests/llm/test_gateway_image.py checks its header).
+# Verified: docker-library/official-images@01732a42e52e library/python (3.12-slim-bookworm, amd64);
+# aws-neuron/deep-learning-containers@e22ca08ebc66 vllm/inference/0.16.0/Dockerfile.neuronx (PYTHON=python3.12,
+# the pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04 image);
+# aws/deep-learning-containers@559bbcd94e72 docs/src/data/vllm/0.27.1-gpu-ec2.yml (python: py312, tag
+# 0.27.1-gpu-py312-cu130-ubuntu22.04-ec2).
+# Verify on first deploy: docs/platform.md (an ECR Public tag).
+LLM_GATEWAY_PYTHON: Final = "3.12"
+LLM_GATEWAY_BASE_IMAGE: Final = f"public.ecr.aws/docker/library/python:{LLM_GATEWAY_PYTHON}-slim-bookworm"
+
 # What each base image brings, for its locked requirement set (app/requirements/<accelerator>.lock,
 # `make lock`): the locks are resolved for this Python and platform, and against this torch, which
 # stays the DLC's own build (it is left out of the lock). tests/app/test_image_locks.py ties them to

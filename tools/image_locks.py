@@ -13,6 +13,7 @@ resolved for, so `check` can tell when a bump in `cdk/versions.py` or an edited 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import shutil
@@ -83,17 +84,22 @@ class ImageLockSpec:
 
     def marker_environment(self) -> dict[str, str]:
         """PEP 508 marker values of the image's interpreter, to tell which input lines apply there."""
-        return {
-            "python_version": self.python_version,
-            "python_full_version": self.python_version + ".0",
-            "implementation_name": "cpython",
-            "platform_python_implementation": "CPython",
-            "os_name": "posix",
-            "sys_platform": "linux",
-            "platform_system": "Linux",
-            "platform_machine": self.platform.split("-", 1)[0],
-            "extra": "",
-        }
+        return linux_marker_environment(self.python_version, self.platform.split("-", 1)[0])
+
+
+def linux_marker_environment(python_version: str, machine: str = "x86_64") -> dict[str, str]:
+    """PEP 508 marker values of CPython `python_version` (X.Y) on Linux `machine`, no extra requested."""
+    return {
+        "python_version": python_version,
+        "python_full_version": python_version + ".0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": machine,
+        "extra": "",
+    }
 
 
 def image_lock_specs() -> dict[str, ImageLockSpec]:
@@ -179,6 +185,79 @@ def lock_problems(spec: ImageLockSpec) -> list[str]:
             problems.append(
                 f"{spec.lock_file.name} pins {name}=={pinned}, which does not satisfy {requirement}: run `make lock`"
             )
+    return problems
+
+
+def _applies(requirement: Requirement, environment: dict[str, str], extras: frozenset[str]) -> bool:
+    """Whether `requirement` holds in `environment` when its distribution was asked for `extras`."""
+    if requirement.marker is None:
+        return True
+    return any(requirement.marker.evaluate({**environment, "extra": extra}) for extra in ("", *sorted(extras)))
+
+
+def lock_closure_problems(
+    lock_file: Path, input_file: Path, python_version: str, *, path: Sequence[str] | None = None
+) -> list[str]:
+    """Every way `lock_file` (pins only, installed with --no-deps) is not the complete install set of
+    `input_file` for CPython `python_version` on Linux x86_64; [] when none.
+
+    Each input line must be pinned at a version it accepts; each pinned distribution's declared dependencies
+    (Requires-Dist, markers evaluated for that Python with the extras asked of it) must be pinned at versions
+    they accept; and every pin must be reached from the input. The dependencies are read from the installed
+    metadata on `path` (default sys.path: the environment the tests run in), which must hold each pinned
+    distribution at its pinned version, or the pin is reported as unchecked rather than passed over.
+    """
+    lock = read_lock(lock_file)
+    name = lock_file.name
+    environment = linux_marker_environment(python_version)
+    search_path = list(path) if path is not None else sys.path
+    problems: list[str] = []
+    asked: dict[str, set[str]] = {}  # distribution -> extras asked of it
+    pending: list[tuple[str, frozenset[str]]] = []
+
+    def require(requirement: Requirement, wanted_by: str) -> None:
+        dependency = canonicalize_name(requirement.name)
+        pinned = lock.pins.get(dependency)
+        if pinned is None:
+            problems.append(f"{name} has no pin for {requirement} (wanted by {wanted_by})")
+            return
+        if not requirement.specifier.contains(pinned, prereleases=True):
+            problems.append(f"{name} pins {dependency}=={pinned}, which does not satisfy {requirement} ({wanted_by})")
+        extras = frozenset(canonicalize_name(extra) for extra in requirement.extras)
+        if dependency not in asked or not extras <= asked[dependency]:
+            asked.setdefault(dependency, set()).update(extras)
+            pending.append((dependency, extras))
+
+    for requirement in read_requirements(input_file):
+        if _applies(requirement, environment, frozenset()):
+            require(requirement, input_file.name)
+    read: set[str] = set()
+    while pending:
+        dependency, extras = pending.pop()
+        pinned = lock.pins[dependency]
+        found = [d for d in importlib.metadata.distributions(name=dependency, path=search_path)]
+        versions_found = sorted({d.version for d in found})
+        held = next((d for d in found if Version(d.version) == pinned), None)
+        if held is None:
+            if dependency not in read:
+                read.add(dependency)
+                problems.append(
+                    f"{name} pins {dependency}=={pinned}, but the environment holds "
+                    f"{', '.join(versions_found) or 'no version of it'}: its dependencies cannot be checked "
+                    "(install the pinned version there, or re-resolve the lock)"
+                )
+            continue
+        read.add(dependency)
+        declared = {canonicalize_name(extra) for extra in held.metadata.get_all("Provides-Extra") or []}
+        problems += [f"{name}: {dependency}=={pinned} has no extra {extra!r}" for extra in sorted(extras - declared)]
+        for line in held.requires or []:
+            requirement = Requirement(line)
+            if _applies(requirement, environment, extras):
+                require(requirement, f"{dependency}=={pinned}")
+    problems += [
+        f"{name} pins {pinned}=={lock.pins[pinned]}, which nothing in {input_file.name} needs"
+        for pinned in sorted(set(lock.pins) - set(asked))
+    ]
     return problems
 
 

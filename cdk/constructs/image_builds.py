@@ -56,6 +56,26 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
+# The LLM gateway's image (llm_gateway/Dockerfile): its own package, the image service's modules it imports
+# (the Dockerfile's COPY lines; tests/llm/test_gateway_image.py keeps the three in step) and its buildspec.
+# Not built by a stack yet.
+LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
+LLM_GATEWAY_EXCLUDES = [
+    "*",
+    ".*",
+    "!llm_gateway",
+    "!llm_gateway/**",
+    "!app",
+    "!app/__init__.py",
+    "!app/logs.py",
+    "!app/auth",
+    "!app/auth/__init__.py",
+    "!app/auth/tokens.py",
+    "!buildspecs",
+    f"!{LLM_GATEWAY_BUILDSPEC}",
+    "**/__pycache__",
+    "**/*.pyc",
+]
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
 # Each image kind keeps its own newest images: a rule over the whole repository would let a few service
 # changes (two images each) age out the routing controller's image, which changes rarely, while deployed.

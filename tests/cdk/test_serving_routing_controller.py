@@ -25,6 +25,7 @@ from tests.routing_controller.fake_kube import FakeKube
 from tests.routing_controller.objects import deployment, ingress_object, node_claim, pod
 from tests.support.k8s_schema import validate_all, validate_core
 from tests.support.lbc_action import InvalidAction, parse_weighted_forward
+from tools.image_locks import lock_closure_problems
 
 CONTROLLER_KINDS = {
     "ValidatingAdmissionPolicy",
@@ -294,6 +295,15 @@ def test_image_installs_exactly_the_lock():
     dockerfile = (REPO_ROOT / "routing_controller" / "Dockerfile").read_text()
     assert "--no-deps" in dockerfile and "requirements.lock" in dockerfile
     assert "COPY app/ " not in dockerfile and "COPY . " not in dockerfile  # never the service
+
+
+def test_lock_is_closed_for_the_base_images_python():
+    # The lock was resolved from Python 3.11, which added typing_extensions (only Python < 3.13 needs it), and
+    # pinned botocore, certifi and PyYAML at versions the tested environment did not hold.
+    python = versions.ROUTING_CONTROLLER_BASE_IMAGE.rsplit(":", 1)[1].split("-", 1)[0]
+    lock = REPO_ROOT / "routing_controller" / "requirements.lock"
+    assert f"Python {python} = the base image" in lock.read_text()
+    assert lock_closure_problems(lock, REPO_ROOT / "routing_controller" / "requirements.txt", python) == []
 
 
 @pytest.mark.parametrize(

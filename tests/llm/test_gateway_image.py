@@ -1,0 +1,353 @@
+"""The LLM gateway's own image (it cannot be built here: no Docker engine). Its recipe is parsed for the
+contract, its lock is checked to be the complete install set, and the files it copies are started from an
+environment made of exactly that lock, in a read-only sandbox with no network."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdk import versions
+from llm_gateway.settings import GatewaySettings
+from tests.rehearsal.images import _instructions, dockerfile_stage
+from tests.rehearsal.pods import Volume
+from tests.rehearsal.sandbox import Spec, bwrap_unusable, run_sandbox
+from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock, read_requirements
+
+DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
+LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
+REQUIREMENTS = REPO_ROOT / "llm_gateway" / "requirements.txt"
+BUILDSPEC = REPO_ROOT / "buildspecs" / "llm-gateway.yml"
+# The modules `python -m llm_gateway` imports before it serves (its __main__ imports the server lazily).
+ENTRY_MODULES = ("llm_gateway.__main__", "llm_gateway.server")
+VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
+VENV_RECIPE = "1"  # bump when the venv's build steps change
+PYPI = "https://pypi.org/simple"
+GATEWAY_UID = 10001
+
+
+def runtime_app_files() -> set[str]:
+    """The image service's files (repository-relative) that the gateway has imported when it starts: measured
+    by importing its entry modules in a fresh interpreter, never listed by hand."""
+    probe = (
+        "import json, sys\n"
+        f"for name in {ENTRY_MODULES!r}: __import__(name)\n"
+        "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items()"
+        " if n == 'app' or n.startswith('app.')}))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = set()
+    for name, file in json.loads(run.stdout).items():
+        if file is not None:  # a namespace package has no file: the COPY of its modules makes the folder
+            path = Path(file).resolve()
+            assert path.is_relative_to(REPO_ROOT / "app"), f"{name} is imported from {path}, not from app/"
+            files.add(path.relative_to(REPO_ROOT).as_posix())
+    return files
+
+
+def app_modules_named_in_gateway_source() -> set[str]:
+    """Every `app...` module any gateway source file imports, at its top or inside a function."""
+    named = set()
+    for source in (REPO_ROOT / "llm_gateway").glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            named |= {name for name in names if name == "app" or name.startswith("app.")}
+    return named
+
+
+def instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's (INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    return _instructions(DOCKERFILE)
+
+
+def copies_into_workdir() -> dict[str, str]:
+    """Repository path -> path under WORKDIR, for each source of each COPY into the image's WORKDIR."""
+    found = {}
+    for keyword, rest in instructions():
+        if keyword != "COPY":
+            continue
+        assert not rest.startswith("--"), f"COPY {rest}: flags are not expected here"
+        *sources, destination = rest.split()
+        if destination.startswith("/"):  # the lock, into /tmp for the install only
+            continue
+        assert destination.endswith("/"), f"COPY {rest}: copy into a folder, so each file keeps its name"
+        for source in sources:
+            if (REPO_ROOT / source).is_dir():  # Docker copies a folder's contents into the destination
+                found[source.rstrip("/")] = destination.rstrip("/")
+            else:
+                found[source] = destination + Path(source).name
+    return found
+
+
+def test_copies_exactly_the_app_modules_the_gateway_imports():
+    needed = runtime_app_files()
+    assert "app/__init__.py" in needed  # the probe saw the image service's package at all
+    copied = {source: target for source, target in copies_into_workdir().items() if source.startswith("app")}
+    assert set(copied) == needed
+    assert all(source == target for source, target in copied.items())  # each at its own path under /srv
+    assert copies_into_workdir()["llm_gateway"] == "llm_gateway"
+
+
+def test_no_gateway_source_imports_an_app_module_the_start_does_not():
+    # A lazy import (inside a function) would escape the measured set and fail only on the cluster.
+    modules = {Path(file).with_suffix("").as_posix().replace("/", ".") for file in runtime_app_files()}
+    modules = {name.removesuffix(".__init__") for name in modules}
+    assert app_modules_named_in_gateway_source() <= modules
+
+
+def test_build_context_holds_the_gateway_and_exactly_the_copied_app_modules(tmp_path):
+    from aws_cdk import CopyOptions, FileSystem, IgnoreMode
+
+    from cdk.constructs.image_builds import LLM_GATEWAY_BUILDSPEC, LLM_GATEWAY_EXCLUDES
+
+    copied = tmp_path / "source"
+    FileSystem.copy_directory(
+        str(REPO_ROOT), str(copied), CopyOptions(exclude=LLM_GATEWAY_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
+    )
+    files = {p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()}
+    app_files = {source for source in copies_into_workdir() if source.startswith("app")}
+    assert {f for f in files if not f.startswith("llm_gateway/")} == app_files | {LLM_GATEWAY_BUILDSPEC}
+    assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
+    assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
+    assert BUILDSPEC == REPO_ROOT / LLM_GATEWAY_BUILDSPEC
+
+
+def test_base_image_is_the_pinned_python_and_a_build_argument():
+    parsed = instructions()
+    assert parsed[:2] == [("ARG", "BASE_IMAGE"), ("FROM", "${BASE_IMAGE}")]
+    assert [keyword for keyword, _ in parsed].count("FROM") == 1
+    repository, tag = versions.LLM_GATEWAY_BASE_IMAGE.rsplit(":", 1)
+    assert repository == "public.ecr.aws/docker/library/python"
+    assert tag.startswith(f"{versions.LLM_GATEWAY_PYTHON}-slim")
+    (build,) = [c for c in yaml.safe_load(BUILDSPEC.read_text())["phases"]["build"]["commands"] if "docker build" in c]
+    assert '-f llm_gateway/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE"' in build
+
+
+def test_installs_exactly_the_lock_without_resolving():
+    parsed = instructions()
+    assert ("COPY", "llm_gateway/requirements.lock /tmp/requirements.lock") in parsed
+    runs = [rest for keyword, rest in parsed if keyword == "RUN"]
+    installs = [run for run in runs if "pip install" in run]
+    assert installs == [
+        "python -m pip install --no-deps --only-binary=:all: -r /tmp/requirements.lock && rm /tmp/requirements.lock"
+    ]
+
+
+def test_runs_the_gateway_as_a_numeric_non_root_user():
+    parsed = instructions()
+    users = [i for i, (keyword, _) in enumerate(parsed) if keyword == "USER"]
+    assert users and parsed[users[-1]][1] == f"{GATEWAY_UID}:{GATEWAY_UID}"
+    assert all(keyword != "RUN" for keyword, _ in parsed[users[-1] :])  # nothing runs as root after it
+    assert f"useradd --uid {GATEWAY_UID} " in " ".join(rest for keyword, rest in parsed if keyword == "RUN")
+    stage = dockerfile_stage(DOCKERFILE, None)
+    assert stage.entrypoint == ["python", "-m", "llm_gateway"] and stage.cmd is None
+    assert stage.workdir == "/srv"
+    assert {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}.items() <= stage.env.items()
+    assert ("EXPOSE", str(GatewaySettings.model_fields["port"].default)) in parsed
+
+
+def test_lock_is_resolved_for_the_base_images_python():
+    assert read_lock(LOCK).header["python-version"] == versions.LLM_GATEWAY_PYTHON
+
+
+def test_lock_pins_the_inputs_and_is_closed():
+    assert lock_closure_problems(LOCK, REQUIREMENTS, versions.LLM_GATEWAY_PYTHON) == []
+    # The service's pins: the gateway runs the image service's modules and is tested in one environment with it.
+    service = {r.name.lower(): r.specifier for r in read_requirements(REPO_ROOT / "requirements.txt")}
+    shared = [r for r in read_requirements(REQUIREMENTS) if r.name.lower() in service]
+    assert {r.name.lower() for r in shared} >= {"uvicorn", "httpx", "pydantic-settings", "pyjwt"}
+    assert [(r.name, r.specifier) for r in shared] == [(r.name, service[r.name.lower()]) for r in shared]
+
+
+def test_uvicorn_runs_on_uvloop_and_httptools_without_the_extras_it_does_not_use():
+    pins = read_lock(LOCK).pins
+    assert {"uvloop", "httptools", "h11"} <= set(pins)
+    assert not {"websockets", "watchfiles", "pyyaml", "vllm", "torch", "fastapi", "gradio", "boto3"} & set(pins)
+
+
+def _broken_lock(tmp_path: Path, edit: Callable[[str], str]) -> Path:
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(edit(LOCK.read_text()))
+    return lock
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda text: re.sub(r"(?m)^h11==.*\n", "", text), r"no pin for h11>=0\.8 \(wanted by uvicorn==0\.54\.0\)"),
+        (lambda text: re.sub(r"(?m)^cffi==.*\n", "", text), r"no pin for cffi.* \(wanted by cryptography=="),
+        (lambda text: text.replace("uvicorn==0.54.0", "uvicorn==0.53.0"), r"does not satisfy uvicorn==0\.54\.0"),
+        (lambda text: text.replace("anyio==", "anyio==3.0.0 #"), r"pins anyio==3\.0\.0, but the environment holds"),
+        (lambda text: text + "six==1.17.0\n", r"pins six==1\.17\.0, which nothing in requirements\.txt needs"),
+    ],
+    ids=["dependency-missing", "extra-dependency-missing", "input-moved", "version-not-checkable", "stray-pin"],
+)
+def test_the_closure_check_is_not_blind(tmp_path, edit, expected):
+    problems = lock_closure_problems(_broken_lock(tmp_path, edit), REQUIREMENTS, versions.LLM_GATEWAY_PYTHON)
+    assert any(re.search(expected, problem) for problem in problems), problems
+
+
+def _interpreter() -> Path | None:
+    """A Python of the image's version: pythonX.Y on PATH, or pyenv's."""
+    version = versions.LLM_GATEWAY_PYTHON
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [
+        shutil.which(f"python{version}"),
+        *sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}")),
+    ]
+    return next((Path(c) for c in reversed(candidates) if c and Path(c).is_file()), None)
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+def _pypi_unreachable() -> str | None:
+    try:
+        with urllib.request.urlopen(f"{PYPI}/pip/", timeout=15) as response:
+            response.read(1)
+    except OSError as exc:
+        return f"PyPI cannot be reached ({exc}); the gateway image's venv is built from it"
+    return None
+
+
+def _build_venv(interpreter: Path, target: Path) -> None:
+    """`target`: a venv of `interpreter` with exactly the lock, installed as the Dockerfile installs it, from
+    PyPI alone (this machine's pip configuration names local mirrors the image build does not have)."""
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=VENV_CACHE))
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    try:
+        pip = [str(staging / "bin" / "python"), "-m", "pip", "install", "--quiet", "--index-url", PYPI]
+        for command in (
+            [str(interpreter), "-m", "venv", str(staging)],
+            [*pip, "--no-deps", "--only-binary=:all:", "-r", str(LOCK)],
+        ):
+            run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+            assert run.returncode == 0, f"{' '.join(command)}:\n{(run.stdout + run.stderr)[-4000:]}"
+        os.replace(staging, target)  # built aside: an interrupted build never looks complete
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for stale in VENV_CACHE.iterdir():  # venvs of older locks
+        if stale.name != target.name and not stale.name.startswith(".build-"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def image_python() -> Path:
+    """The interpreter of a venv made of exactly the lock, for the image's Python (cached by the lock's hash)."""
+    interpreter = _interpreter()
+    if interpreter is None:
+        _skip_or_fail(f"no Python {versions.LLM_GATEWAY_PYTHON} here (pyenv install {versions.LLM_GATEWAY_PYTHON})")
+    assert interpreter is not None
+    digest = hashlib.sha256(f"{VENV_RECIPE}\0{versions.LLM_GATEWAY_PYTHON}\0".encode() + LOCK.read_bytes())
+    target = VENV_CACHE / digest.hexdigest()[:16]
+    if not (target / "bin" / "python").is_file():
+        unreachable = _pypi_unreachable()
+        if unreachable:
+            _skip_or_fail(unreachable)
+        _build_venv(interpreter, target)
+    return target / "bin" / "python"
+
+
+def test_the_lock_installs_a_consistent_environment(image_python):
+    run = subprocess.run([str(image_python), "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    frozen = subprocess.run(
+        [str(image_python), "-m", "pip", "freeze", "--all", "--exclude", "pip"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    installed = {line.split("==")[0].lower().replace("_", "-") for line in frozen.splitlines() if "==" in line}
+    assert installed == set(read_lock(LOCK).pins)
+
+
+def _image_files(target: Path) -> None:
+    """Copy what the Dockerfile copies into its WORKDIR, and nothing else, to `target`."""
+    for source, destination in copies_into_workdir().items():
+        path = REPO_ROOT / source
+        if path.is_dir():
+            shutil.copytree(path, target / destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            (target / destination).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / destination)
+
+
+def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
+    unusable = bwrap_unusable()
+    if unusable:
+        _skip_or_fail(unusable)
+    files = tmp_path / "srv"
+    _image_files(files)
+    stage = dockerfile_stage(DOCKERFILE, None)
+    port = 8000
+    plan = {
+        "region": "us-east-1",
+        "buckets": [],
+        "queues": {},
+        "topics": [],
+        "staged": [],
+        "compiled": [],
+        "kube": None,
+        "argv": stage.entrypoint,
+        "env": {
+            **stage.env,
+            "PATH": f"{image_python.parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            "SHUTDOWN_GRACE_S": "5",
+        },
+        "cwd": stage.workdir,
+        "mode": "service",
+        "readiness": {"httpGet": {"port": port, "path": "/health"}},
+        "paths": ["/health", "/readiness"],
+        "stop_timeout_s": 20,
+    }
+    spec = Spec(
+        uid=GATEWAY_UID,
+        gid=GATEWAY_UID,
+        hostname="llm-gateway",
+        volumes=(Volume("tmp", "/tmp", 64 * 1024 * 1024, True),),
+        binds=((str(files), stage.workdir),),
+        workdir=stage.workdir,
+    )
+    (tmp_path / "work" / "tmp").mkdir(parents=True)
+    (tmp_path / "seed").mkdir()  # the sandbox mounts a seed folder; the gateway reads nothing from it
+    outcome = run_sandbox(spec, tmp_path / "work", tmp_path / "seed", plan, timeout_s=60)
+    assert outcome.report.get("ready") is True, outcome
+    (health_status, health_body), (readiness_status, readiness_body) = (
+        outcome.report["paths"]["/health"],
+        outcome.report["paths"]["/readiness"],
+    )
+    assert health_status == 200, outcome
+    assert readiness_status == 503, outcome  # nothing answers at UPSTREAM_URL: no vLLM in the sandbox
+    assert json.loads(health_body) and json.loads(readiness_body)  # JSON answers, not uvicorn's plain text
+    # SIGTERM drains and ends the server cleanly; uvicorn then re-raises the signal it caught, so the process
+    # ends by SIGTERM (as tests/llm/test_cancel_and_drain.py allows), never by the harness's kill.
+    assert outcome.returncode in (0, -signal.SIGTERM) and "killed" not in outcome.report, outcome
+    assert '"message": "Finished server process' in outcome.log, outcome
+    first = json.loads(outcome.log.splitlines()[0])  # the image service's JSON log format, from the copied module
+    assert first["message"] == "serving" and first["url"] == f"http://127.0.0.1:{port}/"
