@@ -19,6 +19,7 @@ from cdk import versions
 from cdk.accelerators import ACCELERATORS, Accelerator
 from cdk.config.context import ConfigError, Context
 from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
+from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 
 NodeProvisioner = Literal["karpenter", "managed"]
@@ -91,6 +92,7 @@ class AppConfig:
     admin_role_arns: tuple[str, ...]  # extra principals given cluster-admin access entries
     flow_log_retention_days: int
     serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
+    llm: LlmConfig | None  # LLM serving (llmEnabled), None when off
 
     @property
     def account(self) -> str:
@@ -200,6 +202,11 @@ class AppConfig:
             admin_role_arns=admin_role_arns,
             flow_log_retention_days=retention,
             serving=ServingConfig.from_context(values, accelerators=[c.name for c in capacity]),
+            llm=LlmConfig.from_context(
+                values,
+                accelerators=[c.name for c in capacity],
+                instance_families={c.name: c.instance_families for c in capacity},
+            ),
         )
 
 

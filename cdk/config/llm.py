@@ -1,0 +1,202 @@
+"""Deploy-time settings of LLM serving (vLLM behind the LLM gateway), read from CDK context: the `llm*` keys.
+
+`llmEnabled` (false by default) switches the whole workload; with it off no other `llm*` key is read and the
+templates are what they are without LLM serving. Per-accelerator keys end in the accelerator's name with a
+capital (`...Neuron`, `...Nvidia`), as the serving keys do. docs/llm-serving.md explains each key.
+
+The model's shape (`llmModelAttentionHeads`, `llmModelKvHeads`) comes from its config.json
+(`num_attention_heads`, `num_key_value_heads`): it decides which tensor parallel degrees can work, so an
+impossible degree stops the synth here instead of failing a pod an hour into a deploy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cdk.accelerators import ACCELERATORS
+from cdk.config.context import ConfigError, Context
+
+ENABLED_KEY: Final = "llmEnabled"
+# NeuronCores per Neuron device (chip): Inferentia2 has two NeuronCore-v2.
+# Verified: awsdocs-neuron.readthedocs-hosted.com general/arch/neuron-hardware/inferentia2 ("each with two
+# NeuronCore-v2 cores"; "up to twelve Inferentia2 chips" per Inf2 instance).
+NEURON_CORES_PER_DEVICE: Final = {"inf2": 2}
+# The most accelerator devices one instance of a family has (Neuron chips, NVIDIA GPUs): a pod asking for more
+# could never be scheduled. Verified: Neuron docs as above (inf2.48xlarge: 12 chips); the NVIDIA families'
+# largest sizes have 8 GPUs (g4dn.metal, g5.48xlarge, g6.48xlarge, g6e.48xlarge, p4d/p5/p5e/p6.48xlarge) and
+# gr6 one. Verify on first deploy (docs/platform.md): aws ec2 describe-instance-types --filters \
+#   Name=instance-type,Values=g5.48xlarge,g6.48xlarge,inf2.48xlarge \
+#   --query 'InstanceTypes[].[InstanceType,GpuInfo.Gpus[0].Count,NeuronInfo.NeuronDevices[0].Count]'
+MAX_DEVICES_PER_FAMILY: Final = {
+    "inf2": 12,
+    "g4dn": 8,
+    "g5": 8,
+    "g6": 8,
+    "g6e": 8,
+    "gr6": 1,
+    "p4d": 8,
+    "p5": 8,
+    "p5e": 8,
+    "p6": 8,
+}
+_HUB_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+_HUB_REVISION = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}"
+_SERVED_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+
+
+def _suffix(accelerator: str) -> str:
+    return accelerator[0].upper() + accelerator[1:]
+
+
+@dataclass(frozen=True)
+class LlmAccelerator:
+    """The LLM Deployment on one accelerator."""
+
+    accelerator: str
+    tensor_parallel: int  # llmTensorParallel<Acc>: NeuronCores (Neuron) or GPUs (NVIDIA) one replica shards over
+    devices: int  # Neuron chips or GPUs the pod asks for, from the degree
+    min_replicas: int
+    max_replicas: int
+    price_per_hour: float  # USD per hour of the instance one replica occupies (cost per million tokens)
+    queue_target: float  # requests waiting in vLLM per pod that KEDA aims for
+    cpu: float
+    memory_gi: int
+    startup_timeout_s: int  # loading the weights (and, on Neuron, the compiled artifacts) before the first answer
+
+    @property
+    def neuron_cores(self) -> int:
+        """NeuronCores the pod asks for (Neuron only): its tensor parallel degree."""
+        return self.tensor_parallel
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """Everything the stacks read to serve one language model on the enabled accelerators."""
+
+    model_id: str
+    model_revision: str | None
+    served_model_name: str  # the `model` clients send; one name on every accelerator
+    attention_heads: int
+    kv_heads: int
+    model_size_gi: int  # the weights as staged, for the volumes that hold them
+    max_model_len: int  # prompt + output tokens per sequence (vLLM --max-model-len)
+    max_num_seqs: int  # sequences batched at once (vLLM --max-num-seqs; on Neuron the compiled batch size)
+    gateway_max_concurrent: int  # the gateway's bound: beyond it a 429
+    kv_cache_target_percent: float  # KEDA's KV-cache trigger
+    neuron_compile_timeout_s: int
+    per_accelerator: Mapping[str, LlmAccelerator]
+
+    @property
+    def accelerators(self) -> tuple[str, ...]:
+        """The accelerators that serve the model."""
+        return tuple(self.per_accelerator)
+
+    @classmethod
+    def from_context(
+        cls,
+        values: Mapping[str, Any],
+        accelerators: Sequence[str] = tuple(ACCELERATORS),
+        instance_families: Mapping[str, Sequence[str]] | None = None,
+    ) -> LlmConfig | None:
+        """The LLM settings, or None when `llmEnabled` is false (then no other llm* key is read).
+
+        `instance_families`: per accelerator, the families its node pool may launch (the platform's
+        `<acc>InstanceFamilies`), to check that a replica fits on the largest of them.
+        """
+        ctx = Context(values)
+        if not ctx.boolean(ENABLED_KEY, False):
+            return None
+        attention_heads = ctx.integer("llmModelAttentionHeads", minimum=1, maximum=1024)
+        kv_heads = ctx.integer("llmModelKvHeads", minimum=1, maximum=1024)
+        if attention_heads % kv_heads:
+            raise ConfigError(
+                f"setting 'llmModelKvHeads' = {kv_heads} does not divide 'llmModelAttentionHeads' = "
+                f"{attention_heads}: copy both from the model's config.json (num_key_value_heads, num_attention_heads)"
+            )
+        max_num_seqs = ctx.integer("llmMaxNumSeqs", minimum=1, maximum=1024)
+        per_acc = {
+            name: _read_accelerator(ctx, name, attention_heads, kv_heads, (instance_families or {}).get(name))
+            for name in accelerators
+        }
+        revision = ctx.raw("llmModelRevision", "")
+        cfg = cls(
+            model_id=ctx.string("llmModelId", pattern=_HUB_ID, description="a Hugging Face Hub id such as org/name"),
+            model_revision=None
+            if revision == ""
+            else ctx.string(
+                "llmModelRevision", pattern=_HUB_REVISION, description="a Hub commit, branch or tag (or empty for main)"
+            ),
+            served_model_name=ctx.string(
+                "llmServedModelName", pattern=_SERVED_NAME, description="letters, digits and . _ : - (at most 128)"
+            ),
+            attention_heads=attention_heads,
+            kv_heads=kv_heads,
+            model_size_gi=ctx.integer("llmModelSizeGi", minimum=1, maximum=2000),
+            max_model_len=ctx.integer("llmMaxModelLen", minimum=128, maximum=1_048_576),
+            max_num_seqs=max_num_seqs,
+            gateway_max_concurrent=ctx.integer("llmGatewayMaxConcurrentRequests", minimum=1, maximum=10000),
+            kv_cache_target_percent=ctx.number("llmScalingKvCacheTargetPercent", minimum=1, maximum=100),
+            neuron_compile_timeout_s=ctx.integer("llmNeuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+            per_accelerator=per_acc,
+        )
+        if cfg.gateway_max_concurrent < cfg.max_num_seqs:
+            raise ConfigError(
+                f"setting 'llmGatewayMaxConcurrentRequests' = {cfg.gateway_max_concurrent} is below 'llmMaxNumSeqs' "
+                f"= {cfg.max_num_seqs}: the gateway would refuse requests the engine has room for"
+            )
+        return cfg
+
+
+def _read_accelerator(
+    ctx: Context, name: str, attention_heads: int, kv_heads: int, families: Sequence[str] | None
+) -> LlmAccelerator:
+    s = _suffix(name)
+    tp_key = f"llmTensorParallel{s}"
+    tp = ctx.integer(tp_key, minimum=1, maximum=64)
+    if attention_heads % tp:
+        raise ConfigError(
+            f"setting '{tp_key}' = {tp} does not divide 'llmModelAttentionHeads' = {attention_heads}: "
+            "each NeuronCore or GPU must hold whole attention heads"
+        )
+    if kv_heads % tp and tp % kv_heads:
+        raise ConfigError(
+            f"setting '{tp_key}' = {tp} neither divides nor is a multiple of 'llmModelKvHeads' = {kv_heads}: "
+            "the KV heads can be neither split nor replicated evenly"
+        )
+    devices = tp
+    if name == "neuron":
+        unknown = [family for family in families or () if family not in NEURON_CORES_PER_DEVICE]
+        if unknown:
+            raise ConfigError(
+                f"setting 'neuronInstanceFamilies' includes {', '.join(unknown)}: LLM serving on Neuron runs on "
+                f"{', '.join(NEURON_CORES_PER_DEVICE)} (the vLLM Neuron image pinned in cdk/versions.py)"
+            )
+        cores_per_device = max(NEURON_CORES_PER_DEVICE[f] for f in families or NEURON_CORES_PER_DEVICE)
+        devices = math.ceil(tp / cores_per_device)
+    if families:
+        largest = max(MAX_DEVICES_PER_FAMILY.get(family, 0) for family in families)
+        if devices > largest:
+            unit = "Neuron chips" if name == "neuron" else "GPUs"
+            raise ConfigError(
+                f"setting '{tp_key}' = {tp} needs {devices} {unit} per replica, more than the largest instance of "
+                f"'{name}InstanceFamilies' ({', '.join(families)}) has ({largest})"
+            )
+    min_r = ctx.integer(f"llmMinReplicas{s}", minimum=1, maximum=100)
+    max_r = ctx.integer(f"llmMaxReplicas{s}", minimum=1, maximum=100)
+    if max_r < min_r:
+        raise ConfigError(f"setting 'llmMaxReplicas{s}' = {max_r} is below 'llmMinReplicas{s}' = {min_r}")
+    return LlmAccelerator(
+        accelerator=name,
+        tensor_parallel=tp,
+        devices=devices,
+        min_replicas=min_r,
+        max_replicas=max_r,
+        price_per_hour=ctx.number(f"llmPricePerHour{s}", minimum=0.0001),
+        queue_target=ctx.number(f"llmScalingQueueTarget{s}", minimum=0.1),
+        cpu=ctx.number(f"llmCpu{s}", minimum=0.5),
+        memory_gi=ctx.integer(f"llmMemoryGi{s}", minimum=2),
+        startup_timeout_s=ctx.integer(f"llmStartupTimeoutSeconds{s}", minimum=30, maximum=7200),
+    )
