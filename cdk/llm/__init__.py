@@ -1,0 +1,1 @@
+"""LLM serving on the cluster (llmEnabled): vLLM behind the LLM gateway on each enabled accelerator."""

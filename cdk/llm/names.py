@@ -1,0 +1,18 @@
+"""The LLM workload's names and ports, shared by its manifests, the stack, scaling, routing and dashboards."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from cdk.accelerators import Accelerator
+
+# One Deployment (and Service, metrics DeploymentUnit) per accelerator, beside the image service's sd-neuron/sd-gpu.
+DEPLOYMENT_NAMES: Final = {"neuron": "llm-neuron", "nvidia": "llm-gpu"}
+GATEWAY_PORT: Final = 8000  # the gateway's PORT: what the Service and the ALB reach
+ENGINE_PORT: Final = 8001  # vLLM's OpenAI server, on the pod's loopback only (the gateway's UPSTREAM_URL)
+SERVICE_ACCOUNT_SUFFIX: Final = "-sa"
+
+
+def deployment_name(acc: Accelerator) -> str:
+    """The LLM Deployment, Service and metrics DeploymentUnit on `acc`."""
+    return DEPLOYMENT_NAMES[acc.name]
