@@ -84,6 +84,7 @@ def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
         accelerators=config.accelerators,
         image_uris=dict(images.image_uris),
         routing_controller_image=images.routing_controller_image,
+        llm_gateway_image=images.llm_gateway_image,
         keda_operator_role=cluster.keda.operator_role,
     )
     return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)

@@ -269,8 +269,7 @@ def _env(construct: IConstruct) -> tuple[str, str]:
 
 def _acknowledge_images(platform: PlatformStacks) -> None:
     builds = platform.images.builds
-    controller = [builds.routing_controller_project] if builds.routing_controller_project is not None else []
-    projects = [*builds.projects.values(), *controller]
+    projects = [*builds.projects.values(), *builds.small_projects.values()]
     for project in projects:
         _ack(
             project,

@@ -25,5 +25,6 @@ class PlatformHandle:
     accelerators: tuple[Accelerator, ...]  # the enabled ones, in a stable order
     image_uris: Mapping[str, str]  # accelerator name -> image URI that the builds push
     routing_controller_image: str | None = None  # built when routingMode is cost-with-failover
+    llm_gateway_image: str | None = None  # built when llmEnabled
     # KEDA's operator role: the serving stack lets it read the depth of the queues it scales on.
     keda_operator_role: iam.IRole | None = None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy, Stack
@@ -58,7 +59,6 @@ ROUTING_CONTROLLER_EXCLUDES = [
 ]
 # The LLM gateway's image (llm_gateway/Dockerfile): its own package, the image service's modules it imports
 # (the Dockerfile's COPY lines; tests/llm/test_gateway_image.py keeps the three in step) and its buildspec.
-# Not built by a stack yet.
 LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
 LLM_GATEWAY_EXCLUDES = [
     "*",
@@ -82,6 +82,39 @@ LLM_GATEWAY_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
+
+
+@dataclass(frozen=True)
+class SmallImage:
+    """An image of ours on a slim Python base (not the service's DLC): its own package and buildspec."""
+
+    kind: str  # tag prefix, beside the accelerators' names (and its lifecycle rule's)
+    build: str  # its `Accelerator` key in the custom resource's Builds (and `<build>ImageUri`)
+    construct_prefix: str  # its constructs' ids: <prefix>Source, <prefix>Build
+    buildspec: str
+    excludes: list[str]  # the build context: everything else is left out of its source asset
+    base_image: str  # an input of its tag too: a new base rebuilds it
+    description: str
+
+
+ROUTING_CONTROLLER_IMAGE = SmallImage(
+    kind=ROUTING_CONTROLLER_KIND,
+    build=ROUTING_CONTROLLER_BUILD,
+    construct_prefix="RoutingController",
+    buildspec=ROUTING_CONTROLLER_BUILDSPEC,
+    excludes=ROUTING_CONTROLLER_EXCLUDES,
+    base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
+    description="the routing controller image",
+)
+LLM_GATEWAY_IMAGE = SmallImage(
+    kind="llm-gateway",
+    build="llmGateway",
+    construct_prefix="LlmGateway",
+    buildspec=LLM_GATEWAY_BUILDSPEC,
+    excludes=LLM_GATEWAY_EXCLUDES,
+    base_image=versions.LLM_GATEWAY_BASE_IMAGE,
+    description="the LLM gateway image",
+)
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
 # Each image kind keeps its own newest images: a rule over the whole repository would let a few service
 # changes (two images each) age out the routing controller's image, which changes rarely, while deployed.
@@ -166,11 +199,11 @@ class ImageBuilds(Construct):
         *,
         cluster_name: str,
         capacity: tuple[AcceleratorCapacity, ...],
-        routing_controller: bool = False,
+        small_images: Sequence[SmallImage] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         region = Stack.of(self).region
-        kinds = [item.name for item in capacity] + ([ROUTING_CONTROLLER_KIND] if routing_controller else [])
+        kinds = [item.name for item in capacity] + [image.kind for image in small_images]
         self.repository = ecr.Repository(
             self,
             "Repository",
@@ -211,33 +244,28 @@ class ImageBuilds(Construct):
                     "ImageUri": self.repository.repository_uri_for_tag(tag),
                 }
             )
-        self.routing_controller_project: codebuild.Project | None = None
-        self.routing_controller_image_uri: str | None = None
-        if routing_controller:
-            controller_source = s3_assets.Asset(
-                self, "RoutingControllerSource", path=str(REPO_ROOT), exclude=ROUTING_CONTROLLER_EXCLUDES
+        # The small images: kind -> their project and the URI they push.
+        self.small_projects: dict[str, codebuild.Project] = {}
+        self.small_image_uris: dict[str, str] = {}
+        for image in small_images:
+            source = s3_assets.Asset(
+                self, f"{image.construct_prefix}Source", path=str(REPO_ROOT), exclude=image.excludes
             )
-            # Its base image is an input too: a new base rebuilds it, as for the service images.
-            tag = image_tag(
-                ROUTING_CONTROLLER_KIND,
-                source_hash=controller_source.asset_hash,
-                base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
-                args={},
-            )
-            self.routing_controller_project = self._routing_controller_project(controller_source, tag=tag)
-            self.routing_controller_image_uri = image_uri(cluster_name, tag)
+            tag = image_tag(image.kind, source_hash=source.asset_hash, base_image=image.base_image, args={})
+            project = self._small_image_project(image, source, tag=tag)
+            self.small_projects[image.kind] = project
+            self.small_image_uris[image.kind] = image_uri(cluster_name, tag)
             builds.append(
                 {
-                    "Project": self.routing_controller_project.project_name,
-                    "Accelerator": ROUTING_CONTROLLER_BUILD,
+                    "Project": project.project_name,
+                    "Accelerator": image.build,
                     "ImageUri": self.repository.repository_uri_for_tag(tag),
                 }
             )
 
-        controller = [self.routing_controller_project] if self.routing_controller_project is not None else []
         runner = build_runner(
             self,
-            projects=[*self.projects.values(), *controller],
+            projects=[*self.projects.values(), *self.small_projects.values()],
             what="image builds",
             # Each wait resource answers inside CloudFormation's one-hour limit (cdk/deploy_limits.py).
             wait=deploy_limits.IMAGE_BUILD_WAIT,
@@ -343,15 +371,14 @@ class ImageBuilds(Construct):
             )
         return project
 
-    def _routing_controller_project(self, source: s3_assets.Asset, *, tag: str) -> codebuild.Project:
-        """A small privileged project that builds routing_controller/Dockerfile on a slim Python base."""
-        project = self._docker_build_project(
-            "RoutingControllerBuild",
-            description=f"Builds the routing controller image on {versions.ROUTING_CONTROLLER_BASE_IMAGE}",
+    def _small_image_project(self, image: SmallImage, source: s3_assets.Asset, *, tag: str) -> codebuild.Project:
+        """A small privileged project that builds one of our own images on a slim Python base."""
+        return self._docker_build_project(
+            f"{image.construct_prefix}Build",
+            description=f"Builds {image.description} on {image.base_image}",
             source=source,
-            buildspec=ROUTING_CONTROLLER_BUILDSPEC,
+            buildspec=image.buildspec,
             compute_type=codebuild.ComputeType.SMALL,
-            timeout=deploy_limits.ROUTING_CONTROLLER_BUILD_TIMEOUT,
-            variables={"IMAGE_TAG": tag, "BASE_IMAGE": versions.ROUTING_CONTROLLER_BASE_IMAGE},
+            timeout=deploy_limits.SMALL_IMAGE_BUILD_TIMEOUT,
+            variables={"IMAGE_TAG": tag, "BASE_IMAGE": image.base_image},
         )
-        return project
