@@ -2,9 +2,11 @@
 
     python -m app.model_store.stage --bucket B --model-id org/name [--revision REV]
     python -m app.model_store.stage --bucket B --model-id org/name --from-dir ./weights
+    python -m app.model_store.stage --layout transformers --settings llm --expect-config num_attention_heads=12 ...
 
-The deploy runs the first form in CodeBuild (buildspecs/stage-weights.yml): it downloads the
-diffusers-layout files of a Hugging Face Hub repository and uploads them to `models/<slug>/`,
+The deploy runs the first form in CodeBuild (cdk/serving/model_staging.py): it downloads the
+diffusers-layout files of a Hugging Face Hub repository (`--layout transformers`: a language model's
+top-level config, tokenizer and weight files) and uploads them to `models/<slug>/`,
 writing the completion marker last. A prefix that already has the marker is left alone, so a
 redeploy costs one HEAD request; a prefix without it (an interrupted earlier run) is staged again
 and objects the new set does not contain are removed. A Hub token for gated models comes from the
@@ -33,6 +35,8 @@ from app.model_store.upload import upload_files
 log = logging.getLogger("stage")
 
 MODEL_INDEX = "model_index.json"
+MODEL_CONFIG = "config.json"  # a transformers model's
+LAYOUTS = ("diffusers", "transformers")
 # Component files other than weights: configs, tokenizer vocabularies, sentencepiece models.
 _SIDE_FILES = (".json", ".txt", ".model")
 _WEIGHT_FORMATS = (".safetensors", ".bin")
@@ -88,13 +92,56 @@ def select_weight_files(files: Iterable[str]) -> list[str]:
     return selected
 
 
-# The CDK settings these values come from: the deploy is the usual caller, so errors name what to change.
-MODEL_SETTING = "servingModelId"
-REVISION_SETTING = "servingModelRevision"
-TOKEN_SETTING = "servingHubTokenSecretName"  # noqa: S105 (a setting name, not a secret)
+def select_transformers_files(files: Iterable[str]) -> list[str]:
+    """The files a transformers model (and vLLM) loads: the top-level configs and tokenizer files and one
+    weight format (every safetensors shard if there is one, else the .bin shards), without precision
+    variants. Sub-folders (other frameworks' exports, `original/` checkpoints) and GGUF or ONNX files are
+    left out: they can be larger than the model itself.
+
+    Raises StageError when there is no top-level `config.json` (not a transformers-layout model).
+    """
+    top = sorted({f for f in files if "/" not in f and not f.startswith(".")})
+    if MODEL_CONFIG not in top:
+        raise StageError(f"no {MODEL_CONFIG} at the top: not a transformers-layout model")
+    weights = [n for n in top if n.endswith(_WEIGHT_FORMATS) and not _is_variant(n)]
+    preferred = [n for n in weights if n.endswith(".safetensors")] or weights
+    if not preferred:
+        raise StageError("no .safetensors or .bin weights at the top")
+    side = [n for n in top if n.endswith(_SIDE_FILES)]
+    return sorted(set(side) | set(preferred))
 
 
-def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetcher:
+SELECTORS: dict[str, Callable[[Iterable[str]], list[str]]] = {
+    "diffusers": select_weight_files,
+    "transformers": select_transformers_files,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The CDK settings the staged model comes from: the deploy is the usual caller, so errors name them."""
+
+    model: str
+    revision: str
+    token: str = "servingHubTokenSecretName"  # noqa: S105 (a setting name, not a secret)
+
+
+SETTINGS = {
+    "serving": Settings("servingModelId", "servingModelRevision"),
+    "llm": Settings("llmModelId", "llmModelRevision"),
+}
+# The config.json fields a deploy may expect (--expect-config), and the setting each must agree with.
+CONFIG_SETTINGS = {"num_attention_heads": "llmModelAttentionHeads", "num_key_value_heads": "llmModelKvHeads"}
+
+
+def hub_fetcher(
+    repo_id: str,
+    revision: str | None,
+    token: str | None,
+    *,
+    layout: str = "diffusers",
+    settings: Settings = SETTINGS["serving"],
+) -> Fetcher:
     """Download the selected files of `repo_id` at one commit from the Hugging Face Hub."""
 
     def fetch(scratch: Path) -> Fetched:
@@ -113,26 +160,26 @@ def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetche
             RevisionNotFoundError,
         )
 
-        named = f"{MODEL_SETTING} {repo_id!r}"
+        named = f"{settings.model} {repo_id!r}"
         try:
             info = HfApi().model_info(repo_id, revision=revision, token=token)
-            files = select_weight_files(s.rfilename for s in info.siblings or [])
+            files = SELECTORS[layout](s.rfilename for s in info.siblings or [])
             local = scratch / "hub"
             snapshot_download(repo_id, revision=info.sha, local_dir=local, token=token, allow_patterns=files)
         except GatedRepoError as exc:  # a subclass of RepositoryNotFoundError: test it first
             raise StageError(
                 f"{named} is gated on the Hugging Face Hub: accept its licence there and give the deploy a token "
-                f"({TOKEN_SETTING}, docs/serving.md)"
+                f"({settings.token}, docs/serving.md)"
             ) from exc
         except RepositoryNotFoundError as exc:
             raise StageError(
                 f"{named} is not on the Hugging Face Hub (withdrawn, misspelled, or private without a token "
-                f"in {TOKEN_SETTING}): set {MODEL_SETTING} to a model that exists (docs/serving.md)"
+                f"in {settings.token}): set {settings.model} to a model that exists (docs/serving.md)"
             ) from exc
         except RevisionNotFoundError as exc:
-            raise StageError(f"{named} has no revision {revision!r}: fix {REVISION_SETTING}") from exc
+            raise StageError(f"{named} has no revision {revision!r}: fix {settings.revision}") from exc
         except DisabledRepoError as exc:
-            raise StageError(f"{named} is disabled on the Hugging Face Hub: choose another {MODEL_SETTING}") from exc
+            raise StageError(f"{named} is disabled on the Hugging Face Hub: choose another {settings.model}") from exc
         except HfHubHTTPError as exc:
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StageError(f"the Hugging Face Hub refused {named}: {first_line}") from exc
@@ -145,14 +192,14 @@ def hub_fetcher(repo_id: str, revision: str | None, token: str | None) -> Fetche
     return fetch
 
 
-def dir_fetcher(folder: Path) -> Fetcher:
-    """Stage the selected files of a local folder in diffusers layout."""
+def dir_fetcher(folder: Path, *, layout: str = "diffusers") -> Fetcher:
+    """Stage the selected files of a local folder in `layout`."""
 
     def fetch(scratch: Path) -> Fetched:
         if not folder.is_dir():
             raise StageError(f"{folder} is not a directory")
         present = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
-        return Fetched(root=folder, files=tuple(select_weight_files(present)), source=str(folder), revision=None)
+        return Fetched(root=folder, files=tuple(SELECTORS[layout](present)), source=str(folder), revision=None)
 
     return fetch
 
@@ -170,7 +217,24 @@ def _delete(s3: Any, bucket: str, keys: list[str]) -> None:
         s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
 
 
-def _check_staged_revision(s3: Any, bucket: str, prefix: str, revision: str | None) -> None:
+def check_config(root: Path, expected: dict[str, int]) -> None:
+    """Stop when the model's config.json disagrees with what the deploy was configured for (the tensor
+    parallel degree was checked against these at synth time), naming the setting to fix."""
+    if not expected:
+        return
+    config = json.loads((root / MODEL_CONFIG).read_text(encoding="utf-8"))
+    for field, value in expected.items():
+        actual = config.get(field)
+        if actual != value:
+            raise StageError(
+                f"the model's {MODEL_CONFIG} has {field} = {actual!r}, but {CONFIG_SETTINGS[field]} is {value}: "
+                f"set {CONFIG_SETTINGS[field]} to the model's value"
+            )
+
+
+def _check_staged_revision(
+    s3: Any, bucket: str, prefix: str, revision: str | None, setting: str = SETTINGS["serving"].revision
+) -> None:
     """Stop when the prefix holds another commit than the pinned one: pods and compiled artifacts would
     silently keep the old weights."""
     if revision is None or not _COMMIT.fullmatch(revision):
@@ -178,24 +242,36 @@ def _check_staged_revision(s3: Any, bucket: str, prefix: str, revision: str | No
     staged = json.loads(s3.get_object(Bucket=bucket, Key=prefix + COMPLETE_MARKER)["Body"].read()).get("revision")
     if staged is not None and staged != revision:
         raise StageError(
-            f"s3://{bucket}/{prefix} holds revision {staged}, but {REVISION_SETTING} is {revision}: to serve the "
+            f"s3://{bucket}/{prefix} holds revision {staged}, but {setting} is {revision}: to serve the "
             f"new revision, delete that prefix and the model's compiled/ prefix, then deploy again"
         )
 
 
-def stage(s3: Any, *, bucket: str, prefix: str, fetch: Fetcher, scratch: Path, revision: str | None = None) -> bool:
+def stage(
+    s3: Any,
+    *,
+    bucket: str,
+    prefix: str,
+    fetch: Fetcher,
+    scratch: Path,
+    revision: str | None = None,
+    settings: Settings = SETTINGS["serving"],
+    expect_config: dict[str, int] | None = None,
+) -> bool:
     """Publish the fetched model under `prefix` unless its marker exists; True when it staged.
 
     `revision` is the one asked for: a commit that differs from the staged one stops with a StageError.
+    `expect_config`: config.json fields the model must have (CONFIG_SETTINGS), checked before anything is uploaded.
     """
     if marker_exists(s3, bucket, prefix):
-        _check_staged_revision(s3, bucket, prefix, revision)
+        _check_staged_revision(s3, bucket, prefix, revision, settings.revision)
         log.info("already staged: s3://%s/%s%s exists, nothing to do", bucket, prefix, COMPLETE_MARKER)
         return False
     fetched = fetch(scratch)
     missing = [f for f in fetched.files if not (fetched.root / f).is_file()]
     if missing:
         raise StageError(f"the download did not produce {missing[:5]}")
+    check_config(fetched.root, expect_config or {})
     stale = [k for k in _existing_keys(s3, bucket, prefix) if k[len(prefix) :] not in fetched.files]
     if stale:
         log.info("removing %d objects an earlier, unfinished run left under s3://%s/%s", len(stale), bucket, prefix)
@@ -224,7 +300,30 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--from-dir", type=Path, default=None, help="stage this local folder instead of the Hub")
     parser.add_argument("--work-dir", type=Path, default=None, help="scratch space for the download")
+    parser.add_argument("--layout", choices=LAYOUTS, default="diffusers", help="which files make the model")
+    parser.add_argument(
+        "--settings", choices=sorted(SETTINGS), default="serving", help="the CDK settings errors name (serving*, llm*)"
+    )
+    parser.add_argument(
+        "--expect-config",
+        action="append",
+        default=[],
+        metavar="FIELD=N",
+        help=f"a config.json field the model must have; one of {', '.join(CONFIG_SETTINGS)}",
+    )
     return parser.parse_args(list(argv))
+
+
+def _expected_config(pairs: Sequence[str]) -> dict[str, int]:
+    expected: dict[str, int] = {}
+    for pair in pairs:
+        field, _, value = pair.partition("=")
+        if field not in CONFIG_SETTINGS or not value.isdigit():
+            raise ValueError(
+                f"--expect-config {pair!r}: expected FIELD=N with FIELD one of {', '.join(CONFIG_SETTINGS)}"
+            )
+        expected[field] = int(value)
+    return expected
 
 
 def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
@@ -233,11 +332,14 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         prefix = weights_prefix(args.model_id)
+        settings = SETTINGS[args.settings]
+        expected = _expected_config(args.expect_config)
         if args.from_dir is not None:
-            fetch = dir_fetcher(args.from_dir)
+            fetch = dir_fetcher(args.from_dir, layout=args.layout)
         else:
             # Set by CodeBuild from Secrets Manager when a token secret is configured; never logged.
-            fetch = hub_fetcher(args.model_id, args.revision or None, os.environ.get("HF_TOKEN") or None)
+            token = os.environ.get("HF_TOKEN") or None
+            fetch = hub_fetcher(args.model_id, args.revision or None, token, layout=args.layout, settings=settings)
         if s3 is None:
             import boto3
 
@@ -252,6 +354,8 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
                 fetch=fetch,
                 scratch=Path(scratch),
                 revision=args.revision or None,
+                settings=settings,
+                expect_config=expected,
             )
     except (StageError, ValueError) as exc:
         log.error("%s", exc)

@@ -226,3 +226,45 @@ def test_weights_staged_at_another_pinned_commit_stop_staging_naming_the_revisio
     # The same commit, or a branch name that moves, keeps what is staged.
     assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--revision", "a" * 40], s3=s3) == 0
     assert st.main(["--bucket", BUCKET, "--model-id", MODEL, "--revision", "main"], s3=s3) == 0
+
+
+QWEN_LISTING = [
+    ".gitattributes",
+    "LICENSE",
+    "README.md",
+    "config.json",
+    "generation_config.json",
+    "merges.txt",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "onnx/model.onnx",
+    "original/consolidated.00.pth",
+    "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+    "pytorch_model.bin",
+]
+
+
+def test_a_language_model_keeps_its_configs_tokenizer_and_one_weight_format():
+    assert st.select_transformers_files(QWEN_LISTING) == [
+        "config.json",
+        "generation_config.json",
+        "merges.txt",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.json",
+    ]
+    sharded = [
+        "config.json",
+        "pytorch_model-00001-of-00002.bin",
+        "pytorch_model-00002-of-00002.bin",
+        "pytorch_model.bin.index.json",
+    ]
+    assert st.select_transformers_files(sharded) == sorted(sharded)
+
+
+def test_a_repo_without_a_top_level_config_is_not_a_language_model():
+    with pytest.raises(st.StageError, match=r"no config\.json at the top: not a transformers-layout model"):
+        st.select_transformers_files(["model_index.json", "unet/config.json"])

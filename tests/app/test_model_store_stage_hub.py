@@ -114,3 +114,40 @@ def test_a_pinned_commit_the_repository_lacks_names_the_revision_setting(hub, s3
     result = run_stage(hub, s3_endpoint, tmp_path, "--model-id", PINNED, "--revision", MISSING_COMMIT)
     line = the_error_line(result)
     assert f"has no revision {MISSING_COMMIT!r}: fix servingModelRevision" in line
+
+
+def test_a_withdrawn_language_model_names_the_llm_setting(hub, s3_endpoint, tmp_path):
+    line = the_error_line(
+        run_stage(hub, s3_endpoint, tmp_path, "--model-id", WITHDRAWN, "--layout", "transformers", "--settings", "llm")
+    )
+    assert f"llmModelId {WITHDRAWN!r} is not on the Hugging Face Hub" in line and "set llmModelId" in line
+
+
+def test_a_language_model_whose_heads_disagree_with_the_settings_stops_before_any_upload(s3_endpoint, tmp_path):
+    model = tmp_path / "qwen-like"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_attention_heads": 16, "num_key_value_heads": 2}')
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "tokenizer.json").write_text("{}")
+    args = ["--model-id", "acme/qwen-like", "--from-dir", str(model), "--layout", "transformers", "--settings", "llm"]
+    expect = ["--expect-config", "num_attention_heads=12", "--expect-config", "num_key_value_heads=2"]
+    line = the_error_line(run_stage("http://127.0.0.1:9", s3_endpoint, tmp_path, *args, *expect))
+    assert line.endswith(
+        "the model's config.json has num_attention_heads = 16, but llmModelAttentionHeads is 12: "
+        "set llmModelAttentionHeads to the model's value"
+    )
+    s3 = boto3.client(
+        "s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix="models/acme--qwen-like/").get("KeyCount") == 0
+
+    (model / "config.json").write_text('{"num_attention_heads": 12, "num_key_value_heads": 2}')
+    result = run_stage("http://127.0.0.1:9", s3_endpoint, tmp_path, *args, *expect)
+    assert result.returncode == 0, result.stderr
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="models/acme--qwen-like/")["Contents"]
+    assert sorted(obj["Key"].rsplit("/", 1)[1] for obj in listed) == [
+        "_COMPLETE.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
