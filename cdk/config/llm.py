@@ -61,6 +61,7 @@ class LlmAccelerator:
     min_replicas: int
     max_replicas: int
     price_per_hour: float  # USD per hour of the instance one replica occupies (cost per million tokens)
+    requests_per_minute: float  # what one replica sustains at the SLO (the benchmark Job's figure): cost routing
     queue_target: float  # requests waiting in vLLM per pod that KEDA aims for
     cpu: float
     memory_gi: int
@@ -195,6 +196,7 @@ def _read_accelerator(
         min_replicas=min_r,
         max_replicas=max_r,
         price_per_hour=ctx.number(f"llmPricePerHour{s}", minimum=0.0001),
+        requests_per_minute=ctx.number(f"llmRequestsPerMinute{s}", minimum=0.01),
         queue_target=ctx.number(f"llmScalingQueueTarget{s}", minimum=0.1),
         cpu=ctx.number(f"llmCpu{s}", minimum=0.5),
         memory_gi=ctx.integer(f"llmMemoryGi{s}", minimum=2),

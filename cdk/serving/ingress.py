@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from app.probe_paths import HEALTH_PATH
@@ -18,10 +19,18 @@ from cdk.serving.routing import (
     WEIGHTED_ACTION_NAME,
     weighted_action_annotation,
 )
+from routing_controller import annotation
 
 INGRESS_NAME: Final = "sd"
 ACCESS_LOG_PREFIX: Final = "alb"
 _LBC: Final = "alb.ingress.kubernetes.io/"
+# The LLM routes' own weighted action (llmEnabled); the routing controller moves only WEIGHTED_ACTION_NAME's.
+LLM_ACTION_NAME: Final = "llm-weighted"
+# The OpenAI routes the LLM gateway serves (llm_gateway/routes.py). Exact paths: the load balancer controller
+# orders Exact paths before every Prefix path ("Beginning from v2.4.3 ... pathType: Exact paths are always
+# ordered first", kubernetes-sigs.github.io/aws-load-balancer-controller guide/ingress/spec), so they win
+# over the image service's `/`, which keeps everything else (its /v1/generate, /v1/jobs, the UI).
+LLM_PATHS: Final = ("/v1/models", "/v1/completions", "/v1/chat/completions")
 
 
 def annotations(
@@ -89,6 +98,30 @@ def annotations(
     return result
 
 
+@dataclass(frozen=True)
+class LlmRoutes:
+    """Where the OpenAI routes go: a weighted split over the LLM Services (cost modes), or one Service."""
+
+    weights: Mapping[str, int] | None  # LLM Service -> weight; None: `capacity_service` across all LLM pods
+    capacity_service: str | None = None
+
+    def annotations(self) -> dict[str, str]:
+        """The weighted action's annotation, in the cost modes."""
+        if self.weights is None:
+            return {}
+        return {annotation.annotation_key(LLM_ACTION_NAME): annotation.encode(self.weights, SERVICE_PORT)}
+
+    def paths(self) -> list[dict[str, Any]]:
+        """One Exact path per OpenAI route, to the action or the all-pods Service."""
+        if self.weights is not None:
+            backend = {"service": {"name": LLM_ACTION_NAME, "port": {"name": "use-annotation"}}}
+        elif self.capacity_service is not None:
+            backend = {"service": {"name": self.capacity_service, "port": {"number": SERVICE_PORT}}}
+        else:
+            raise ValueError("LLM routes need weights or a capacity Service")
+        return [{"path": path, "pathType": "Exact", "backend": backend} for path in LLM_PATHS]
+
+
 def ingress(
     cfg: ServingConfig,
     *,
@@ -97,8 +130,10 @@ def ingress(
     waf_acl_arn: str | None = None,
     vpc_cidr: str | None = None,
     subnet_ids: Sequence[str] = (),
+    llm: LlmRoutes | None = None,
 ) -> dict[str, Any]:
-    """The Ingress: `/` (UI and API) to the weighted action (cost) or the all-pods Service (capacity)."""
+    """The Ingress: `/` (UI and API) to the weighted action (cost) or the all-pods Service (capacity); with
+    `llm`, the OpenAI routes to the LLM Services first."""
     if weights is not None:
         backend = {"service": {"name": WEIGHTED_ACTION_NAME, "port": {"name": "use-annotation"}}}
     else:
@@ -116,10 +151,20 @@ def ingress(
                 waf_acl_arn=waf_acl_arn,
                 vpc_cidr=vpc_cidr,
                 subnet_ids=subnet_ids,
-            ),
+            )
+            | (llm.annotations() if llm is not None else {}),
         },
         "spec": {
             "ingressClassName": "alb",
-            "rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}],
+            "rules": [
+                {
+                    "http": {
+                        "paths": [
+                            *(llm.paths() if llm is not None else []),
+                            {"path": "/", "pathType": "Prefix", "backend": backend},
+                        ]
+                    }
+                }
+            ],
         },
     }

@@ -14,6 +14,8 @@ time, so the token never appears in the template, the project definition or a po
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, CustomResource, Stack, Validations
@@ -46,8 +48,9 @@ SOURCE_EXCLUDES = [
 HUB_AUTH_ENV_NAME = "HF_TOKEN"  # huggingface_hub's own variable name; app/model_store/stage.py reads it
 
 
-def buildspec() -> dict[str, object]:
-    """Install the pinned staging requirements and run the staging program once."""
+def buildspec(program_args: Sequence[str] = ()) -> dict[str, object]:
+    """Install the pinned staging requirements and run the staging program once (with `program_args`:
+    the layout, settings and config checks of a language model)."""
     return {
         "version": "0.2",
         "env": {"shell": "bash"},
@@ -63,7 +66,7 @@ def buildspec() -> dict[str, object]:
             "build": {
                 "commands": [
                     '.stage-venv/bin/python -m app.model_store.stage --bucket "$MODEL_BUCKET" --model-id "$MODEL_ID" '
-                    '--revision "$MODEL_REVISION"',
+                    '--revision "$MODEL_REVISION"' + "".join(f" {shlex.quote(arg)}" for arg in program_args),
                 ]
             },
         },
@@ -82,7 +85,9 @@ class WeightsStaging(Construct):
         model_id: str,
         revision: str | None,
         token_secret: str | None,
+        program_args: Sequence[str] = (),
     ) -> None:
+        """`program_args`: more arguments of `python -m app.model_store.stage` (`--layout transformers ...`)."""
         super().__init__(scope, construct_id)
         prefix = weights_prefix(model_id)
         self.weights_uri = s3_uri(bucket.bucket_name, prefix)
@@ -113,7 +118,7 @@ class WeightsStaging(Construct):
             "Project",
             description=f"Stages {model_id} from the Hugging Face Hub into s3://.../{prefix}",
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
-            build_spec=codebuild.BuildSpec.from_object(buildspec()),
+            build_spec=codebuild.BuildSpec.from_object(buildspec(program_args)),
             environment=codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.CODEBUILD_IMAGE),
                 # LARGE for its network bandwidth; nothing here needs Docker, so not privileged.

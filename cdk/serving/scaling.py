@@ -13,6 +13,7 @@ Deployment scales on the queue alone, so its minimum may be 0: the first job wak
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from cdk.accelerators import Accelerator
@@ -34,28 +35,49 @@ def trigger_authentication(cfg: ServingConfig) -> dict[str, Any]:
     }
 
 
-def cloudwatch_trigger(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str, Any]:
-    """The aws-cloudwatch trigger on this deployment unit's request rate."""
-    dims = sm.dimensions(acc)
-    per = cfg.per_accelerator[acc.name]
-    return {
+def metric_trigger(
+    dimensions: Mapping[str, str],
+    metric: str,
+    *,
+    stat: str,
+    target: float,
+    region: str,
+    metric_type: str | None = None,
+) -> dict[str, Any]:
+    """An aws-cloudwatch trigger on one of the platform's metrics for one deployment unit.
+
+    `metric_type` "Value": the metric is already a per-pod figure (an average over the pods), so the HPA
+    scales by current replicas x value / target; unset, KEDA's default AverageValue divides a total by the
+    target. (KEDA's ScaleTriggers.metricType, kedacore/keda apis/keda/v1alpha1/scaledobject_types.go at
+    01ee1d30b296, where CheckFallbackValid reads trigger.MetricType.)
+    """
+    trigger: dict[str, Any] = {
         "type": "aws-cloudwatch",
         "authenticationRef": {"name": TRIGGER_AUTH_NAME},
         "metadata": {
             "namespace": sm.NAMESPACE,
-            "metricName": SCALED_METRIC,
+            "metricName": metric,
             # KEDA takes several dimensions separated by ';', names and values in the same order.
-            "dimensionName": ";".join(dims.keys()),
-            "dimensionValue": ";".join(dims.values()),
-            "metricStat": "Sum",
+            "dimensionName": ";".join(dimensions.keys()),
+            "dimensionValue": ";".join(dimensions.values()),
+            "metricStat": stat,
             "metricStatPeriod": str(METRIC_PERIOD_S),
             "metricCollectionTime": str(METRIC_PERIOD_S * 5),
             "metricEndTimeOffset": str(METRIC_PERIOD_S),  # the newest minute is still being flushed
-            "targetMetricValue": f"{per.scaling_target:g}",
+            "targetMetricValue": f"{target:g}",
             "minMetricValue": "0",
             "awsRegion": region,
         },
     }
+    if metric_type is not None:
+        trigger["metricType"] = metric_type
+    return trigger
+
+
+def cloudwatch_trigger(acc: Accelerator, cfg: ServingConfig, region: str) -> dict[str, Any]:
+    """The aws-cloudwatch trigger on this deployment unit's request rate."""
+    target = cfg.per_accelerator[acc.name].scaling_target
+    return metric_trigger(sm.dimensions(acc), SCALED_METRIC, stat="Sum", target=target, region=region)
 
 
 def sqs_trigger(acc: Accelerator, cfg: ServingConfig, region: str, queue_url: str) -> dict[str, Any]:
@@ -86,14 +108,22 @@ def scaled_object(
     triggers = [] if per.async_only else [cloudwatch_trigger(acc, cfg, region)]
     if jobs_queue_url is not None:
         triggers.append(sqs_trigger(acc, cfg, region, jobs_queue_url))
+    return scaled_deployment(acc.deployment_name, cfg, per.min_replicas, per.max_replicas, triggers)
+
+
+def scaled_deployment(
+    deployment: str, cfg: ServingConfig, min_replicas: int, max_replicas: int, triggers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ScaledObject of `deployment` (named after it) on `triggers`, with the platform's polling, cooldown
+    and HPA behaviour."""
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace},
+        "metadata": {"name": deployment, "namespace": cfg.namespace},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": acc.deployment_name},
-            "minReplicaCount": per.min_replicas,
-            "maxReplicaCount": per.max_replicas,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "minReplicaCount": min_replicas,
+            "maxReplicaCount": max_replicas,
             "pollingInterval": cfg.scaling_polling_s,
             "cooldownPeriod": cfg.scaling_cooldown_s,
             "advanced": {
