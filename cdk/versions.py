@@ -192,8 +192,8 @@ ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.1
 # the pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04 image);
 # aws/deep-learning-containers@559bbcd94e72 docs/src/data/vllm/0.27.1-gpu-ec2.yml (python: py312, tag
 # 0.27.1-gpu-py312-cu130-ubuntu22.04-ec2).
-# Verify on first deploy: docs/platform.md (an ECR Public tag).
 LLM_GATEWAY_PYTHON: Final = "3.12"
+# Verify on first deploy: docs/platform.md (an ECR Public tag).
 LLM_GATEWAY_BASE_IMAGE: Final = f"public.ecr.aws/docker/library/python:{LLM_GATEWAY_PYTHON}-slim-bookworm"
 
 # What each base image brings, for its locked requirement set (app/requirements/<accelerator>.lock,
