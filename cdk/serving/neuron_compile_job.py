@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -69,9 +70,20 @@ BACKOFF_LIMIT: Final = 2
 TTL_AFTER_FINISHED_S: Final = 7 * 24 * 3600
 
 
+# A CDK token's placeholder in a synth-time string: `${Token[AWS.AccountId.8]}`, `${Token[TOKEN.123]}`.
+_TOKEN_NUMBER = re.compile(r"(\$\{Token\[[^\]]*?)\.\d+(\]\})")
+
+
 def hashed_name(base: str, key: str) -> str:
-    """`<base>-<first 10 hex digits of sha256(key)>`: a Job name that changes whenever `key` does."""
-    return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    """`<base>-<first 10 hex digits of sha256(key)>`: a Job name that changes whenever `key` does.
+
+    Unresolved values in `key` (the account and region in an image URI, the bucket's name) are CDK token
+    placeholders whose numbers follow the order the app created its tokens in, so an unrelated change to
+    the app would renumber them and rename the Job (a new compile). Their numbers are left out: what they
+    stand for is fixed for one deployment.
+    """
+    stable = _TOKEN_NUMBER.sub(r"\1\2", key)
+    return f"{base}-{hashlib.sha256(stable.encode()).hexdigest()[:10]}"
 
 
 def neuron_resources(*, cpu: float, memory_gi: int, devices: int) -> dict[str, Any]:
