@@ -1,8 +1,9 @@
 """Deploy-time settings of LLM serving (vLLM behind the LLM gateway), read from CDK context: the `llm*` keys.
 
-`llmEnabled` (false by default) switches the whole workload; with it off no other `llm*` key is read and the
-templates are what they are without LLM serving. Per-accelerator keys end in the accelerator's name with a
-capital (`...Neuron`, `...Nvidia`), as the serving keys do. docs/llm-serving.md explains each key.
+`llmEnabled` (false by default) switches the whole workload; with it off no other `llm*` key (nor
+`alarmTtftP90Ms`, the LLM's own alarm) is read and the templates are what they are without LLM serving.
+Per-accelerator keys end in the accelerator's name with a capital (`...Neuron`, `...Nvidia`), as the serving
+keys do. docs/llm-serving.md explains each key.
 
 The model's shape (`llmModelAttentionHeads`, `llmModelKvHeads`) comes from its config.json
 (`num_attention_heads`, `num_key_value_heads`): it decides which tensor parallel degrees can work, so an
@@ -20,6 +21,8 @@ from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 
 ENABLED_KEY: Final = "llmEnabled"
+# An alarm* key like the image service's alarm settings, but read only with llmEnabled.
+TTFT_ALARM_KEY: Final = "alarmTtftP90Ms"
 # NeuronCores per Neuron device (chip): Inferentia2 has two NeuronCore-v2.
 # Verified: awsdocs-neuron.readthedocs-hosted.com general/arch/neuron-hardware/inferentia2 ("each with two
 # NeuronCore-v2 cores"; "up to twelve Inferentia2 chips" per Inf2 instance).
@@ -88,6 +91,7 @@ class LlmConfig:
     gateway_max_concurrent: int  # the gateway's bound: beyond it a 429
     kv_cache_target_percent: float  # KEDA's KV-cache trigger
     neuron_compile_timeout_s: int
+    alarm_ttft_p90_ms: float  # alarmTtftP90Ms: the alarm on each LLM deployment unit's p90 time to first token
     per_accelerator: Mapping[str, LlmAccelerator]
 
     @property
@@ -141,6 +145,7 @@ class LlmConfig:
             gateway_max_concurrent=ctx.integer("llmGatewayMaxConcurrentRequests", minimum=1, maximum=10000),
             kv_cache_target_percent=ctx.number("llmScalingKvCacheTargetPercent", minimum=1, maximum=100),
             neuron_compile_timeout_s=ctx.integer("llmNeuronCompileTimeoutSeconds", minimum=300, maximum=86400),
+            alarm_ttft_p90_ms=ctx.number(TTFT_ALARM_KEY, minimum=1, maximum=3_600_000),
             per_accelerator=per_acc,
         )
         if cfg.gateway_max_concurrent < cfg.max_num_seqs:

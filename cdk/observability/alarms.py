@@ -1,5 +1,6 @@
 """Alarms: ALB 5xx rate, p99 latency per accelerator over the SLO, no healthy targets, (cost-with-failover)
-an accelerator kept at routing weight 0 for too long, and the job queue's dead letters and oldest job."""
+an accelerator kept at routing weight 0 for too long, the job queue's dead letters and oldest job, and (with
+the LLM workload) each LLM deployment unit's TTFT p90 and error rate."""
 
 from __future__ import annotations
 
@@ -13,14 +14,9 @@ from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.observability import service_metrics as sm
-from cdk.observability.dashboard import (
-    DashboardInputs,
-    JobQueues,
-    alb_metric,
-    healthy_hosts_query,
-    service_metric,
-    sqs_metric,
-)
+from cdk.observability.dashboard import DashboardInputs, JobQueues, alb_metric, healthy_hosts_query, sqs_metric
+from cdk.observability.llm_dashboard import LlmDashboardInputs, LlmUnit, error_rate
+from cdk.observability.widgets import percent_of, service_metric
 
 
 class ServingAlarms(Construct):
@@ -30,14 +26,13 @@ class ServingAlarms(Construct):
         super().__init__(scope, construct_id)
         periods = config.alarm_evaluation_periods
         self.alarms: list[cw.Alarm] = []
-        five_xx = cw.MathExpression(
-            expression="100 * (FILL(t5xx, 0) + FILL(e5xx, 0)) / IF(FILL(req, 0) > 0, req, 1)",
-            using_metrics={
+        five_xx = percent_of(
+            {
                 "t5xx": alb_metric("HTTPCode_Target_5XX_Count", "Sum", inputs),
                 "e5xx": alb_metric("HTTPCode_ELB_5XX_Count", "Sum", inputs),
-                "req": alb_metric("RequestCount", "Sum", inputs),
             },
-            period=Duration.minutes(1),
+            "req",
+            alb_metric("RequestCount", "Sum", inputs),
             label="5xx %",
         )
         self.alarms.append(
@@ -76,6 +71,9 @@ class ServingAlarms(Construct):
         )
         if inputs.jobs is not None:
             self.alarms += self._job_alarms(inputs.jobs, config, periods)
+        if inputs.llm is not None:
+            for unit in inputs.llm.units:
+                self.alarms += self._llm_alarms(unit, inputs.llm, config, periods)
         if config.alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "Topic", config.alarm_topic_arn)
             for alarm in self.alarms:
@@ -85,7 +83,7 @@ class ServingAlarms(Construct):
     def _zero_weight_alarm(self, acc: Accelerator, config: ServingConfig) -> cw.Alarm:
         """The routing controller has kept an accelerator out of rotation for longer than configured."""
         minutes = config.routing_controller.zero_weight_alarm_minutes
-        return service_metric(acc, sm.ROUTING_WEIGHT, "Maximum").create_alarm(
+        return service_metric(sm.image_unit(acc), sm.ROUTING_WEIGHT, "Maximum").create_alarm(
             self,
             f"ZeroWeight{acc.name.capitalize()}",
             alarm_description=(
@@ -100,7 +98,7 @@ class ServingAlarms(Construct):
         )
 
     def _latency_alarm(self, acc: Accelerator, config: ServingConfig, periods: int) -> cw.Alarm:
-        return service_metric(acc, sm.LATENCY, "p99").create_alarm(
+        return service_metric(sm.image_unit(acc), sm.LATENCY, "p99").create_alarm(
             self,
             f"LatencyP99{acc.name.capitalize()}",
             alarm_description=(
@@ -111,6 +109,44 @@ class ServingAlarms(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+
+    def _llm_alarms(
+        self, llm_unit: LlmUnit, llm: LlmDashboardInputs, config: ServingConfig, periods: int
+    ) -> list[cw.Alarm]:
+        """TTFT p90 above alarmTtftP90Ms, and the share of failed requests above alarm5xxRatePercent.
+
+        The gateway counts a stream that ended in an error event as an error, though its status line was a 200:
+        the ALB's 5xx alarm does not see those.
+        """
+        unit, suffix = llm_unit.unit, llm_unit.accelerator.name.capitalize()
+        ttft = service_metric(unit, sm.TIME_TO_FIRST_TOKEN, "p90")
+        return [
+            ttft.create_alarm(
+                self,
+                f"LlmTtftP90{suffix}",
+                alarm_description=(
+                    f"p90 time to first token of {unit.name} is above {llm.alarm_ttft_p90_ms:g} ms (alarmTtftP90Ms): "
+                    "requests wait in vLLM's queue (see the dashboard's queue and KV cache) or a pod is slow."
+                ),
+                threshold=llm.alarm_ttft_p90_ms,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                # Only completed streams have a TTFT: no streams, nothing to judge.
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            ),
+            error_rate(unit).create_alarm(
+                self,
+                f"LlmErrorRate{suffix}",
+                alarm_description=(
+                    f"More than {config.alarm_5xx_rate_percent:g}% of {unit.name}'s requests failed "
+                    "(a 5xx, or a stream cut or ended by an engine error); the gateway's log names each."
+                ),
+                threshold=config.alarm_5xx_rate_percent,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            ),
+        ]
 
     def _job_alarms(self, queues: JobQueues, config: ServingConfig, periods: int) -> list[cw.Alarm]:
         """Any dead-lettered job (at once), and a job waiting longer than alarmJobAgeSeconds."""

@@ -11,7 +11,7 @@ import pytest
 
 from cdk import versions
 from cdk.config.context import ConfigError
-from cdk.config.llm import LlmConfig
+from cdk.config.llm import TTFT_ALARM_KEY, LlmConfig
 from tests.cdk.conftest import DEFAULT_CONTEXT, EXAMPLE_ENVIRONMENT, REPO_ROOT
 from tests.support.pinned_node import NODE_BIN
 
@@ -21,8 +21,11 @@ FAMILIES = {"neuron": ["inf2"], "nvidia": ["g5", "g6"]}
 
 def test_off_by_default_and_then_no_llm_key_is_read():
     assert DEFAULT_CONTEXT["llmEnabled"] is False
-    without_llm_keys = {key: value for key, value in DEFAULT_CONTEXT.items() if not key.startswith("llm")}
+    without_llm_keys = {
+        key: value for key, value in DEFAULT_CONTEXT.items() if not key.startswith("llm") and key != TTFT_ALARM_KEY
+    }
     assert LlmConfig.from_context(without_llm_keys) is None
+    assert LlmConfig.from_context(DEFAULT_CONTEXT | {TTFT_ALARM_KEY: "soon"}) is None
     assert LlmConfig.from_context(DEFAULT_CONTEXT | {"llmMaxNumSeqs": "many"}) is None
 
 
@@ -74,6 +77,8 @@ def test_an_inf2_replica_takes_one_chip_per_two_neuron_cores():
         ({"llmModelRevision": "../main"}, "'llmModelRevision'"),
         ({"llmServedModelName": "has space"}, "'llmServedModelName'"),
         ({"llmMaxModelLen": 64}, "'llmMaxModelLen' = 64 is invalid"),
+        ({"alarmTtftP90Ms": 0}, "'alarmTtftP90Ms' = 0.0 is invalid: expected a value of at least 1"),
+        ({"alarmTtftP90Ms": "soon"}, "'alarmTtftP90Ms' = 'soon' is invalid: expected a finite number"),
     ],
 )
 def test_bad_values_name_their_setting(values, message):

@@ -1,0 +1,145 @@
+"""The LLM workload's dashboard section: what the LLM gateway publishes per accelerator, and its cost.
+
+Time to first token and inter-token latency (p50/p90), tokens per second, requests and errors, vLLM's
+queue and KV cache, running pods, and the cost per million output tokens. Every series is a metric the
+gateway publishes (app.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
+Container Insights' pods behind its Service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import aws_cloudwatch as cw
+
+from cdk.accelerators import ACCELERATORS, Accelerator
+from cdk.config.llm import LlmConfig
+from cdk.llm import names
+from cdk.observability import service_metrics as sm
+from cdk.observability.widgets import PERIOD, cost_per_output, graph, percent_of, running_pods, service_metric
+
+# The percentiles the issue asks for: the typical request and the slow tail short of outliers.
+PERCENTILES = ("p50", "p90")
+
+
+@dataclass(frozen=True)
+class LlmUnit:
+    """The LLM Deployment on one accelerator."""
+
+    accelerator: Accelerator
+    deployment_name: str  # its DeploymentUnit dimension, Deployment and Service (cdk/llm/names.py)
+    price_per_hour: float  # USD per hour of the instance one replica occupies (llmPricePerHour<Acc>)
+
+    @property
+    def unit(self) -> sm.DeploymentUnit:
+        """The deployment unit its gateway publishes as."""
+        return sm.DeploymentUnit(self.deployment_name, self.accelerator)
+
+
+@dataclass(frozen=True)
+class LlmDashboardInputs:
+    """What the LLM section and alarms need from the stacks."""
+
+    served_model_name: str
+    namespace: str  # the Kubernetes namespace of the LLM Services (Container Insights' Namespace)
+    units: Sequence[LlmUnit]
+    alarm_ttft_p90_ms: float  # alarmTtftP90Ms
+
+    @classmethod
+    def from_config(cls, cfg: LlmConfig, namespace: str) -> LlmDashboardInputs:
+        """The inputs for the accelerators `cfg` serves the model on, named as cdk/llm/names.py names them."""
+        accelerators = [ACCELERATORS[name] for name in cfg.accelerators]
+        return cls(
+            served_model_name=cfg.served_model_name,
+            namespace=namespace,
+            units=[
+                LlmUnit(acc, names.deployment_name(acc), cfg.per_accelerator[acc.name].price_per_hour)
+                for acc in accelerators
+            ],
+            alarm_ttft_p90_ms=cfg.alarm_ttft_p90_ms,
+        )
+
+
+def error_rate(unit: sm.DeploymentUnit) -> cw.MathExpression:
+    """The share of the unit's requests that ended in a server failure (Errors / Requests), in %."""
+    acc = unit.accelerator.name
+    return percent_of(
+        {f"errors_{acc}": service_metric(unit, sm.ERRORS, "Sum")},
+        f"requests_{acc}",
+        service_metric(unit, sm.REQUESTS, "Sum"),
+        label=f"{unit.name} error %",
+    )
+
+
+def tokens_per_second(unit: sm.DeploymentUnit, metric: str, label: str) -> cw.MathExpression:
+    """A token counter's Sum per period divided by the period's seconds (metric math PERIOD())."""
+    metric_id = f"{label}_{unit.accelerator.name}"
+    return cw.MathExpression(
+        expression=f"{metric_id} / PERIOD({metric_id})",
+        using_metrics={metric_id: service_metric(unit, metric, "Sum")},
+        period=PERIOD,
+        label=f"{unit.name} {label} tokens/s",
+    )
+
+
+def llm_rows(llm: LlmDashboardInputs, cluster_name: str) -> list[list[cw.IWidget]]:
+    """The LLM section, row by row."""
+    units = [u.unit for u in llm.units]
+
+    def each(metric: str, statistics: Sequence[str]) -> list[cw.IMetric]:
+        return [service_metric(u, metric, s) for u in units for s in statistics]
+
+    tokens = [tokens_per_second(u, sm.OUTPUT_TOKENS, "output") for u in units]
+    tokens += [tokens_per_second(u, sm.PROMPT_TOKENS, "prompt") for u in units]
+    cost = [
+        cost_per_output(
+            lu.unit,
+            cluster_name=cluster_name,
+            namespace=llm.namespace,
+            price_per_hour=lu.price_per_hour,
+            output_metric=sm.OUTPUT_TOKENS,
+            output_id="tokens",
+            per=1_000_000,
+            per_label="1M output tokens",
+        )
+        for lu in llm.units
+    ]
+    return [
+        [cw.TextWidget(markdown=_header(llm), width=24, height=2)],
+        [
+            graph("Time to first token p50 / p90 (ms)", each(sm.TIME_TO_FIRST_TOKEN, PERCENTILES), width=6, unit="ms"),
+            graph(
+                "Inter-token latency p50 / p90 (ms, per-request mean)",
+                each(sm.TIME_PER_OUTPUT_TOKEN, PERCENTILES),
+                width=6,
+                unit="ms",
+            ),
+            graph("LLM request latency p50 / p90 (ms)", each(sm.LATENCY, PERCENTILES), width=6, unit="ms"),
+            graph("Tokens per second (output / prompt)", tokens, width=6, unit="tokens/s"),
+        ],
+        [
+            graph("LLM requests / errors per minute", each(sm.REQUESTS, ["Sum"]) + each(sm.ERRORS, ["Sum"]), width=6),
+            graph("LLM error rate (%)", [error_rate(u) for u in units], width=6, unit="%"),
+            graph(
+                "vLLM queue / running (max)",
+                each(sm.QUEUE_DEPTH, ["Maximum"]) + each(sm.REQUESTS_RUNNING, ["Maximum"]),
+                width=6,
+                unit="requests",
+            ),
+            graph("KV cache use (%)", each(sm.KV_CACHE_USAGE, ["Average", "Maximum"]), width=6, unit="%"),
+        ],
+        [
+            graph("LLM running pods", [running_pods(u, cluster_name, llm.namespace) for u in units], unit="pods"),
+            graph("Cost per million output tokens (USD)", cost, width=16, unit="USD"),
+        ],
+    ]
+
+
+def _header(llm: LlmDashboardInputs) -> str:
+    deployments = ", ".join(f"`{u.deployment_name}`" for u in llm.units)
+    return (
+        f"# LLM serving: `{llm.served_model_name}`\nDeployments: {deployments}. Metrics from the LLM gateway in "
+        f"`{sm.NAMESPACE}`; inter-token latency is each streamed request's mean time per token after its first; "
+        "cost counts each running pod as one instance at llmPricePerHour."
+    )

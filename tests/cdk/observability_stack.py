@@ -1,0 +1,84 @@
+"""The dashboard and alarms built alone in a small Stack (no full-app synth), for the observability tests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
+
+from cdk.accelerators import ACCELERATORS
+from cdk.config.llm import LlmConfig
+from cdk.config.serving import ServingConfig
+from cdk.observability.alarms import ServingAlarms
+from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
+from cdk.observability.dashboard_svg import dashboard_body_from_template, render_svg
+from cdk.observability.llm_dashboard import LlmDashboardInputs
+from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES, REPO_ROOT
+
+# The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them (regenerate
+# only on purpose, with python -m tests.cdk.observability_stack golden).
+GOLDEN = Path(__file__).parent / "golden" / "observability_without_llm.json"
+LLM_PICTURE = REPO_ROOT / "docs" / "dashboard-layout-llm.svg"
+# Both accelerators, the routing controller's weights, the job queues and an alarm topic: every optional row.
+SERVING = ServingConfig.from_context(DEFAULT_CONTEXT | {"alarmTopicArn": DEFAULT_OVERRIDES["alarmTopicArn"]})
+# cdk.json's LLM settings, switched on.
+LLM = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
+
+
+def image_inputs(**changes: Any) -> DashboardInputs:
+    """What the serving stack passes for the image workload, with literal names for its tokens."""
+    accelerators = list(ACCELERATORS.values())
+    values: dict[str, Any] = {
+        "accelerators": accelerators,
+        "cluster_name": "sd-cluster",
+        "namespace": SERVING.namespace,
+        "load_balancer": "app/k8s-sd-0123456789/0123456789abcdef",
+        "price_per_hour": {a.name: SERVING.per_accelerator[a.name].price_per_hour for a in accelerators},
+        "routing_weights": True,
+        "jobs": JobQueues("sd-jobs", "sd-jobs-dead-letters"),
+    }
+    return DashboardInputs(**(values | changes))
+
+
+def llm_inputs() -> LlmDashboardInputs:
+    """The LLM section's inputs as the stack builds them from cdk.json's LLM settings."""
+    assert LLM is not None
+    return LlmDashboardInputs.from_config(LLM, namespace=SERVING.namespace)
+
+
+def observability_template(inputs: DashboardInputs, config: ServingConfig = SERVING) -> dict[str, Any]:
+    """The template of a Stack holding only the dashboard and the alarms."""
+    stack = cdk.Stack(cdk.App(), "Observability")
+    ServingDashboard(stack, "Dashboard", inputs=inputs, name="sd-serving")
+    ServingAlarms(stack, "Alarms", inputs=inputs, config=config)
+    return Template.from_stack(stack).to_json()
+
+
+def dashboard_and_alarms(template: dict[str, Any]) -> dict[str, Any]:
+    """The Dashboard and Alarm resources of a template, by logical id."""
+    kinds = {"AWS::CloudWatch::Dashboard", "AWS::CloudWatch::Alarm"}
+    return {k: v for k, v in template["Resources"].items() if v["Type"] in kinds}
+
+
+def golden_text(template: dict[str, Any]) -> str:
+    """The Dashboard and Alarm resources as GOLDEN holds them."""
+    return json.dumps(dashboard_and_alarms(template), indent=1) + "\n"
+
+
+def llm_picture(template: dict[str, Any]) -> str:
+    """The layout picture (docs/dashboard-layout-llm.svg) of a dashboard with the LLM section."""
+    return render_svg(dashboard_body_from_template(template))
+
+
+if __name__ == "__main__":
+    # golden: the no-LLM expectation (only when the image dashboard is meant to change); llm-svg: the picture.
+    if sys.argv[1:] == ["golden"]:
+        GOLDEN.write_text(golden_text(observability_template(image_inputs())))
+    elif sys.argv[1:] == ["llm-svg"]:
+        LLM_PICTURE.write_text(llm_picture(observability_template(image_inputs(llm=llm_inputs()))))
+    else:
+        sys.exit("usage: python -m tests.cdk.observability_stack golden|llm-svg")
