@@ -42,7 +42,12 @@ from cdk.serving.jobs import JOBS_PREFIX, JobsInfra
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.model_store import ModelStore
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
-from cdk.serving.service_identity import put_metrics_statement, read_statements, write_statement
+from cdk.serving.service_identity import (
+    acknowledge_prefix_wildcards,
+    put_metrics_statement,
+    read_statements,
+    write_statement,
+)
 from cdk.serving.sign_in import CONFIG_MAP_NAME, RESOURCE_SERVER_ID, SignIn
 from cdk.serving.waf import ServingWebAcl
 from routing_controller.decision import normalize
@@ -411,10 +416,10 @@ class ServingStack(Stack):
     ) -> None:
         """Acknowledge the prefix wildcards of `_read_weights_and` / one-bucket reads, by name."""
         if other is store:
-            self._acknowledge_prefix_wildcards(identity, store, [other_prefix, *store_prefixes], metrics=metrics)
+            acknowledge_prefix_wildcards(identity, store, [other_prefix, *store_prefixes], metrics=metrics)
             return
         if store_prefixes or metrics:
-            self._acknowledge_prefix_wildcards(identity, store, store_prefixes, metrics=metrics)
+            acknowledge_prefix_wildcards(identity, store, store_prefixes, metrics=metrics)
         Validations.of(identity).acknowledge(
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{other.bucket_name}/{other_prefix}*]",
@@ -454,30 +459,3 @@ class ServingStack(Stack):
             CfnOutput(self, "TokenUrl", value=self.sign_in.token_url, description="client-credentials grant")
             CfnOutput(self, "ApiScope", value=f"{RESOURCE_SERVER_ID}/{self.sign_in.generate_scope.scope_name}")
         return public_url
-
-    def _acknowledge_prefix_wildcards(
-        self, identity: PodIdentityRole, bucket: s3.IBucket, prefixes: list[str], *, metrics: bool = False
-    ) -> None:
-        """Acknowledge the IAM5 findings that are the design: `<prefix>*` objects and namespaced metrics.
-
-        cdk-nag reports one finding per wildcard resource, so each prefix is acknowledged by name:
-        any other wildcard added to these roles later still fails the check.
-        """
-        logical_id = self.resolve(self.get_logical_id(bucket.node.default_child))
-        acks = [
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{prefix}*]",
-                reason="Object access is scoped to one model-store prefix; S3 needs the trailing wildcard "
-                "to name the objects under it.",
-            )
-            for prefix in prefixes
-        ]
-        if metrics:
-            acks.append(
-                Acknowledgment(
-                    id="AwsSolutions-IAM5[Resource::*]",
-                    reason="cloudwatch:PutMetricData has no resource-level scoping; it is limited by the "
-                    "cloudwatch:namespace condition to the service's own namespace.",
-                )
-            )
-        Validations.of(identity).acknowledge(*acks)
