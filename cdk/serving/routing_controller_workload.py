@@ -36,7 +36,7 @@ NAME: Final = "sd-routing-controller"  # the image routes' instance
 LLM_NAME: Final = "llm-routing-controller"  # the OpenAI routes' instance (llmEnabled)
 # The non-root user routing_controller/Dockerfile creates (tests check the two agree).
 RUN_AS_USER: Final = 10001
-LABELS: Final = {"app.kubernetes.io/name": NAME}
+LABELS: Final = {"app.kubernetes.io/name": NAME}  # the image instance's (RoutedAction.labels)
 # A DNS-1123 label: object names, and Service names that sit unescaped in the guard's regex.
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Checkov findings on the controller's pod that are the design (tests/cdk/test_checkov.py).
