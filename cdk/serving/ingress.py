@@ -24,7 +24,8 @@ from routing_controller import annotation
 INGRESS_NAME: Final = "sd"
 ACCESS_LOG_PREFIX: Final = "alb"
 _LBC: Final = "alb.ingress.kubernetes.io/"
-# The LLM routes' own weighted action (llmEnabled); the routing controller moves only WEIGHTED_ACTION_NAME's.
+# The LLM routes' own weighted action (llmEnabled), moved by a routing controller instance of its own
+# (routing_controller_workload.llm_routing), whose admission guard keeps it off WEIGHTED_ACTION_NAME's.
 LLM_ACTION_NAME: Final = "llm-weighted"
 # The OpenAI routes the LLM gateway serves (llm_gateway/routes.py). Exact paths: the load balancer controller
 # orders Exact paths before every Prefix path ("Beginning from v2.4.3 ... pathType: Exact paths are always

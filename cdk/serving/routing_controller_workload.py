@@ -8,27 +8,37 @@ RBAC cannot limit a patch to one annotation, so a ValidatingAdmissionPolicy (adm
 GA since Kubernetes 1.30) and its binding deny any change the controller's ServiceAccount makes to the
 Ingress other than the weighted action annotation, and any value of it that forwards elsewhere than the
 accelerators' Services: the scheme, inbound CIDRs, WAF ACL, spec and labels stay as the deploy wrote them.
+
+One instance per routed action (`RoutedAction`): the image routes' `weighted` action (`sd-routing-controller`)
+and, with LLM serving on, the OpenAI routes' `llm-weighted` action (`llm-routing-controller`). Each has its own
+objects, named after it, and its guard lets it change only its own action, to only its own pools' Services.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from cdk.accelerators import Accelerator
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
-from cdk.serving.ingress import INGRESS_NAME
+from cdk.llm import names as llm_names
+from cdk.serving.ingress import INGRESS_NAME, LLM_ACTION_NAME
 from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
 from cdk.serving.workloads import POD_CHECKOV_SKIPS, container_security_context
 from routing_controller import annotation, heartbeat, nodeclaims
 from routing_controller.settings import ENV_POOLS, Pool, pools_env
 
-NAME: Final = "sd-routing-controller"
+NAME: Final = "sd-routing-controller"  # the image routes' instance
+LLM_NAME: Final = "llm-routing-controller"  # the OpenAI routes' instance (llmEnabled)
 # The non-root user routing_controller/Dockerfile creates (tests check the two agree).
 RUN_AS_USER: Final = 10001
-LABELS: Final = {"app.kubernetes.io/name": NAME}
+LABELS: Final = {"app.kubernetes.io/name": NAME}  # the image instance's (RoutedAction.labels)
+# A DNS-1123 label: object names, and Service names that sit unescaped in the guard's regex.
+_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Checkov findings on the controller's pod that are the design (tests/cdk/test_checkov.py).
 CHECKOV_SKIPS: Final = {
     "CKV_K8S_11": "No CPU limit: a 50m request for a loop that wakes once a period; a CFS quota would only delay "
@@ -55,45 +65,96 @@ def heartbeat_probe(cfg: ServingConfig, pools: int) -> dict[str, Any]:
 Manifest = dict[str, Any]
 
 
-def cluster_role_name(cfg: ServingConfig) -> str:
+@dataclass(frozen=True)
+class RoutedAction:
+    """One controller instance: the Ingress action it moves, between which pools, under which name."""
+
+    name: str  # names (and labels) every object of the instance; its ServiceAccount's name
+    action: str  # the LBC action it moves: the annotation alb.ingress.kubernetes.io/actions.<action>
+    pools: tuple[Pool, ...]
+
+    def __post_init__(self) -> None:
+        if not _DNS_LABEL.match(self.name):
+            raise ValueError(f"routing controller name {self.name!r} is not a DNS label")
+        # The key's name part (actions.<action>) is at most 63 characters of [-A-Za-z0-9_.]; the guard quotes it.
+        if not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,53}[A-Za-z0-9])?", self.action):
+            raise ValueError(f"routing controller {self.name}: action {self.action!r} is no valid LBC action name")
+        if not self.pools:
+            raise ValueError(f"routing controller {self.name}: no pool to route {self.action} between")
+        services = [p.service for p in self.pools]
+        bad = [s for s in services if not _DNS_LABEL.match(s)]
+        if bad or len(set(services)) != len(services):
+            raise ValueError(f"routing controller {self.name}: Services {services} must be distinct DNS labels")
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels of every object of this instance (its pod selector too)."""
+        return {"app.kubernetes.io/name": self.name}
+
+
+def cluster_role_name(cfg: ServingConfig, routed: RoutedAction) -> str:
     """Cluster-scoped names carry the namespace, so two serving namespaces do not collide."""
-    return f"{cfg.namespace}-{NAME}-nodeclaims"
+    return f"{cfg.namespace}-{routed.name}-nodeclaims"
 
 
-def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> tuple[Pool, ...]:
-    """What the controller routes between: Deployment, Service and NodePool per accelerator.
+def _pools(
+    accelerators: Sequence[Accelerator], weights: dict[str, int], service: Callable[[Accelerator], str]
+) -> tuple[Pool, ...]:
+    """One pool per accelerator whose Service (also its Deployment) has a weight, on the accelerator's NodePool.
 
     The NodePool is named after the accelerator (cdk/constructs/node_pools.py node_class_name).
-    Only accelerators with a cost weight are routed: an async-only one takes jobs, never requests.
     """
     return tuple(
         Pool(
             accelerator=a.name,
-            deployment=a.deployment_name,
-            service=a.deployment_name,
+            deployment=service(a),
+            service=service(a),
             node_pool=a.name,
-            cost_weight=cost_weights[a.deployment_name],
+            cost_weight=weights[service(a)],
         )
         for a in accelerators
-        if a.deployment_name in cost_weights
+        if service(a) in weights
     )
 
 
-def service_account(cfg: ServingConfig) -> Manifest:
+def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> tuple[Pool, ...]:
+    """What the image controller routes between: Deployment, Service and NodePool per accelerator.
+
+    Only accelerators with a cost weight are routed: an async-only one takes jobs, never requests.
+    """
+    return _pools(accelerators, cost_weights, lambda a: a.deployment_name)
+
+
+def llm_pools(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> tuple[Pool, ...]:
+    """The LLM Deployments/Services (llm-neuron, llm-gpu) by weight, keyed like `LlmRoutes.weights`."""
+    return _pools(accelerators, weights, llm_names.deployment_name)
+
+
+def image_routing(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> RoutedAction:
+    """The image routes' instance: `sd-routing-controller` moving the `weighted` action."""
+    return RoutedAction(name=NAME, action=WEIGHTED_ACTION_NAME, pools=pools(accelerators, cost_weights))
+
+
+def llm_routing(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> RoutedAction:
+    """The OpenAI routes' instance: `llm-routing-controller` moving the `llm-weighted` action."""
+    return RoutedAction(name=LLM_NAME, action=LLM_ACTION_NAME, pools=llm_pools(accelerators, weights))
+
+
+def service_account(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Its own identity: the Role below and a Pod Identity role for CloudWatch."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "metadata": {"name": routed.name, "namespace": cfg.namespace, "labels": routed.labels},
     }
 
 
-def role(cfg: ServingConfig) -> Manifest:
+def role(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Read Deployments and Pods, get and patch the one Ingress, create Events: in this namespace only."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
+        "metadata": {"name": routed.name, "namespace": cfg.namespace, "labels": routed.labels},
         "rules": [
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
@@ -108,49 +169,50 @@ def role(cfg: ServingConfig) -> Manifest:
     }
 
 
-def role_binding(cfg: ServingConfig) -> Manifest:
+def role_binding(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Binds the Role to the controller's ServiceAccount."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": NAME, "namespace": cfg.namespace, "labels": dict(LABELS)},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}],
+        "metadata": {"name": routed.name, "namespace": cfg.namespace, "labels": routed.labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": routed.name},
+        "subjects": [{"kind": "ServiceAccount", "name": routed.name, "namespace": cfg.namespace}],
     }
 
 
-def cluster_role(cfg: ServingConfig) -> Manifest:
+def cluster_role(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Nothing cluster-wide but reading Karpenter NodeClaims (they are cluster-scoped)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {"name": cluster_role_name(cfg), "labels": dict(LABELS)},
+        "metadata": {"name": cluster_role_name(cfg, routed), "labels": routed.labels},
         "rules": [
             {"apiGroups": [nodeclaims.GROUP], "resources": [nodeclaims.PLURAL], "verbs": ["get", "list", "watch"]}
         ],
     }
 
 
-def cluster_role_binding(cfg: ServingConfig) -> Manifest:
+def cluster_role_binding(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Binds the NodeClaim reader to the controller's ServiceAccount."""
+    name = cluster_role_name(cfg, routed)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": cluster_role_name(cfg), "labels": dict(LABELS)},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role_name(cfg)},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}],
+        "metadata": {"name": name, "labels": routed.labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": routed.name, "namespace": cfg.namespace}],
     }
 
 
-def environment(cfg: ServingConfig, routed: tuple[Pool, ...], region: str) -> list[dict[str, Any]]:
+def environment(cfg: ServingConfig, routed: RoutedAction, region: str) -> list[dict[str, Any]]:
     """The ROUTING_* settings routing_controller/settings.py reads, and the pod's own name."""
     rc = cfg.routing_controller
     values = {
         "ROUTING_NAMESPACE": cfg.namespace,
         "ROUTING_INGRESS": INGRESS_NAME,
-        "ROUTING_ACTION": WEIGHTED_ACTION_NAME,
+        "ROUTING_ACTION": routed.action,
         "ROUTING_SERVICE_PORT": str(SERVICE_PORT),
-        ENV_POOLS: pools_env(routed),
+        ENV_POOLS: pools_env(routed.pools),
         "ROUTING_PERIOD_SECONDS": str(rc.period_s),
         "ROUTING_HOLD_SECONDS": str(rc.hold_s),
         "ROUTING_BAND_PODS": str(rc.band_pods),
@@ -163,26 +225,26 @@ def environment(cfg: ServingConfig, routed: tuple[Pool, ...], region: str) -> li
     return env
 
 
-def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> Manifest:
+def deployment(cfg: ServingConfig, *, image: str, routed: RoutedAction, region: str) -> Manifest:
     """One replica (two would race on the same annotation), Recreate on update, restricted security."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
-            "name": NAME,
+            "name": routed.name,
             "namespace": cfg.namespace,
-            "labels": dict(LABELS),
+            "labels": routed.labels,
             "annotations": k8s_skip_annotations(CHECKOV_SKIPS),
         },
         "spec": {
             "replicas": 1,
             "revisionHistoryLimit": 3,
             "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": dict(LABELS)},
+            "selector": {"matchLabels": routed.labels},
             "template": {
-                "metadata": {"labels": dict(LABELS)},
+                "metadata": {"labels": routed.labels},
                 "spec": {
-                    "serviceAccountName": NAME,
+                    "serviceAccountName": routed.name,
                     "automountServiceAccountToken": True,  # the Kubernetes API and Pod Identity need it
                     "nodeSelector": dict(SYSTEM_NODE_LABEL),  # the system node group
                     "securityContext": {
@@ -199,8 +261,8 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
                             "imagePullPolicy": "IfNotPresent",
                             "env": environment(cfg, routed, region),
                             # Nothing routes to the controller; ready and live mean its loop keeps stepping.
-                            "readinessProbe": heartbeat_probe(cfg, len(routed)),
-                            "livenessProbe": {**heartbeat_probe(cfg, len(routed)), "initialDelaySeconds": 30},
+                            "readinessProbe": heartbeat_probe(cfg, len(routed.pools)),
+                            "livenessProbe": {**heartbeat_probe(cfg, len(routed.pools)), "initialDelaySeconds": 30},
                             "resources": {
                                 "requests": {"cpu": "50m", "memory": "128Mi"},
                                 "limits": {"memory": "256Mi"},
@@ -216,14 +278,14 @@ def deployment(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], regi
     }
 
 
-def admission_policy_name(cfg: ServingConfig) -> str:
+def admission_policy_name(cfg: ServingConfig, routed: RoutedAction) -> str:
     """Cluster-scoped, so it carries the namespace like the ClusterRole."""
-    return f"{cfg.namespace}-{NAME}-ingress-guard"
+    return f"{cfg.namespace}-{routed.name}-ingress-guard"
 
 
-def service_account_username(cfg: ServingConfig) -> str:
+def service_account_username(cfg: ServingConfig, routed: RoutedAction) -> str:
     """The user name the API server gives the controller's requests."""
-    return f"system:serviceaccount:{cfg.namespace}:{NAME}"
+    return f"system:serviceaccount:{cfg.namespace}:{routed.name}"
 
 
 def weighted_action_pattern(routed: Sequence[Pool]) -> str:
@@ -238,9 +300,9 @@ def weighted_action_pattern(routed: Sequence[Pool]) -> str:
     )
 
 
-def ingress_guard_validations(routed: Sequence[Pool]) -> list[dict[str, str]]:
+def ingress_guard_validations(routed: RoutedAction) -> list[dict[str, str]]:
     """CEL validations on an UPDATE of the Ingress by the controller (core CEL only: no Kubernetes library)."""
-    key = annotation.annotation_key(WEIGHTED_ACTION_NAME)
+    key = annotation.annotation_key(routed.action)
     new, old = "object.metadata.annotations", "oldObject.metadata.annotations"
     return [
         {
@@ -252,7 +314,7 @@ def ingress_guard_validations(routed: Sequence[Pool]) -> list[dict[str, str]]:
         },
         {
             "expression": f"has({new}) && '{key}' in {new} && "
-            f"{new}['{key}'].matches(r'{weighted_action_pattern(routed)}')",
+            f"{new}['{key}'].matches(r'{weighted_action_pattern(routed.pools)}')",
             "message": f"{key} must be a weighted forward action to the accelerators' Services",
             "reason": "Forbidden",
         },
@@ -276,12 +338,12 @@ def ingress_guard_validations(routed: Sequence[Pool]) -> list[dict[str, str]]:
     ]
 
 
-def ingress_guard_policy(cfg: ServingConfig, routed: Sequence[Pool]) -> Manifest:
-    """Deny the controller's Ingress updates that change anything but the weighted action."""
+def ingress_guard_policy(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
+    """Deny the controller's Ingress updates that change anything but its weighted action."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": admission_policy_name(cfg), "labels": dict(LABELS)},
+        "metadata": {"name": admission_policy_name(cfg, routed), "labels": routed.labels},
         "spec": {
             # A policy that cannot be evaluated denies: the controller then changes nothing.
             "failurePolicy": "Fail",
@@ -301,7 +363,7 @@ def ingress_guard_policy(cfg: ServingConfig, routed: Sequence[Pool]) -> Manifest
             "matchConditions": [
                 {
                     "name": "routing-controller-only",
-                    "expression": f"request.userInfo.username == '{service_account_username(cfg)}'",
+                    "expression": f"request.userInfo.username == '{service_account_username(cfg, routed)}'",
                 }
             ],
             "validations": ingress_guard_validations(routed),
@@ -309,29 +371,37 @@ def ingress_guard_policy(cfg: ServingConfig, routed: Sequence[Pool]) -> Manifest
     }
 
 
-def ingress_guard_binding(cfg: ServingConfig) -> Manifest:
+def ingress_guard_binding(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     """Enforce the policy (Deny) in the serving namespace."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": admission_policy_name(cfg), "labels": dict(LABELS)},
+        "metadata": {"name": admission_policy_name(cfg, routed), "labels": routed.labels},
         "spec": {
-            "policyName": admission_policy_name(cfg),
+            "policyName": admission_policy_name(cfg, routed),
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cfg.namespace}}},
         },
     }
 
 
-def manifests(cfg: ServingConfig, *, image: str, routed: tuple[Pool, ...], region: str) -> list[Manifest]:
-    """Every object of the controller, in apply order: the Ingress guard before the pod that could patch."""
+def manifests(
+    cfg: ServingConfig, *, image: str, routed: RoutedAction | tuple[Pool, ...], region: str
+) -> list[Manifest]:
+    """Every object of one controller instance, in apply order: the Ingress guard before the pod that could patch.
+
+    `routed` as a bare tuple of pools is the image routes' instance (`image_routing`'s), as the stack called
+    this before LLM serving.
+    """
+    if not isinstance(routed, RoutedAction):
+        routed = RoutedAction(name=NAME, action=WEIGHTED_ACTION_NAME, pools=routed)
     return [
         ingress_guard_policy(cfg, routed),
-        ingress_guard_binding(cfg),
-        service_account(cfg),
-        role(cfg),
-        role_binding(cfg),
-        cluster_role(cfg),
-        cluster_role_binding(cfg),
+        ingress_guard_binding(cfg, routed),
+        service_account(cfg, routed),
+        role(cfg, routed),
+        role_binding(cfg, routed),
+        cluster_role(cfg, routed),
+        cluster_role_binding(cfg, routed),
         deployment(cfg, image=image, routed=routed, region=region),
     ]
