@@ -94,7 +94,12 @@ def build_app(app: cdk.App, config: AppConfig) -> PlatformHandle:
     """Build every stack of the app onto `app` and return what the serving stack receives."""
     platform = build_platform(app, config)
     serving = ServingStack(
-        app, f"{STACK_PREFIX}Serving", config=config.serving, platform=platform.handle, env=platform.env
+        app,
+        f"{STACK_PREFIX}Serving",
+        config=config.serving,
+        llm=config.llm,
+        platform=platform.handle,
+        env=platform.env,
     )
     platform.add_workload(serving)
     if config.environment.example:

@@ -95,6 +95,12 @@ class LlmConfig:
     per_accelerator: Mapping[str, LlmAccelerator]
 
     @property
+    def neuron_devices(self) -> int:
+        """Neuron chips one LLM replica asks for (0 when Neuron does not serve it)."""
+        per = self.per_accelerator.get("neuron")
+        return per.devices if per is not None else 0
+
+    @property
     def accelerators(self) -> tuple[str, ...]:
         """The accelerators that serve the model."""
         return tuple(self.per_accelerator)

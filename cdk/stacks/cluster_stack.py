@@ -78,7 +78,8 @@ class ClusterStack(Stack):
                 self,
                 "NeuronChart",
                 cluster=cluster,
-                scheduler_extension=needs_neuron_scheduler(NEURON, config.serving.neuron_devices),
+                scheduler_extension=needs_neuron_scheduler(NEURON, config.serving.neuron_devices)
+                or (config.llm is not None and needs_neuron_scheduler(NEURON, config.llm.neuron_devices)),
             )
             if NEURON.name in enabled
             else None

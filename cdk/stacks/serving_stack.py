@@ -25,13 +25,16 @@ from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.context import ConfigError
+from cdk.config.llm import LlmConfig
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.empty_on_create_rollback import EmptyOnCreateRollback
 from cdk.constructs.network import LOAD_BALANCER_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.llm.serving import LlmServing
 from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
+from cdk.observability.llm_dashboard import LlmDashboardInputs
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import ingress as ing
 from cdk.serving import network_policy, scaling, workloads
@@ -98,6 +101,7 @@ class ServingStack(Stack):
         *,
         config: ServingConfig,
         platform: PlatformHandle,
+        llm: LlmConfig | None = None,
         **stack_kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **stack_kwargs)
@@ -160,6 +164,25 @@ class ServingStack(Stack):
                 network_policy.allow_service_port(cfg, [s.ipv4_cidr_block for s in lb_subnets.subnets]),
             ],
         )
+
+        # LLM serving (llmEnabled): its staging, identities and compile Job now, its objects at the stages below.
+        self.llm: LlmServing | None = None
+        if llm is not None:
+            if platform.llm_gateway_image is None:
+                raise ValueError("llmEnabled needs the LLM gateway image from the platform")
+            self.llm = LlmServing(
+                self,
+                "Llm",
+                cfg=cfg,
+                llm=llm,
+                cluster=cluster,
+                accelerators=platform.accelerators,
+                gateway_image=platform.llm_gateway_image,
+                bucket=bucket,
+                manifest=manifest,
+                before_pods=[policies],
+            )
+            self.llm.staging.resource.node.add_dependency(emptier)
 
         compile_job: eks.KubernetesManifest | None = None
         neuron = next((a for a in platform.accelerators if a.name == "neuron"), None)
@@ -251,6 +274,14 @@ class ServingStack(Stack):
                 (f"{acc.name.capitalize()}Workload", pods, [identity.association, policies, *after_weights])
             )
 
+        if self.llm is not None:
+            lb_cidrs = [subnet.ipv4_cidr_block for subnet in lb_subnets.subnets]
+            service_manifests.append(manifest("LlmServices", self.llm.service_objects(lb_cidrs)))
+            for acc in platform.accelerators:
+                pod_objects.append(
+                    (f"Llm{acc.name.capitalize()}Workload", self.llm.pod_objects(acc), self.llm.pod_dependencies(acc))
+                )
+
         # The ScaledObjects' TriggerAuthentication, and the Ingress over the Services (its target groups
         # need them; the pods need its target groups, see below).
         shared = [scaling.trigger_authentication(cfg)]
@@ -265,6 +296,7 @@ class ServingStack(Stack):
                 waf_acl_arn=self.web_acl.arn,
                 vpc_cidr=platform.vpc.vpc_cidr_block,
                 subnet_ids=lb_subnets.subnet_ids,
+                llm=self.llm.routes if self.llm is not None else None,
             )
         )
         front = manifest("Ingress", shared, *service_manifests)
@@ -283,6 +315,19 @@ class ServingStack(Stack):
                 front,
                 controller_identity.association,
             )
+            if self.llm is not None and self.llm.weights is not None:
+                llm_identity = self._routing_controller_identity(cfg, platform, llm=True)
+                manifest(
+                    "LlmRoutingController",
+                    rcw.manifests(
+                        cfg,
+                        image=platform.routing_controller_image,
+                        routed=rcw.llm_routing(platform.accelerators, self.llm.weights),
+                        region=region,
+                    ),
+                    front,
+                    llm_identity.association,
+                )
 
         hostname = eks.KubernetesObjectValue(
             self,
@@ -316,6 +361,7 @@ class ServingStack(Stack):
             price_per_hour={a.name: cfg.per_accelerator[a.name].price_per_hour for a in platform.accelerators},
             routing_weights=cfg.runs_routing_controller,
             jobs=JobQueues(jobs.queue.queue_name, jobs.dead_letters.queue_name),
+            llm=LlmDashboardInputs.from_config(llm, namespace=cfg.namespace) if llm is not None else None,
         )
         self.dashboard = ServingDashboard(self, "Dashboard", inputs=inputs, name=f"{construct_id}-serving")
         self.alarms = ServingAlarms(self, "Alarms", inputs=inputs, config=cfg)
@@ -331,17 +377,29 @@ class ServingStack(Stack):
             )
         CfnOutput(self, "JobsTopicArn", value=jobs.topic.topic_arn, description="Subscribe to hear of finished jobs")
         CfnOutput(self, "JobsDeadLetterQueueUrl", value=jobs.dead_letters.queue_url)
+        if llm is not None:
+            CfnOutput(
+                self,
+                "LlmBaseUrl",
+                value=f"{public_url}/v1",
+                description=f"OpenAI base URL of model {llm.served_model_name} (sign-in required)",
+            )
 
-    def _routing_controller_identity(self, cfg: ServingConfig, platform: PlatformHandle) -> PodIdentityRole:
-        """The controller's IAM role: PutMetricData to the service's namespace, nothing else."""
+    def _routing_controller_identity(
+        self, cfg: ServingConfig, platform: PlatformHandle, *, llm: bool = False
+    ) -> PodIdentityRole:
+        """A controller's IAM role (the image routes', or with `llm` the OpenAI routes'): PutMetricData to the
+        service's namespace, nothing else."""
         identity = PodIdentityRole(
             self,
-            "RoutingControllerIdentity",
+            "LlmRoutingControllerIdentity" if llm else "RoutingControllerIdentity",
             cluster=platform.cluster,
             namespace=cfg.namespace,
-            service_account=rcw.NAME,
+            service_account=rcw.LLM_NAME if llm else rcw.NAME,
             statements=[put_metrics_statement(metric_names.NAMESPACE)],
-            description="Routing controller: publish the RoutingWeight metric",
+            description="LLM routing controller: publish the RoutingWeight metric"
+            if llm
+            else "Routing controller: publish the RoutingWeight metric",
         )
         Validations.of(identity).acknowledge(
             Acknowledgment(
