@@ -183,7 +183,6 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
 def fetch_init_container(
     acc: Accelerator,
     llm: LlmConfig,
-    cfg: ServingConfig,
     *,
     image: str,
     bucket: str,
@@ -209,7 +208,12 @@ def fetch_init_container(
         "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "model_fetch"],
         "args": args,
-        "env": base_env(cfg, region),
+        # boto3 needs its region and a HOME; nothing else of base_env's caches is used here.
+        "env": [
+            {"name": "AWS_REGION", "value": region},
+            {"name": "AWS_DEFAULT_REGION", "value": region},
+            {"name": "HOME", "value": TMP_DIR},
+        ],
         "resources": FETCH_RESOURCES,
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": MODEL_VOLUME, "mountPath": MODEL_ROOT}, {"name": "tmp", "mountPath": TMP_DIR}],
@@ -303,7 +307,6 @@ def deployment(
             fetch_init_container(
                 acc,
                 llm,
-                cfg,
                 image=gateway_image,
                 bucket=bucket,
                 weights_prefix=weights_prefix,
