@@ -57,8 +57,9 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-# The LLM gateway's image (llm_gateway/Dockerfile): its own package, the image service's modules it imports
-# (the Dockerfile's COPY lines; tests/llm/test_gateway_image.py keeps the three in step) and its buildspec.
+# The LLM gateway's image (llm_gateway/Dockerfile): its own package, the LLM pods' model fetch (model_fetch/), the
+# image service's modules they import (the Dockerfile's COPY lines; tests/llm/test_gateway_image.py keeps the
+# three in step) and its buildspec.
 LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
 LLM_GATEWAY_EXCLUDES = [
     "*",
@@ -77,6 +78,13 @@ LLM_GATEWAY_EXCLUDES = [
     "!app/metrics/flusher.py",
     "!app/metrics/publishers.py",
     "!app/metrics/recorder.py",
+    "!app/model_store",
+    "!app/model_store/__init__.py",
+    "!app/model_store/download.py",
+    "!app/model_store/layout.py",
+    "!app/model_store/marker.py",
+    "!model_fetch",
+    "!model_fetch/**",
     "!buildspecs",
     f"!{LLM_GATEWAY_BUILDSPEC}",
     "**/__pycache__",

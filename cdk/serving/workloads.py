@@ -6,7 +6,7 @@ One Deployment, Service, PodDisruptionBudget and ServiceAccount per accelerator,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from app.probe_paths import HEALTH_PATH, READINESS_PATH
@@ -107,18 +107,25 @@ def container_security_context() -> dict[str, Any]:
     }
 
 
-def scratch_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts): /dev/shm in memory, a writable cache and /tmp on a read-only root."""
+def scratch_volumes(
+    cfg: ServingConfig, *, cache_size_gi: int | None = None, shm: bool = True
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts): /dev/shm in memory (unless `shm` is false), a writable cache (the service's
+    servingCacheSizeGi unless `cache_size_gi` says otherwise) and /tmp on a read-only root."""
     volumes = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{cfg.shm_size_gi}Gi"}},
-        {"name": "cache", "emptyDir": {"sizeLimit": f"{cfg.cache_size_gi}Gi"}},
+        {
+            "name": "cache",
+            "emptyDir": {"sizeLimit": f"{cfg.cache_size_gi if cache_size_gi is None else cache_size_gi}Gi"},
+        },
         {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
     ]
     mounts = [
-        {"name": "dshm", "mountPath": SHM_DIR},
         {"name": "cache", "mountPath": CACHE_DIR},
         {"name": "tmp", "mountPath": TMP_DIR},
     ]
+    if shm:
+        volumes.insert(0, {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{cfg.shm_size_gi}Gi"}})
+        mounts.insert(0, {"name": "dshm", "mountPath": SHM_DIR})
     return volumes, mounts
 
 
@@ -126,22 +133,33 @@ def accelerator_resources(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any
     """Requests/limits: the accelerator's extended resource plus CPU and memory from config."""
     per = cfg.per_accelerator[acc.name]
     count = cfg.neuron_devices if acc.name == "neuron" else 1
-    cpu = f"{int(per.cpu * 1000)}m"
-    memory = f"{per.memory_gi}Gi"
+    return device_resources(acc, count, cpu=per.cpu, memory_gi=per.memory_gi)
+
+
+def device_resources(acc: Accelerator, devices: int, *, cpu: float, memory_gi: int) -> dict[str, Any]:
+    """Requests/limits: `devices` of the accelerator's extended resource, CPU and memory."""
+    cpu_quantity = f"{int(cpu * 1000)}m"
+    memory = f"{memory_gi}Gi"
     return {
-        "requests": {"cpu": cpu, "memory": memory, acc.resource_name: count},
+        "requests": {"cpu": cpu_quantity, "memory": memory, acc.resource_name: devices},
         # Extended resources must have limit == request; memory limit = request avoids OOM surprises.
-        "limits": {"memory": memory, acc.resource_name: count},
+        "limits": {"memory": memory, acc.resource_name: devices},
     }
 
 
 def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     """nodeSelector + toleration for the accelerator's node pool, and the Neuron scheduler if needed."""
+    return accelerator_scheduling(acc, cfg.neuron_devices)
+
+
+def accelerator_scheduling(acc: Accelerator, devices: int) -> dict[str, Any]:
+    """nodeSelector + toleration for the accelerator's node pool, and the Neuron scheduler for a pod that
+    asks for `devices` Neuron devices when that needs it."""
     spec: dict[str, Any] = {
         "nodeSelector": acc.node_label,
         "tolerations": [acc.toleration],
     }
-    if needs_neuron_scheduler(acc, cfg.neuron_devices):
+    if needs_neuron_scheduler(acc, devices):
         spec["schedulerName"] = versions.NEURON_SCHEDULER_NAME
     return spec
 
@@ -194,7 +212,12 @@ LIVENESS_PERIOD_S: Final = 10
 
 def probes(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     """startupProbe sized for model load; readiness on /readiness, liveness on /health."""
-    budget = cfg.per_accelerator[acc.name].startup_timeout_s
+    return http_probes(cfg.per_accelerator[acc.name].startup_timeout_s)
+
+
+def http_probes(budget: int) -> dict[str, Any]:
+    """startupProbe on /readiness that allows `budget` seconds; readiness on /readiness, liveness on
+    /health; all on the container's port named PORT_NAME."""
 
     def http(path: str) -> dict[str, Any]:
         return {"path": path, "port": PORT_NAME}
@@ -294,12 +317,12 @@ def deployment(
     }
 
 
-def service(name: str, selector: dict[str, str], cfg: ServingConfig) -> Manifest:
-    """A ClusterIP Service: port 80 -> the container's named port (8000)."""
+def service(name: str, selector: dict[str, str], cfg: ServingConfig, labels: Mapping[str, str] = APP_LABEL) -> Manifest:
+    """A ClusterIP Service: port 80 -> the container's port named PORT_NAME."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": cfg.namespace, "labels": dict(APP_LABEL)},
+        "metadata": {"name": name, "namespace": cfg.namespace, "labels": dict(labels)},
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
@@ -323,9 +346,14 @@ def pod_disruption_budget(acc: Accelerator, cfg: ServingConfig) -> Manifest:
 
     maxUnavailable (not minAvailable) so a single-replica Deployment can still be drained by Karpenter.
     """
+    return disruption_budget(acc.deployment_name, selector_labels(acc), cfg)
+
+
+def disruption_budget(name: str, selector: Mapping[str, str], cfg: ServingConfig) -> Manifest:
+    """At most one of the selected pods down at a time for voluntary disruptions (maxUnavailable: 1)."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": acc.deployment_name, "namespace": cfg.namespace},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(acc)}},
+        "metadata": {"name": name, "namespace": cfg.namespace},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector)}},
     }

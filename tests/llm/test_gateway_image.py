@@ -32,8 +32,11 @@ DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
 LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
 REQUIREMENTS = REPO_ROOT / "llm_gateway" / "requirements.txt"
 BUILDSPEC = REPO_ROOT / "buildspecs" / "llm-gateway.yml"
-# The modules `python -m llm_gateway` imports before it serves (its __main__ imports the server lazily).
-ENTRY_MODULES = ("llm_gateway.__main__", "llm_gateway.server")
+# The modules the image's programs import before they work: `python -m llm_gateway` (its __main__ imports the server
+# lazily) and the LLM pods' init container, `python -m model_fetch` (cdk/llm/workload.py).
+ENTRY_MODULES = ("llm_gateway.__main__", "llm_gateway.server", "model_fetch.__main__", "model_fetch.fetch")
+# The image's own packages, whose every source file is scanned for `app...` imports.
+IMAGE_PACKAGES = ("llm_gateway", "model_fetch")
 VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
 PYPI = "https://pypi.org/simple"
@@ -41,8 +44,8 @@ GATEWAY_UID = 10001
 
 
 def runtime_app_files() -> set[str]:
-    """The image service's files (repository-relative) that the gateway has imported when it starts: measured
-    by importing its entry modules in a fresh interpreter, never listed by hand."""
+    """The image service's files (repository-relative) that the gateway and the model fetch have imported when
+    they start: measured by importing their entry modules in a fresh interpreter, never listed by hand."""
     probe = (
         "import json, sys\n"
         f"for name in {ENTRY_MODULES!r}: __import__(name)\n"
@@ -61,9 +64,9 @@ def runtime_app_files() -> set[str]:
 
 
 def app_modules_named_in_gateway_source() -> set[str]:
-    """Every `app...` module any gateway source file imports, at its top or inside a function."""
+    """Every `app...` module any source file of the image's packages imports, at its top or inside a function."""
     named = set()
-    for source in (REPO_ROOT / "llm_gateway").glob("*.py"):
+    for source in (path for package in IMAGE_PACKAGES for path in (REPO_ROOT / package).glob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
@@ -106,6 +109,12 @@ def test_copies_exactly_the_app_modules_the_gateway_imports():
     assert set(copied) == needed
     assert all(source == target for source, target in copied.items())  # each at its own path under /srv
     assert copies_into_workdir()["llm_gateway"] == "llm_gateway"
+    assert copies_into_workdir()["model_fetch"] == "model_fetch"
+
+
+def test_the_computed_set_holds_the_model_fetchs_imports():
+    # model_fetch reads the store with the image service's download and marker code: the probe must see them.
+    assert {"app/model_store/download.py", "app/model_store/marker.py"} <= runtime_app_files()
 
 
 def test_no_gateway_source_imports_an_app_module_the_start_does_not():
@@ -126,8 +135,10 @@ def test_build_context_holds_the_gateway_and_exactly_the_copied_app_modules(tmp_
     )
     files = {p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()}
     app_files = {source for source in copies_into_workdir() if source.startswith("app")}
-    assert {f for f in files if not f.startswith("llm_gateway/")} == app_files | {LLM_GATEWAY_BUILDSPEC}
+    own = ("llm_gateway/", "model_fetch/")
+    assert {f for f in files if not f.startswith(own)} == app_files | {LLM_GATEWAY_BUILDSPEC}
     assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
+    assert {"model_fetch/__main__.py", "model_fetch/fetch.py"} <= files
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     assert BUILDSPEC == REPO_ROOT / LLM_GATEWAY_BUILDSPEC
 

