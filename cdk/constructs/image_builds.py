@@ -83,6 +83,7 @@ LLM_GATEWAY_EXCLUDES = [
     "!app/model_store/download.py",
     "!app/model_store/layout.py",
     "!app/model_store/marker.py",
+    "!app/model_store/upload.py",
     "!model_fetch",
     "!model_fetch/**",
     "!buildspecs",

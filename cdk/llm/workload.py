@@ -10,8 +10,8 @@ Each pod runs three containers (docs/llm-serving.md, "What runs in a pod"):
 - `gateway` (the gateway image): the only port the Service reaches; readiness follows vLLM's /health.
 
 How each vLLM image starts, and what must match the Neuron compile: docs/llm-serving-evidence.md section 3.
-`engine_args` is the one list of engine flags: the Neuron compile Job runs the same, so the compiled artifacts
-are the ones serving asks for.
+The engine's flags come from cdk/llm/engine.py `engine_args`, which the Neuron compile Job runs too, so the
+compiled artifacts are the ones serving asks for.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from cdk.accelerators import Accelerator
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
+from cdk.llm.engine import engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT, SERVICE_ACCOUNT_SUFFIX, deployment_name
 from cdk.serving.routing import PORT_NAME
 from cdk.serving.workloads import (
@@ -88,39 +89,6 @@ def service_account_name(acc: Accelerator) -> str:
     return deployment_name(acc) + SERVICE_ACCOUNT_SUFFIX
 
 
-def engine_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
-    """The flags of `vllm serve` (the model folder first), the same for the serving pods and the Neuron compile.
-
-    On Neuron the flags decide the compiled graph (vllm-neuron maps them onto NxD Inference's config:
-    `--tensor-parallel-size` -> tp_degree, `--max-num-seqs` -> batch_size, `--max-model-len` -> seq_len,
-    `--num-gpu-blocks-override` -> pa_num_blocks). Prefix caching is switched off explicitly so that the KV cache
-    is contiguous: vllm-neuron then sets the block size to max-model-len itself (vllm-project/vllm-neuron@61abf3f5
-    vllm_neuron/platform.py, check_and_update_config), which is why no `--block-size` is passed (vLLM 0.13 only
-    accepts 1..256 there), and the blocks must number max-num-seqs (Neuron 2.28 vLLM user guide, known issues;
-    docs/llm-serving-evidence.md section 3). No `--additional-config`: NxD Inference's defaults suffice.
-    """
-    per = llm.per_accelerator[acc.name]
-    args = [
-        model_dir,
-        "--served-model-name",
-        llm.served_model_name,
-        # The loopback only: everything from outside the pod goes through the gateway.
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(ENGINE_PORT),
-        "--tensor-parallel-size",
-        str(per.tensor_parallel),
-        "--max-num-seqs",
-        str(llm.max_num_seqs),
-        "--max-model-len",
-        str(llm.max_model_len),
-    ]
-    if acc.name == "neuron":
-        args += ["--no-enable-prefix-caching", "--num-gpu-blocks-override", str(llm.max_num_seqs)]
-    return args
-
-
 def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
     """The vLLM container's `args` (never `command`: each image's ENTRYPOINT stays).
 
@@ -128,7 +96,7 @@ def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> l
     runs its arguments as a command, so it gets `vllm serve` and the flags (docs/llm-serving-evidence.md sections
     2 and 3).
     """
-    flags = engine_args(acc, llm, model_dir)
+    flags = engine_args(acc, llm, model_dir, port=ENGINE_PORT)
     return ["vllm", "serve", *flags] if acc.name == "neuron" else flags
 
 

@@ -14,6 +14,7 @@ from cdk.accelerators import ACCELERATORS, NEURON, NVIDIA, Accelerator
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm import workload
+from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
 from cdk.serving import workloads as sd
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
@@ -121,7 +122,8 @@ def test_the_engine_flags_are_the_config(acc):
     if acc is NEURON:  # the compiled graph's block layout: contiguous, one block per sequence
         assert "--no-enable-prefix-caching" in flags and flags["--no-enable-prefix-caching"] is None
         assert flags["--num-gpu-blocks-override"] == str(llm.max_num_seqs)
-        assert "--block-size" not in flags  # vllm-neuron sets it to max-model-len without prefix caching
+        # The Neuron user guide's value; vllm-neuron replaces it with max-model-len without prefix caching.
+        assert flags["--block-size"] == str(NEURON_BLOCK_SIZE)
     else:
         assert not {"--no-enable-prefix-caching", "--num-gpu-blocks-override", "--block-size"} & set(flags)
 
@@ -142,9 +144,9 @@ def test_nvidia_passes_only_args_and_neuron_the_whole_command():
     gpu = container(build(NVIDIA, llm, cfg), workload.ENGINE_CONTAINER)
     neuron = container(build(NEURON, llm, cfg), workload.ENGINE_CONTAINER)
     # The NVIDIA image's ENTRYPOINT runs `vllm serve "$@"`; the Neuron image's runs its arguments.
-    assert "command" not in gpu and gpu["args"] == workload.engine_args(NVIDIA, llm, workload.WEIGHTS_DIR)
+    assert "command" not in gpu and gpu["args"] == engine_args(NVIDIA, llm, workload.WEIGHTS_DIR, port=ENGINE_PORT)
     assert "command" not in neuron
-    assert neuron["args"] == ["vllm", "serve", *workload.engine_args(NEURON, llm, workload.WEIGHTS_DIR)]
+    assert neuron["args"] == ["vllm", "serve", *engine_args(NEURON, llm, workload.WEIGHTS_DIR, port=ENGINE_PORT)]
     assert gpu["image"] == versions.VLLM_NVIDIA_IMAGE and neuron["image"] == versions.VLLM_NEURON_IMAGE
 
 

@@ -34,7 +34,13 @@ REQUIREMENTS = REPO_ROOT / "llm_gateway" / "requirements.txt"
 BUILDSPEC = REPO_ROOT / "buildspecs" / "llm-gateway.yml"
 # The modules the image's programs import before they work: `python -m llm_gateway` (its __main__ imports the server
 # lazily) and the LLM pods' init container, `python -m model_fetch` (cdk/llm/workload.py).
-ENTRY_MODULES = ("llm_gateway.__main__", "llm_gateway.server", "model_fetch.__main__", "model_fetch.fetch")
+ENTRY_MODULES = (
+    "llm_gateway.__main__",
+    "llm_gateway.server",
+    "model_fetch.__main__",
+    "model_fetch.fetch",
+    "model_fetch.publish",  # the Neuron compile Job's last step (cdk/llm/compile_job.py)
+)
 # The image's own packages, whose every source file is scanned for `app...` imports.
 IMAGE_PACKAGES = ("llm_gateway", "model_fetch")
 VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
