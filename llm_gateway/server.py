@@ -89,6 +89,7 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
         gateway,
         host=settings.host,
         port=settings.port,
+        timeout_keep_alive=settings.keep_alive_s,
         access_log=False,
         log_config=None,
         lifespan="on",

@@ -28,6 +28,13 @@ class GatewaySettings(BaseSettings):
 
     host: str = Field("0.0.0.0", description="bind address; make run-llm uses 127.0.0.1")
     port: int = Field(8000, ge=1, le=65535)
+    keep_alive_s: float = Field(
+        5.0,
+        gt=0.0,
+        le=4000.0,
+        description="how long an idle keep-alive connection stays open; behind a load balancer, longer than its "
+        "idle timeout, or it may reuse a connection the gateway just closed (a 502)",
+    )
     upstream_url: str = Field("http://127.0.0.1:8001", description="vLLM's OpenAI server on the pod")
     upstream_connect_timeout_s: float = Field(5.0, gt=0.0, le=120.0)
     max_concurrent_requests: int = Field(

@@ -29,6 +29,8 @@ from cdk.serving.routing import PORT_NAME
 from cdk.serving.workloads import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
+    KEEP_ALIVE_MARGIN_S,
+    STARTUP_PERIOD_S,
     TMP_DIR,
     Manifest,
     accelerator_scheduling,
@@ -41,6 +43,7 @@ from cdk.serving.workloads import (
     scratch_volumes,
     service,
 )
+from llm_gateway.routes import UPSTREAM_HEALTH_PATH
 
 APP_LABEL: Final = {"app.kubernetes.io/name": "llm"}  # every LLM pod; never the image service's label
 FETCH_CONTAINER: Final = "fetch-model"
@@ -135,6 +138,8 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
     return [
         {"name": "HOST", "value": "0.0.0.0"},  # the Service and the ALB reach the pod's IP
         {"name": "PORT", "value": str(GATEWAY_PORT)},
+        # Longer than the ALB's idle timeout, or the ALB may reuse a connection the gateway just closed (a 502).
+        {"name": "KEEP_ALIVE_S", "value": str(cfg.idle_timeout_s + KEEP_ALIVE_MARGIN_S)},
         {"name": "UPSTREAM_URL", "value": f"http://127.0.0.1:{ENGINE_PORT}"},
         {"name": "MAX_CONCURRENT_REQUESTS", "value": str(llm.gateway_max_concurrent)},
         {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
@@ -188,6 +193,33 @@ def fetch_init_container(
     }
 
 
+def engine_probes(budget_s: int) -> dict[str, Any]:
+    """vLLM's own probes. It listens on the pod's loopback, which the kubelet's httpGet cannot reach, so each probe
+    runs Python in the container against vLLM's /health (both images have python3 on PATH). The startupProbe
+    allows the accelerator's start-up budget (loading the weights, on Neuron the compiled model); after it, a
+    vLLM that stops answering is restarted, while the gateway beside it keeps answering its own probes."""
+    check = {
+        "exec": {
+            "command": [
+                "python3",
+                "-c",
+                "import urllib.request; "
+                f"urllib.request.urlopen('http://127.0.0.1:{ENGINE_PORT}{UPSTREAM_HEALTH_PATH}', timeout=4)",
+            ]
+        },
+        "timeoutSeconds": 5,
+    }
+    return {
+        "startupProbe": {
+            **check,
+            "periodSeconds": STARTUP_PERIOD_S,
+            "failureThreshold": -(-budget_s // STARTUP_PERIOD_S),
+        },
+        "readinessProbe": {**check, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**check, "periodSeconds": 30, "failureThreshold": 3},
+    }
+
+
 def engine_container(
     acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, image: str, region: str
 ) -> dict[str, Any]:
@@ -201,6 +233,7 @@ def engine_container(
         "args": engine_container_args(acc, llm, WEIGHTS_DIR),
         "env": engine_env(acc, cfg, region),
         "resources": device_resources(acc, per.devices, cpu=per.cpu, memory_gi=per.memory_gi),
+        **engine_probes(per.startup_timeout_s),
         # Outlive the gateway's drain: vLLM gets SIGTERM only once the gateway's streams have had their grace.
         "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s + cfg.shutdown_grace_s}}},
         "securityContext": container_security_context(),

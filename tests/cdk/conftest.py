@@ -19,6 +19,7 @@ from aws_cdk.assertions import Template
 
 from cdk.build import STACK_PREFIX, build_app, read_config
 from cdk.config import AppConfig, ServingConfig
+from cdk.config.llm import LlmConfig
 from cdk.platform_handle import PlatformHandle
 from tests.cdk.manifests import manifests
 
@@ -42,6 +43,8 @@ DEFAULT_OVERRIDES: dict[str, Any] = {
     "ingressAllowedCidrs": ["203.0.113.0/24", "198.51.100.0/24"],
     "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:sd-alarms",
     "servingHubTokenSecretName": "arn:aws:secretsmanager:us-east-1:123456789012:secret:sd/hub-token-AbCdEf",
+    # LLM serving on both accelerators (the variant keeps it off, as cdk.json does).
+    "llmEnabled": True,
 }
 
 # The variant: capacity routing, one accelerator off, managed node groups, an existing VPC (its lookup answered
@@ -189,6 +192,7 @@ class ServingSynth:
     platform: PlatformHandle
     template: Template
     manifests: list[dict[str, Any]]  # the Kubernetes objects it applies, intrinsics as placeholders
+    llm: LlmConfig | None = None  # LLM serving's settings, when the synth has llmEnabled
 
 
 def serving_view(app_synth: Synth) -> ServingSynth:
@@ -196,6 +200,7 @@ def serving_view(app_synth: Synth) -> ServingSynth:
     name = f"{STACK_PREFIX}Serving"
     return ServingSynth(
         config=app_synth.config.serving,
+        llm=app_synth.config.llm,
         platform=app_synth.handle,
         template=app_synth.templates[name],
         manifests=manifests(app_synth.raw_templates[name]),

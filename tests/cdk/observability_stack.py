@@ -15,14 +15,12 @@ from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
-from cdk.observability.dashboard_svg import dashboard_body_from_template, render_svg
 from cdk.observability.llm_dashboard import LlmDashboardInputs
-from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES, REPO_ROOT
+from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES
 
 # The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them (regenerate
 # only on purpose, with python -m tests.cdk.observability_stack golden).
 GOLDEN = Path(__file__).parent / "golden" / "observability_without_llm.json"
-LLM_PICTURE = REPO_ROOT / "docs" / "dashboard-layout-llm.svg"
 # Both accelerators, the routing controller's weights, the job queues and an alarm topic: every optional row.
 SERVING = ServingConfig.from_context(DEFAULT_CONTEXT | {"alarmTopicArn": DEFAULT_OVERRIDES["alarmTopicArn"]})
 # cdk.json's LLM settings, switched on.
@@ -69,16 +67,9 @@ def golden_text(template: dict[str, Any]) -> str:
     return json.dumps(dashboard_and_alarms(template), indent=1) + "\n"
 
 
-def llm_picture(template: dict[str, Any]) -> str:
-    """The layout picture (docs/dashboard-layout-llm.svg) of a dashboard with the LLM section."""
-    return render_svg(dashboard_body_from_template(template))
-
-
 if __name__ == "__main__":
-    # golden: the no-LLM expectation (only when the image dashboard is meant to change); llm-svg: the picture.
+    # golden: the no-LLM expectation (only when the image dashboard is meant to change).
     if sys.argv[1:] == ["golden"]:
         GOLDEN.write_text(golden_text(observability_template(image_inputs())))
-    elif sys.argv[1:] == ["llm-svg"]:
-        LLM_PICTURE.write_text(llm_picture(observability_template(image_inputs(llm=llm_inputs()))))
     else:
-        sys.exit("usage: python -m tests.cdk.observability_stack golden|llm-svg")
+        sys.exit("usage: python -m tests.cdk.observability_stack golden")

@@ -16,13 +16,11 @@ from cdk.observability.dashboard_svg import dashboard_body_from_template
 from tests.cdk.observability_stack import (
     GOLDEN,
     LLM,
-    LLM_PICTURE,
     SERVING,
     dashboard_and_alarms,
     golden_text,
     image_inputs,
     llm_inputs,
-    llm_picture,
     observability_template,
 )
 from tests.cdk.test_serving_metrics_contract import PUBLISHED
@@ -240,10 +238,3 @@ def test_llm_error_rate_alarm_reuses_the_5xx_rate_setting(with_llm):
         assert set(stats) == {"Errors", "Requests"} and {s["Stat"] for s in stats.values()} == {"Sum"}
         units = {d["Value"] for s in stats.values() for d in s["Metric"]["Dimensions"] if d["Name"] == "DeploymentUnit"}
         assert len(units) == 1 and units <= set(LLM_UNITS)
-
-
-def test_the_llm_layout_picture_is_current(with_llm):
-    rerender = "python -m tests.cdk.observability_stack llm-svg"
-    picture = LLM_PICTURE.read_text()
-    assert picture == llm_picture(with_llm), f"the picture is stale; re-render with: {rerender}"
-    assert "Cost per million output tokens (USD)" in picture and "Cost per 1,000 images (USD)" in picture

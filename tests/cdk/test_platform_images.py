@@ -9,7 +9,12 @@ import re
 import pytest
 
 from cdk import versions
-from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD, ROUTING_CONTROLLER_KIND, repository_name
+from cdk.constructs.image_builds import (
+    LLM_GATEWAY_IMAGE,
+    ROUTING_CONTROLLER_BUILD,
+    ROUTING_CONTROLLER_KIND,
+    repository_name,
+)
 from tests.cdk.conftest import as_list, resources_of
 from tests.cdk.manifests import manifests
 
@@ -83,7 +88,8 @@ def test_custom_resource_starts_and_waits_for_every_build(platform_synth):
     template = platform_synth.raw_templates[IMAGES]
     resource = _first_stage(template)
     builds = resource["Properties"]["Builds"]
-    assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", ROUTING_CONTROLLER_BUILD]
+    small = [ROUTING_CONTROLLER_BUILD, *([LLM_GATEWAY_IMAGE.build] if platform_synth.config.llm is not None else [])]
+    assert [b["Accelerator"] for b in builds] == ["neuron", "nvidia", *small]
     projects = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
     assert {b["Project"]["Ref"] for b in builds} == projects
     handlers = {
@@ -209,7 +215,8 @@ def test_lifecycle_never_counts_a_deployed_image_against_other_kinds(fixture, re
     kinds = {tag.rsplit("-", 1)[0] for tag in tags}
     # Every image this synth builds is deployed somewhere, so each kind is checked.
     controller = {ROUTING_CONTROLLER_KIND} if synth.config.serving.runs_routing_controller else set()
-    assert kinds == {a.name for a in synth.handle.accelerators} | controller
+    gateway = {LLM_GATEWAY_IMAGE.kind} if synth.config.llm is not None else set()
+    assert kinds == {a.name for a in synth.handle.accelerators} | controller | gateway
     for tag in tags:
         kind = tag.rsplit("-", 1)[0]
         governing = next((r for r in rules if _selects(r["selection"], tag)), None)

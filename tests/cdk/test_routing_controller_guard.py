@@ -21,8 +21,14 @@ LBC = "alb.ingress.kubernetes.io/"
 ACTION_KEY = annotation.annotation_key(WEIGHTED_ACTION_NAME)
 
 
-def by_kind(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [m for m in manifests if m["kind"] == kind]
+def by_kind(manifests: list[dict[str, Any]], kind: str, owner: str | None = None) -> dict[str, Any]:
+    """The one object of `kind` (of the routing controller instance `owner`, when given: with llmEnabled the
+    OpenAI routes' instance has a guard of its own, tests/cdk/test_routing_controller_instances.py)."""
+    (found,) = [
+        m
+        for m in manifests
+        if m["kind"] == kind and owner in (None, m["metadata"].get("labels", {}).get("app.kubernetes.io/name"))
+    ]
     return found
 
 
@@ -65,8 +71,8 @@ def guarded(serving):
     """(policy, binding, deployed Ingress) from the default synth (cost-with-failover)."""
     assert serving.config.runs_routing_controller
     return (
-        by_kind(serving.manifests, "ValidatingAdmissionPolicy"),
-        by_kind(serving.manifests, "ValidatingAdmissionPolicyBinding"),
+        by_kind(serving.manifests, "ValidatingAdmissionPolicy", rcw.NAME),
+        by_kind(serving.manifests, "ValidatingAdmissionPolicyBinding", rcw.NAME),
         by_kind(serving.manifests, "Ingress"),
     )
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import re
 
-from cdk.serving.routing_controller_workload import NAME as CONTROLLER
+from cdk.serving.routing_controller_workload import LLM_NAME, NAME
 from tests.cdk.conftest import REPO_ROOT, resources_of
+
+CONTROLLERS = {NAME, LLM_NAME}  # the image routes' and the OpenAI routes' routing controllers
 
 
 def _pod_specs(manifests):
-    """The Stable Diffusion pods and the compile Job's: none of them calls the Kubernetes API (the
-    routing controller, which does, has its own RBAC tests)."""
+    """The serving pods (Stable Diffusion's, the LLM's) and the compile Jobs': none of them calls the Kubernetes
+    API (the routing controllers, which do, have their own RBAC tests)."""
     for obj in manifests:
-        if obj["kind"] in ("Deployment", "Job") and obj["metadata"]["name"] != CONTROLLER:
+        if obj["kind"] in ("Deployment", "Job") and obj["metadata"]["name"] not in CONTROLLERS:
             yield obj["metadata"]["name"], obj["spec"]["template"]["spec"]
 
 
@@ -24,7 +26,7 @@ def test_no_pod_or_service_account_mounts_a_kubernetes_api_token(serving_manifes
     for name, spec in specs.items():
         assert spec["automountServiceAccountToken"] is False, name
     for obj in serving_manifests:
-        if obj["kind"] == "ServiceAccount" and obj["metadata"]["name"] != CONTROLLER:
+        if obj["kind"] == "ServiceAccount" and obj["metadata"]["name"] not in CONTROLLERS:
             assert obj["automountServiceAccountToken"] is False, obj["metadata"]["name"]
 
 
@@ -40,15 +42,17 @@ def test_only_the_service_port_is_reachable_and_only_from_address_blocks(serving
     policies = {o["metadata"]["name"]: o["spec"] for o in serving_manifests if o["kind"] == "NetworkPolicy"}
     deny = [p for p in policies.values() if p["podSelector"] == {} and "ingress" not in p]
     assert deny and deny[0]["policyTypes"] == ["Ingress"], "no default deny for the namespace"
+    # One allow per workload (the image service's pods, the LLM gateways), each the service port only.
     allows = [p for p in policies.values() if p.get("ingress")]
-    assert len(allows) == 1
-    (rule,) = allows[0]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
-    # Address blocks only (the load balancer's subnets, tests/cdk/test_serving_network_policy.py): no selector.
-    assert {tuple(peer) for peer in rule["from"]} == {("ipBlock",)}
+    assert len(allows) == (2 if serving.llm is not None else 1)
+    for allow in allows:
+        (rule,) = allow["ingress"]
+        assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+        # Address blocks only (the load balancer's subnets, tests/cdk/test_serving_network_policy.py): no selector.
+        assert {tuple(peer) for peer in rule["from"]} == {("ipBlock",)}
     containers = [c for _, spec in _pod_specs(serving_manifests) for c in spec["containers"]]
     ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
-    assert ports == {8000}
+    assert ports == {8000}  # vLLM listens on the pod's loopback and declares no port
     pods = [
         o
         for o in serving_manifests
@@ -56,7 +60,8 @@ def test_only_the_service_port_is_reachable_and_only_from_address_blocks(serving
     ]
     for pod in pods:
         labels = pod["spec"]["template"]["metadata"]["labels"]
-        assert all(labels.get(k) == v for k, v in allows[0]["podSelector"]["matchLabels"].items())
+        selected = [a for a in allows if a["podSelector"]["matchLabels"].items() <= labels.items()]
+        assert len(selected) == 1, pod["metadata"]["name"]
 
 
 def test_the_cni_enforces_network_policies(platform_synth):

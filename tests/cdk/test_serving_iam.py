@@ -72,7 +72,9 @@ def test_pod_identity_associations_bind_each_service_account(serving):
     assocs = serving.template.find_resources("AWS::EKS::PodIdentityAssociation")
     bound = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in assocs.values()}
     ns = serving.config.namespace
-    assert bound == {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, rcw.NAME)}
+    image = {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, rcw.NAME)}
+    llm = {(ns, "llm-neuron-sa"), (ns, "llm-gpu-sa"), (ns, "llm-neuron-compile"), (ns, rcw.LLM_NAME)}
+    assert bound == image | (llm if serving.llm is not None else set())
     service_accounts = {m["metadata"]["name"] for m in serving.manifests if m["kind"] == "ServiceAccount"}
     assert {sa for _, sa in bound} == service_accounts
 

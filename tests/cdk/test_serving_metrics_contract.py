@@ -7,6 +7,7 @@ import json
 from app import metric_names
 from app.metrics.aggregator import MetricsAggregator
 from cdk.accelerators import ACCELERATORS
+from cdk.llm.names import deployment_name
 
 # The service's metrics and the routing controller's (cost-with-failover, the default): the default synth shows
 # all of them.
@@ -37,7 +38,8 @@ def test_dashboard_uses_the_published_metrics(serving):
     used = service_metrics_in_dashboard(dashboard_body(serving.template))
     names = {n for n, _ in used}
     assert names <= PUBLISHED
-    assert names == IMAGE_PUBLISHED  # without the LLM workload (llmEnabled is off by default)
+    llm = {m.name for m in metric_names.LLM_METRICS} if serving.llm is not None else set()
+    assert names == IMAGE_PUBLISHED | llm
     # CloudWatch matches a dimension set regardless of order.
     assert {dims for _, dims in used} == {frozenset(metric_names.DIMENSIONS)}
 
@@ -55,13 +57,17 @@ def alarm_metrics(props):
 def test_alarms_use_the_published_metrics(serving):
     alarms = serving.template.find_resources("AWS::CloudWatch::Alarm")
     used = [m for a in alarms.values() for m in alarm_metrics(a["Properties"]) if m[0] == metric_names.NAMESPACE]
-    assert {name for _, name, _ in used} == {metric_names.LATENCY.name, metric_names.ROUTING_WEIGHT.name}
+    image = {metric_names.LATENCY.name, metric_names.ROUTING_WEIGHT.name}
+    # With llmEnabled, the p90 time to first token and the error rate (Errors / Requests) per LLM Deployment.
+    llm = {metric_names.TIME_TO_FIRST_TOKEN.name, metric_names.ERRORS.name, metric_names.REQUESTS.name}
+    assert {name for _, name, _ in used} == image | (llm if serving.llm is not None else set())
     units = set()
     for _, _, dimensions in used:
         dims = {d["Name"]: d["Value"] for d in dimensions}
         assert set(dims) == set(metric_names.DIMENSIONS)
         units.add(dims[metric_names.DIMENSION_DEPLOYMENT_UNIT])
-    assert units == {a.deployment_name for a in ACCELERATORS.values()}
+    llm_units = {deployment_name(a) for a in ACCELERATORS.values()} if serving.llm is not None else set()
+    assert units == {a.deployment_name for a in ACCELERATORS.values()} | llm_units
 
 
 def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_manifests):
@@ -71,7 +77,8 @@ def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_man
         for m in serving_manifests
         if m["kind"] == "Deployment" and m["metadata"]["name"] in serving_units
     }
-    scaled = [m for m in serving_manifests if m["kind"] == "ScaledObject"]
+    # The image service's (the LLM Deployments': tests/cdk/test_llm_serving.py).
+    scaled = [m for m in serving_manifests if m["kind"] == "ScaledObject" and m["metadata"]["name"] in serving_units]
     assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled} == set(deployments)
     for so in scaled:
         (trigger,) = [t for t in so["spec"]["triggers"] if t["type"] == "aws-cloudwatch"]
@@ -94,7 +101,8 @@ def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_man
 
 
 def test_scaling_bounds_come_from_config(serving, serving_manifests):
-    for so in (m for m in serving_manifests if m["kind"] == "ScaledObject"):
+    image_units = {a.deployment_name for a in ACCELERATORS.values()}
+    for so in (m for m in serving_manifests if m["kind"] == "ScaledObject" and m["metadata"]["name"] in image_units):
         acc = next(a for a in ACCELERATORS.values() if a.deployment_name == so["metadata"]["name"])
         per = serving.config.per_accelerator[acc.name]
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (per.min_replicas, per.max_replicas)
@@ -113,9 +121,15 @@ def test_dashboard_picture_is_current(serving):
         title = widget["properties"].get("title")
         if title:
             assert title.replace("&", "&amp;") in svg
-    committed = Path(__file__).resolve().parents[2] / "docs" / "dashboard-layout.svg"
-    rerender = (
-        "make synth && python -m cdk.observability.dashboard_svg cdk.out/SdOnEksServing.template.json"
-        " > docs/dashboard-layout.svg"
+    # With llmEnabled the dashboard has the LLM section below the image service's.
+    picture = "dashboard-layout-llm.svg" if serving.llm is not None else "dashboard-layout.svg"
+    committed = Path(__file__).resolve().parents[2] / "docs" / picture
+    synth = (
+        "npx cdk synth -q -c exampleEnvironment=true -c llmEnabled=true" if serving.llm is not None else "make synth"
     )
+    rerender = (
+        f"{synth} && python -m cdk.observability.dashboard_svg cdk.out/SdOnEksServing.template.json > docs/{picture}"
+    )
+    if serving.llm is not None:
+        assert "Cost per million output tokens (USD)" in svg and "Cost per 1,000 images (USD)" in svg
     assert committed.read_text() == svg, f"the picture is stale; re-render with: {rerender}"

@@ -45,12 +45,18 @@ def test_explicit_weights_win_and_all_zero_is_rejected():
 
 def test_cost_mode_action_weights_and_services(serving_manifests):
     (ingress,) = [m for m in serving_manifests if m["kind"] == "Ingress"]
-    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    # `/`: the UI and the image API (the OpenAI routes' Exact paths come first: tests/cdk/test_llm_serving.py).
+    (root,) = [p for p in ingress["spec"]["rules"][0]["http"]["paths"] if p["path"] == "/"]
+    backend = root["backend"]["service"]
     assert backend["port"] == {"name": "use-annotation"}
     action = json.loads(ingress["metadata"]["annotations"][f"alb.ingress.kubernetes.io/actions.{backend['name']}"])
     groups = action["forwardConfig"]["targetGroups"]
     assert sum(g["weight"] for g in groups) == 100
-    services = {m["metadata"]["name"]: m for m in serving_manifests if m["kind"] == "Service"}
+    services = {
+        m["metadata"]["name"]: m
+        for m in serving_manifests
+        if m["kind"] == "Service" and not m["metadata"]["name"].startswith("llm")
+    }
     assert {g["serviceName"] for g in groups} == {"sd-neuron", "sd-gpu"} == set(services)
     for g in groups:
         assert g["servicePort"] == str(SERVICE_PORT)

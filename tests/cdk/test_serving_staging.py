@@ -22,13 +22,21 @@ INF2_XLARGE = (4, 16)
 INF2_8XLARGE = (32, 128)
 
 
+def image_side(resources):
+    """The image model's resources: with llmEnabled (the default synth) LLM serving's sit under `Llm...` ids
+    (tests/cdk/test_llm_serving.py checks those)."""
+    return {k: v for k, v in resources.items() if not k.startswith("Llm")}
+
+
 def the(resources):
-    (value,) = resources.values()
+    (value,) = image_side(resources).values()
     return value
 
 
 def by_kind(objects, kind):
-    return {m["metadata"]["name"]: m for m in objects if m["kind"] == kind}
+    return {
+        m["metadata"]["name"]: m for m in objects if m["kind"] == kind and not m["metadata"]["name"].startswith("llm-")
+    }
 
 
 def test_the_deploy_runs_the_projects_own_staging_program_in_codebuild(platform_synth):
@@ -68,7 +76,11 @@ def test_the_hub_token_is_read_from_secrets_manager_at_build_time_and_never_writ
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if "secretsmanager" in json.dumps(s)
     ]
-    assert grants == [{"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": secret + "*"}]
+    # One grant per staging build (the image model's, and the language model's with llmEnabled), each the same.
+    stagings = resources_of(template, "Custom::ModelStaging")
+    assert grants == [{"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": secret + "*"}] * len(
+        stagings
+    )
     # Nothing that looks like a Hub token anywhere in any template.
     for name, body in platform_synth.raw_templates.items():
         assert not re.search(r"hf_[A-Za-z0-9]{20,}", json.dumps(body)), name
@@ -92,7 +104,7 @@ def test_staging_may_touch_only_the_models_weights_prefix(platform_synth):
 
 def test_compile_and_pods_are_applied_only_after_the_weights_are_staged(platform_synth):
     template = platform_synth.raw_templates[SERVING]
-    (staging_id,) = resources_of(template, "Custom::ModelStaging")
+    (staging_id,) = image_side(resources_of(template, "Custom::ModelStaging"))
     kube = resources_of(template, "Custom::AWSCDK-EKS-KubernetesResource")
     for logical_id in ("NeuronCompileJob", "NeuronWorkload", "NvidiaWorkload"):
         (resource,) = [r for k, r in kube.items() if k.startswith(logical_id)]
@@ -102,7 +114,8 @@ def test_compile_and_pods_are_applied_only_after_the_weights_are_staged(platform
 def test_the_staging_wait_ends_within_cloudformations_hour_and_after_the_builds_own_limit(platform_synth):
     template = platform_synth.raw_templates[SERVING]
     project = the(resources_of(template, "AWS::CodeBuild::Project"))["Properties"]
-    (machine,) = [m for k, m in resources_of(template, "AWS::StepFunctions::StateMachine").items() if "Staging" in k]
+    machines = image_side(resources_of(template, "AWS::StepFunctions::StateMachine"))
+    (machine,) = [m for k, m in machines.items() if "Staging" in k]
     definition = "".join(p for p in machine["Properties"]["DefinitionString"]["Fn::Join"][1] if isinstance(p, str))
     retry = re.search(r'"IntervalSeconds":(\d+),"MaxAttempts":(\d+),"BackoffRate":1', definition)
     wait_s = int(retry.group(1)) * int(retry.group(2))
@@ -179,7 +192,7 @@ def test_the_staging_source_holds_only_the_staging_program(tmp_path):
 def test_the_compile_job_writes_its_large_files_to_the_model_sized_scratch_volume(serving):
     """optimum-neuron's export (TMPDIR), the compiler cache and the work folder all go to the scratch volume,
     whose size comes from neuronCompileScratchGi; /tmp stays small (HOME only)."""
-    (job,) = [m for m in serving.manifests if m["kind"] == "Job"]
+    (job,) = by_kind(serving.manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
