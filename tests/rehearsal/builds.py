@@ -172,10 +172,11 @@ def _asset_excludes(logical_id: str) -> list[str]:
     from cdk.constructs import image_builds
     from cdk.serving import model_staging
 
-    if logical_id.startswith("WeightsStagingProject"):
+    if logical_id.startswith(("WeightsStagingProject", "LlmWeightsStagingProject")):
         return model_staging.SOURCE_EXCLUDES
-    if logical_id.startswith("ImagesRoutingControllerBuild"):
-        return image_builds.ROUTING_CONTROLLER_EXCLUDES
+    for image in (image_builds.ROUTING_CONTROLLER_IMAGE, image_builds.LLM_GATEWAY_IMAGE):
+        if logical_id.startswith(f"Images{image.construct_prefix}Build"):
+            return image.excludes
     if logical_id.startswith("Images"):
         return image_builds.SOURCE_EXCLUDES
     raise LookupError(f"{logical_id}: which asset is its source? add it here")

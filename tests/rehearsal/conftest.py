@@ -13,6 +13,7 @@ import pytest
 
 from cdk.build import STACK_PREFIX
 from cdk.config import AppConfig
+from tests.llm.test_gateway_image import image_python  # noqa: F401 - the gateway image's Python, a fixture
 from tests.rehearsal.images import python_env
 from tests.rehearsal.pods import Container, LocalValues, containers, kubernetes_manifests
 from tests.rehearsal.sandbox import SEED, Outcome, bwrap_unusable, rehearse

@@ -10,6 +10,8 @@ against moto for AWS, a local Hub and a local wheel folder for PyPI:
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.model_store.layout import COMPLETE_MARKER, weights_prefix
@@ -17,11 +19,12 @@ from cdk.build import STACK_PREFIX
 from tests.rehearsal.builds import Build, projects, runtime_python, wheelhouse
 from tests.rehearsal.conftest import seeded_weights
 from tests.rehearsal.pods import UNRESOLVED, LocalValues
-from tests.rehearsal.sandbox import rehearse_build
+from tests.rehearsal.sandbox import SEED, rehearse_build
 from tools.image_locks import REPO_ROOT
 
 STAGING = "WeightsStagingProject"
-IMAGE_BUILDS = ("ImagesNeuronBuild", "ImagesNvidiaBuild", "ImagesRoutingControllerBuild")
+LLM_STAGING = "LlmWeightsStagingProject"  # llmEnabled: the language model's staging
+IMAGE_BUILDS = ("ImagesNeuronBuild", "ImagesNvidiaBuild", "ImagesRoutingControllerBuild", "ImagesLlmGatewayBuild")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,7 @@ def _one(builds, prefix: str) -> tuple[Build, dict]:
 
 
 def test_every_codebuild_project_is_rehearsed(builds):
-    unknown = [k for k in builds if not k.startswith((STAGING, *IMAGE_BUILDS))]
+    unknown = [k for k in builds if not k.startswith((STAGING, LLM_STAGING, *IMAGE_BUILDS))]
     assert not unknown, f"CodeBuild projects without a rehearsal: {unknown}"
     for build, _ in builds.values():
         assert not [v for v in build.env.values() if UNRESOLVED in v], build
@@ -70,6 +73,34 @@ def test_the_weights_staging_build_leaves_the_model_in_the_store(stacks, builds,
     assert any(key.endswith(".safetensors") for key in keys), outcome
     asked = [tuple(r) for r in outcome.report["hub_requests"]]
     assert ("GET", f"/api/models/{build.env['MODEL_ID']}/revision/{revision}") in asked, outcome
+
+
+def test_the_language_models_staging_checks_its_heads_and_leaves_it_in_the_store(stacks, builds, seed_dir, tmp_path):
+    build, resources = _one(builds, LLM_STAGING)
+    llm = stacks.config.llm
+    assert llm is not None and build.env["MODEL_ID"] == llm.model_id
+    wheels = wheelhouse(REPO_ROOT / "requirements-stage.txt", runtime_python(build))
+    # A language model in the transformers layout, in miniature, with the heads the settings name.
+    folder = seed_dir / "llm-model"
+    folder.mkdir(exist_ok=True)
+    config = {"num_attention_heads": llm.attention_heads, "num_key_value_heads": llm.kv_heads}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"w" * 4096)
+    (folder / "model.gguf").write_bytes(b"q" * 512)  # another format on the Hub: not staged
+    hub = {"repo_id": llm.model_id, "folder": f"{SEED}/llm-model", "sha": "1" * 40}
+    outcome = rehearse_build(
+        build, tmp_path, seed_dir, region=stacks.values.region, resources=resources, hub=hub, wheels=wheels
+    )
+    assert outcome.returncode == 0, outcome
+    prefix = weights_prefix(llm.model_id)
+    keys = outcome.s3_keys(build.env["MODEL_BUCKET"])
+    assert sorted(k.removeprefix(prefix) for k in keys) == [
+        COMPLETE_MARKER,
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ], outcome
 
 
 @pytest.mark.parametrize("prefix", IMAGE_BUILDS)

