@@ -44,12 +44,9 @@ def test_the_openai_routes_go_to_the_llm_services_by_cost_before_the_image_route
 def test_each_llm_deployment_scales_on_what_its_own_gateway_publishes(serving):
     deployments, scaled = objects(serving, "Deployment"), objects(serving, "ScaledObject")
     for acc in serving.platform.accelerators:
-        name = {"neuron": "llm-neuron", "nvidia": "llm-gpu"}[acc.name]
-        (gateway,) = [
-            c
-            for c in deployments[name]["spec"]["template"]["spec"]["containers"]
-            if c["name"] == workload.GATEWAY_CONTAINER
-        ]
+        name = deployment_name(acc)
+        containers = deployments[name]["spec"]["template"]["spec"]["containers"]
+        (gateway,) = [c for c in containers if c["name"] == workload.GATEWAY_CONTAINER]
         env = {e["name"]: e["value"] for e in gateway["env"]}
         published = MetricsRecorder(env["DEPLOYMENT_UNIT"], env["ACCELERATOR"]).dimensions
         so = scaled[name]["spec"]
