@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,8 @@ from llm_gateway.settings import GatewaySettings
 from llm_gateway.usage import EventStream, RequestRecord
 
 log = logging.getLogger("llm_gateway")
+# An SSE comment: every client ignores it (its first character is a colon); proxies see bytes flowing.
+HEARTBEAT = b": keep-alive\n\n"
 READINESS_TIMEOUT_S = 2.0
 # Request headers passed on to vLLM besides the body's type: its request id, for tracing one request in both logs.
 FORWARDED_REQUEST_HEADERS = (b"x-request-id",)
@@ -296,7 +299,33 @@ class Gateway:
         *,
         client_wants_usage: bool,
     ) -> None:
-        """Send the request to vLLM and its answer to the client: a stream event by event, else whole."""
+        """Send the request to vLLM and its answer to the client: a stream event by event, else whole (within
+        REQUEST_TIMEOUT_S, if set: leaving the `async with` closes the connection, and vLLM aborts the request)."""
+        deadline = self.settings.request_timeout_s
+        try:
+            async with asyncio.timeout(deadline if deadline and not record.stream else None):
+                await self._exchange(path, body, headers, record, reply, send, client_wants_usage=client_wants_usage)
+        except TimeoutError:
+            record.outcome, record.status = "timed_out", 504
+            if not reply.started:
+                await send_error(
+                    send,
+                    504,
+                    f"the answer took longer than {deadline:g} s and was stopped; ask for stream=true (or fewer "
+                    "max_tokens) for long answers",
+                )
+
+    async def _exchange(
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        record: RequestRecord,
+        reply: Reply,
+        send: Send,
+        *,
+        client_wants_usage: bool,
+    ) -> None:
         try:
             async with self.http.stream("POST", path, content=body, headers=headers) as response:
                 record.status = response.status_code
@@ -338,14 +367,49 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        async for chunk in response.aiter_raw():
-            out = events.feed(chunk)
+        async for chunk in _with_heartbeats(response.aiter_raw(), self.settings.heartbeat_s):
+            out = HEARTBEAT if chunk is None else events.feed(chunk)
             if out:
                 await send({"type": "http.response.body", "body": out, "more_body": True})
                 reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
+
+
+async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> AsyncIterator[bytes | None]:
+    """The chunks of `chunks`, with None whenever none has come for `every_s` (the time for a heartbeat).
+
+    The upstream is read by a task of its own, so waiting for the next chunk with a timeout never cancels a
+    read half-way."""
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for chunk in chunks:
+                await queue.put(chunk)
+            await queue.put(None)
+        except BaseException as exc:  # handed to the reader, which raises it
+            await queue.put(exc)
+            raise
+
+    reader = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), every_s)
+            except TimeoutError:
+                yield None
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        reader.cancel()
+        with suppress(asyncio.CancelledError, Exception):
+            await reader
 
 
 async def _read_body(receive: Receive, headers: dict[bytes, bytes], limit: int, discard_limit: int) -> bytes | None:

@@ -22,7 +22,7 @@ from llm_gateway.usage import RequestRecord
 log = logging.getLogger(__name__)
 SAMPLE_TIMEOUT_S = 2.0
 # Outcomes that are the server's failure even when the status line said 200 (a stream ended by an error event).
-FAILED_OUTCOMES = frozenset({"upstream_error", "cut"})
+FAILED_OUTCOMES = frozenset({"upstream_error", "cut", "timed_out"})
 
 
 class MetricsBridge:

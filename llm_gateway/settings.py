@@ -48,6 +48,19 @@ class GatewaySettings(BaseSettings):
         description="how much of a refused body is read and dropped before the 413, so the client can read it",
     )
     shutdown_grace_s: float = Field(30.0, ge=0.0, description="time open streams get after SIGTERM")
+    request_timeout_s: float = Field(
+        0.0,
+        ge=0.0,
+        description="a whole (non-streamed) answer that takes longer gets a 504 and its generation is stopped; "
+        "0: no deadline. On the cluster it fits the front door's origin timeout; long answers stream",
+    )
+    heartbeat_s: float = Field(
+        15.0,
+        gt=0.0,
+        le=3600.0,
+        description="a stream with no event for this long gets an SSE comment, so proxies in front (CloudFront, the "
+        "ALB) do not cut it while a request waits in the engine's queue",
+    )
     log_level: LogLevel = "INFO"
     chat_page: bool = Field(
         False,

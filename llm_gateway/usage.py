@@ -26,7 +26,7 @@ class RequestRecord:
     stream: bool
     started: float = field(default_factory=time.monotonic)
     status: int | None = None
-    outcome: str = "pending"  # completed | client_gone | cut | refused | upstream_error
+    outcome: str = "pending"  # completed | rejected | client_gone | cut | refused | upstream_error | timed_out
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_event_at: float | None = None

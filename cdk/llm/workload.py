@@ -24,7 +24,14 @@ from cdk.checkov import k8s_skip_annotations
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.engine import engine_args
-from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT, SERVICE_ACCOUNT_SUFFIX, deployment_name
+from cdk.llm.names import (
+    ENGINE_PORT,
+    GATEWAY_PORT,
+    MODEL_ROOT,
+    SERVICE_ACCOUNT_SUFFIX,
+    WEIGHTS_DIR,
+    deployment_name,
+)
 from cdk.serving.routing import PORT_NAME
 from cdk.serving.workloads import (
     CACHE_DIR,
@@ -45,14 +52,13 @@ from cdk.serving.workloads import (
 )
 from llm_gateway.routes import UPSTREAM_HEALTH_PATH
 
+ENGINE_USER: Final = "vllm"
 APP_LABEL: Final = {"app.kubernetes.io/name": "llm"}  # every LLM pod; never the image service's label
 FETCH_CONTAINER: Final = "fetch-model"
 ENGINE_CONTAINER: Final = "vllm"
 GATEWAY_CONTAINER: Final = "gateway"
 # The model volume: the weights and (Neuron) the compiled artifacts, written by fetch-model, read-only to vLLM.
 MODEL_VOLUME: Final = "model"
-MODEL_ROOT: Final = "/models"
-WEIGHTS_DIR: Final = f"{MODEL_ROOT}/weights"
 ARTIFACTS_DIR: Final = f"{MODEL_ROOT}/neuron-compiled"
 # The Neuron volume holds the compiled artifacts beside the weights. NxD Inference's artifacts are the compiled
 # graphs (and, when it saves a sharded checkpoint, a second copy of the weights), so at most the weights' size
@@ -123,6 +129,9 @@ def engine_env(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[s
         # The DLC's start-up telemetry skips itself when this is "true"
         # (aws/deep-learning-containers@8ea932b7 scripts/telemetry/bash_telemetry.sh).
         {"name": "OPT_OUT_TRACKING", "value": "true"},
+        # The pod's uid has no passwd entry in the image: a library that asks getpass for the user name reads these.
+        {"name": "USER", "value": ENGINE_USER},
+        {"name": "LOGNAME", "value": ENGINE_USER},
     ]
     if acc.name == "neuron":
         env += [
@@ -143,6 +152,9 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
         {"name": "UPSTREAM_URL", "value": f"http://127.0.0.1:{ENGINE_PORT}"},
         {"name": "MAX_CONCURRENT_REQUESTS", "value": str(llm.gateway_max_concurrent)},
         {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
+        # A whole answer must come within the front door's origin timeout (checked against it at synth);
+        # streams get heartbeats instead (HEARTBEAT_S, the gateway's default), so they may run longer.
+        {"name": "REQUEST_TIMEOUT_S", "value": str(cfg.request_timeout_s)},
         {"name": "METRICS", "value": cfg.metrics_mode},
         {"name": "DEPLOYMENT_UNIT", "value": deployment_name(acc)},
         {"name": "ACCELERATOR", "value": acc.name},

@@ -32,6 +32,7 @@ LLM_ACTION_NAME: Final = "llm-weighted"
 # ordered first", kubernetes-sigs.github.io/aws-load-balancer-controller guide/ingress/spec), so they win
 # over the image service's `/`, which keeps everything else (its /v1/generate, /v1/jobs, the UI).
 LLM_PATHS: Final = ("/v1/models", "/v1/completions", "/v1/chat/completions")
+LLM_PROMPT_PATHS: Final = LLM_PATHS[1:]  # the POSTs whose bodies are prompts
 
 
 def annotations(

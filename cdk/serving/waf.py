@@ -14,10 +14,16 @@ On the cloudfront route the ALB sees CloudFront's VPC-origin addresses, so the c
 viewer sent (cdk/serving/edge.py). `X-Forwarded-For` is not used: its first entry is the client's to
 choose. AWS WAF does not apply a forwarded-IP statement to a request without the header (AWS WAF
 Developer Guide, "Using forwarded IP addresses"), so a second rate rule counts those by source address.
+
+With LLM serving, the common rule set skips the OpenAI generation paths (`prompt_paths`): its body rules
+block any body over 8 KB (SizeRestrictions_BODY, "Baseline rule groups") and bodies that quote code or
+paths, which a conversation sent to a language model routinely is. Those requests still pass the allow-list,
+the rate limits and the known-bad-inputs group, need a token, and meet the gateway's own body limit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from aws_cdk import aws_wafv2 as wafv2
@@ -26,7 +32,8 @@ from constructs import Construct
 from cdk.config.serving import ServingConfig
 from cdk.serving.edge import VIEWER_IP_HEADER
 
-MANAGED_RULE_GROUPS: Final = ("AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet")
+COMMON_RULE_SET: Final = "AWSManagedRulesCommonRuleSet"
+MANAGED_RULE_GROUPS: Final = (COMMON_RULE_SET, "AWSManagedRulesKnownBadInputsRuleSet")
 RATE_RULE_NAME: Final = "per-client-rate"
 UNFORWARDED_RATE_RULE_NAME: Final = "per-source-rate-without-viewer-header"
 ALLOW_LIST_RULE_NAME: Final = "outside-allow-list"
@@ -71,6 +78,23 @@ def unforwarded_rate_statement(cfg: ServingConfig) -> dict[str, Any]:
     }
 
 
+def outside_paths(paths: Sequence[str]) -> dict[str, Any]:
+    """A statement that matches a request whose path is none of `paths` (exactly)."""
+    matches = [
+        {
+            "byteMatchStatement": {
+                "fieldToMatch": {"uriPath": {}},
+                "positionalConstraint": "EXACTLY",
+                "searchString": path,
+                "textTransformations": [{"priority": 0, "type": "NONE"}],
+            }
+        }
+        for path in paths
+    ]
+    inside = matches[0] if len(matches) == 1 else {"orStatement": {"statements": matches}}
+    return {"notStatement": {"statement": inside}}
+
+
 def _rate_rule(name: str, statement: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
@@ -83,7 +107,11 @@ def _rate_rule(name: str, statement: dict[str, Any]) -> dict[str, Any]:
 class ServingWebAcl(Construct):
     """A REGIONAL web ACL for the serving ALB; `arn` goes into the Ingress annotation."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cfg: ServingConfig) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: ServingConfig, prompt_paths: Sequence[str] = ()
+    ) -> None:
+        """`prompt_paths`: paths whose bodies are prompts (the LLM's generation routes), which the common rule
+        set does not inspect."""
         super().__init__(scope, construct_id)
         rules: list[dict[str, Any]] = []
         behind_cloudfront = cfg.front_door.route == "cloudfront"
@@ -93,11 +121,14 @@ class ServingWebAcl(Construct):
         if behind_cloudfront:
             rules.append(_rate_rule(UNFORWARDED_RATE_RULE_NAME, unforwarded_rate_statement(cfg)))
         for group in MANAGED_RULE_GROUPS:
+            statement: dict[str, Any] = {"vendorName": "AWS", "name": group}
+            if group == COMMON_RULE_SET and prompt_paths:
+                statement["scopeDownStatement"] = outside_paths(prompt_paths)
             rules.append(
                 {
                     "name": group,
                     "overrideAction": {"none": {}},
-                    "statement": {"managedRuleGroupStatement": {"vendorName": "AWS", "name": group}},
+                    "statement": {"managedRuleGroupStatement": statement},
                     "visibilityConfig": _visibility(group),
                 }
             )

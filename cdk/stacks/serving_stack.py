@@ -287,7 +287,9 @@ class ServingStack(Stack):
         shared = [scaling.trigger_authentication(cfg)]
         if self.weights is None:
             shared.append(workloads.capacity_service(cfg))
-        self.web_acl = ServingWebAcl(self, "Waf", cfg=cfg)
+        self.web_acl = ServingWebAcl(
+            self, "Waf", cfg=cfg, prompt_paths=ing.LLM_PROMPT_PATHS if self.llm is not None else ()
+        )
         shared.append(
             ing.ingress(
                 cfg,

@@ -12,8 +12,9 @@ from app.auth import env
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.serving.edge import VIEWER_IP_HEADER
+from cdk.serving.ingress import LLM_PROMPT_PATHS
 from cdk.serving.sign_in import CONFIG_MAP_NAME
-from cdk.serving.waf import MANAGED_RULE_GROUPS, RATE_RULE_NAME
+from cdk.serving.waf import COMMON_RULE_SET, MANAGED_RULE_GROUPS, RATE_RULE_NAME
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"
@@ -105,7 +106,17 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
         assert rate["AggregateKeyType"] == key_type
         for group in MANAGED_RULE_GROUPS:
             statement = rules[group]["Statement"]["ManagedRuleGroupStatement"]
+            scope = statement.pop("ScopeDownStatement", None)
             assert statement == {"VendorName": "AWS", "Name": group}
+            # With LLM serving, the common rule set leaves the prompts alone (its body rules block any body over
+            # 8 KB and bodies that quote code): a statement matching every path but the two generation POSTs.
+            if view.llm is not None and group == COMMON_RULE_SET:
+                matches = scope["NotStatement"]["Statement"]["OrStatement"]["Statements"]
+                assert [m["ByteMatchStatement"]["SearchString"] for m in matches] == list(LLM_PROMPT_PATHS)
+                assert {m["ByteMatchStatement"]["PositionalConstraint"] for m in matches} == {"EXACTLY"}
+                assert {json.dumps(m["ByteMatchStatement"]["FieldToMatch"]) for m in matches} == {'{"UriPath": {}}'}
+            else:
+                assert scope is None, group
     forwarded = rules[RATE_RULE_NAME]["Statement"]["RateBasedStatement"]["ForwardedIPConfig"]
     # Not X-Forwarded-For, whose first entry the client chooses: the header CloudFront's function writes.
     assert forwarded == {"HeaderName": VIEWER_IP_HEADER, "FallbackBehavior": "MATCH"}

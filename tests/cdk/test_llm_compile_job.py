@@ -15,6 +15,7 @@ from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm import compile_job as lcj
+from cdk.llm import workload
 from cdk.llm.engine import engine_args
 from cdk.llm.names import ENGINE_PORT
 from tests.cdk.conftest import DEFAULT_CONTEXT
@@ -144,6 +145,27 @@ def test_the_compile_step_runs_the_engine_with_a_serving_pods_flags():
     env = {e["name"]: e["value"] for e in compile_step["env"]}
     assert env["NEURON_COMPILED_ARTIFACTS"] == lcj.ARTIFACTS_DIR == arg(step(job, "publish"), "src")
     assert served[0] == lcj.WEIGHTS_DIR == arg(step(job, "fetch-weights"), "dest")
+
+
+def test_the_compile_runs_exactly_what_a_serving_pod_runs_weights_path_included():
+    # The artifacts record the weights path of the compile; a serving pod loads its weights from that path.
+    llm = llm_config()
+    compile_step = step(lcj.compile_job(llm, SERVING, **ARGS), "compile")
+    pod = workload.manifests(
+        NEURON,
+        llm,
+        SERVING,
+        gateway_image=ARGS["gateway_image"],
+        vllm_image=versions.VLLM_NEURON_IMAGE,
+        bucket=ARGS["bucket"],
+        weights_prefix=ARGS["weights_prefix"],
+        artifacts_prefix=lcj.artifact_prefix(llm),
+        region=ARGS["region"],
+        env_config_maps=(),
+    )[-1]["spec"]["template"]["spec"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == workload.ENGINE_CONTAINER]
+    assert engine["args"] == ["vllm", "serve", *compile_step["args"]]
+    assert lcj.artifact_key(llm)["weights_dir"] == compile_step["args"][0]
 
 
 def test_the_block_flags_are_neuron_only():

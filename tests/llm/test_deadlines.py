@@ -1,0 +1,80 @@
+"""Behind CloudFront and the ALB a response that sends nothing for a minute is cut: a whole answer gets the
+gateway's own 504 within REQUEST_TIMEOUT_S (and its generation is stopped), and a stream that waits (in the
+engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client skips."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.llm.conftest import MODEL, client_for
+from tests.llm.stack import engine_metric, run_gateway, wait_until
+
+CHUNK = (
+    b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"content":"late"},"finish_reason":null}]}\n\n'
+)
+
+
+def test_a_whole_answer_past_the_deadline_is_a_504_and_the_engine_stops(engine_url: str, tmp_path: Path) -> None:
+    generated_before = engine_metric(engine_url, "vllm:generation_tokens_total")
+    with run_gateway(engine_url, tmp_path, {"REQUEST_TIMEOUT_S": "1"}) as gateway:
+        client = client_for(gateway.url)
+        started = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as timed_out:
+            client.completions.create(model=MODEL, prompt="x", max_tokens=4000, extra_body={"ignore_eos": True})
+        assert time.monotonic() - started < 10
+        assert timed_out.value.status_code == 504
+        assert "took longer than 1 s and was stopped; ask for stream=true" in timed_out.value.message
+        wait_until(lambda: engine_metric(engine_url, "vllm:num_requests_running") == 0, 20, "vLLM stops generating")
+        assert engine_metric(engine_url, "vllm:generation_tokens_total") - generated_before < 4000
+        assert gateway.wait_record(1)[-1]["outcome"] == "timed_out"
+        # A stream is not held to it: its tokens keep flowing past the deadline.
+        stream = client.completions.create(
+            model=MODEL, prompt="x", max_tokens=64, stream=True, extra_body={"ignore_eos": True}
+        )
+        assert sum(1 for chunk in stream if chunk.choices and chunk.choices[0].text) > 1
+
+
+class SlowStream(BaseHTTPRequestHandler):
+    """vLLM as a queued stream looks: the headers at once, the first event only after a while."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.flush()
+        time.sleep(1.2)
+        self.wfile.write(CHUNK + b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def slow_engine() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_waiting_stream_gets_heartbeats_that_clients_skip(slow_engine: str, tmp_path: Path) -> None:
+    with run_gateway(slow_engine, tmp_path, {"HEARTBEAT_S": "0.25"}) as gateway:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=30) as response:
+            raw = b"".join(response.iter_raw())
+        before_first_event = raw.split(b"data:", 1)[0]
+        assert before_first_event.count(b": keep-alive\n\n") >= 3, raw
+        chunks = list(client_for(gateway.url).chat.completions.create(model="m", messages=[], stream=True))
+        assert [c.choices[0].delta.content for c in chunks] == ["late"]
