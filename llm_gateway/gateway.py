@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import suppress
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -367,11 +367,14 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        async for chunk in _with_heartbeats(response.aiter_raw(), self.settings.heartbeat_s):
-            out = HEARTBEAT if chunk is None else events.feed(chunk)
-            if out:
-                await send({"type": "http.response.body", "body": out, "more_body": True})
-                reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+        # aclosing: however the loop ends (the client gone, the drain's cut), the reader of the upstream is stopped
+        # before the response closes, so closing it ends the connection and vLLM aborts the generation.
+        async with aclosing(_with_heartbeats(response.aiter_raw(), self.settings.heartbeat_s)) as chunks:
+            async for chunk in chunks:
+                out = HEARTBEAT if chunk is None else events.feed(chunk)
+                if out:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+                    reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})

@@ -47,6 +47,13 @@ def browser() -> Iterator[Any]:
         browser.close()
 
 
+def without_eos(route: Any) -> None:
+    """The tiny model's random weights end an answer early and at random: ask vLLM (the request still goes to
+    it, and its answer streams back untouched) to run to max_tokens."""
+    body = json.loads(route.request.post_data)
+    route.continue_(post_data=json.dumps({**body, "ignore_eos": True}))
+
+
 def open_page(browser: Any, gateway: GatewayProcess) -> Any:
     """The chat page, once it has listed the model; page errors (a CSP refusal among them) fail the test."""
     page = browser.new_page(viewport={"width": 1100, "height": 800})
@@ -75,6 +82,7 @@ def test_the_page_is_served_only_when_chat_page_is_on(gateway: GatewayProcess, t
 @pytest.mark.browser
 def test_a_message_streams_its_answer_token_by_token(browser: Any, gateway: GatewayProcess, tmp_path: Path) -> None:
     page = open_page(browser, gateway)
+    page.route("**/v1/chat/completions", without_eos)
     page.evaluate(WATCH_ANSWER)
     page.locator("#max-tokens").fill("48")
     page.locator("#message").fill("Tell me about lighthouses")
@@ -103,12 +111,6 @@ def test_stop_ends_the_generation_in_the_engine(
     generated_before = engine_metric(engine_url, "vllm:generation_tokens_total")
     records = len(gateway.records())
     page = open_page(browser, gateway)
-
-    def without_eos(route: Any) -> None:
-        # The tiny model's random weights end an answer early and at random: ask vLLM (the request
-        # still goes to it, and its answer streams back untouched) to run to max_tokens.
-        body = json.loads(route.request.post_data)
-        route.continue_(post_data=json.dumps({**body, "ignore_eos": True}))
 
     page.route("**/v1/chat/completions", without_eos)
     page.locator("#max-tokens").fill(str(MAX_TOKENS))
