@@ -58,8 +58,8 @@ class GatewaySettings(BaseSettings):
         15.0,
         gt=0.0,
         le=3600.0,
-        description="a stream with no event for this long gets an SSE comment, so proxies in front (CloudFront, the "
-        "ALB) do not cut it while a request waits in the engine's queue",
+        description="a stream whose first event has not come for this long gets an SSE comment (and again after each "
+        "such wait), so proxies in front (CloudFront, the ALB) do not cut it while it waits in the engine's queue",
     )
     log_level: LogLevel = "INFO"
     chat_page: bool = Field(
