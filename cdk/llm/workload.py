@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from cdk.accelerators import Accelerator
-from cdk.checkov import k8s_skip_annotations
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.engine import engine_args
@@ -40,6 +39,7 @@ from cdk.serving.workloads import (
     STARTUP_PERIOD_S,
     TMP_DIR,
     Manifest,
+    accelerator_deployment,
     accelerator_scheduling,
     base_env,
     container_security_context,
@@ -334,23 +334,14 @@ def deployment(
         "volumes": volumes,
         **accelerator_scheduling(acc, llm.per_accelerator[acc.name].devices),
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": deployment_name(acc),
-            "namespace": cfg.namespace,
-            "labels": labels,
-            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
-        },
-        "spec": {
-            "revisionHistoryLimit": 5,
-            "selector": {"matchLabels": selector_labels(acc)},
-            # Accelerator capacity is scarce: never surge above max, replace one pod at a time.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
-    }
+    return accelerator_deployment(
+        deployment_name(acc),
+        cfg,
+        selector=selector_labels(acc),
+        labels=labels,
+        pod_spec=pod_spec,
+        skips=POD_CHECKOV_SKIPS,
+    )
 
 
 def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:

@@ -298,21 +298,42 @@ def deployment(
     }
     if init_containers:
         pod_spec["initContainers"] = list(init_containers)
+    return accelerator_deployment(
+        acc.deployment_name,
+        cfg,
+        selector=selector_labels(acc),
+        labels=labels,
+        pod_spec=pod_spec,
+        skips=POD_CHECKOV_SKIPS,
+    )
+
+
+def accelerator_deployment(
+    name: str,
+    cfg: ServingConfig,
+    *,
+    selector: Mapping[str, str],
+    labels: Mapping[str, str],
+    pod_spec: dict[str, Any],
+    skips: Mapping[str, str],
+) -> Manifest:
+    """A Deployment of pods on accelerator nodes (the image service's, the LLM's), without `replicas`: its
+    ScaledObject owns that. `skips`: the Checkov checks it does not meet, each with its reason."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
-            "name": acc.deployment_name,
+            "name": name,
             "namespace": cfg.namespace,
-            "labels": labels,
-            "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
+            "labels": dict(labels),
+            "annotations": k8s_skip_annotations(skips),
         },
         "spec": {
             "revisionHistoryLimit": 5,
-            "selector": {"matchLabels": selector_labels(acc)},
+            "selector": {"matchLabels": dict(selector)},
             # Accelerator capacity is scarce: never surge above max, replace one pod at a time.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }
 
