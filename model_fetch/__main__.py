@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from app.logs import configure_logging
-from model_fetch.fetch import MarkerTimeout, Transfer, fetch, log, wait_for_marker
+from app.model_store.marker import MarkerTimeout, wait_for_marker
+from model_fetch.fetch import Transfer, fetch, log
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2  # argparse's own status for bad arguments

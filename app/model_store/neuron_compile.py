@@ -30,7 +30,7 @@ from typing import Any
 
 from app.model_store.download import download_s3_prefix
 from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_location
-from app.model_store.marker import marker_exists, write_marker
+from app.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker, write_marker
 from app.model_store.upload import upload_files
 
 log = logging.getLogger("neuron_compile")
@@ -145,14 +145,10 @@ def wait_for_compiled(
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Block until the completion marker exists under `prefix`, or raise CompileError on timeout."""
-    if not prefix.endswith("/"):
-        prefix += "/"
-    deadline = clock() + timeout_s
-    while not is_compiled(s3, bucket, prefix):
-        if clock() >= deadline:
-            raise CompileError(f"s3://{bucket}/{prefix}{COMPLETE_MARKER} did not appear within {timeout_s:g} s")
-        log.info("waiting for s3://%s/%s%s", bucket, prefix, COMPLETE_MARKER)
-        sleep(poll_s)
+    try:
+        wait_for_marker(s3, bucket=bucket, prefix=prefix, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep, clock=clock)
+    except MarkerTimeout as exc:
+        raise CompileError(str(exc)) from None
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
