@@ -35,6 +35,7 @@ from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.scaling import scaled_object
 from cdk.serving.ingress import LlmRoutes
 from cdk.serving.model_staging import WeightsStaging
+from cdk.serving.network_policy import allow_service_port
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, weights_from_cost
 from cdk.serving.service_identity import (
     acknowledge_prefix_wildcards,
@@ -81,23 +82,9 @@ def cost_weights(llm: LlmConfig, accelerators: Sequence[Accelerator]) -> dict[st
 def network_policy(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> Manifest:
     """The LLM pods: TCP to the gateway's port from the load balancer's subnets only (vLLM's port is the
     pod's loopback; the namespace's default denies the rest)."""
-    if not load_balancer_cidrs:
-        raise ValueError("no load balancer subnets: an empty `from` would admit every source")
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": NETWORK_POLICY_NAME, "namespace": cfg.namespace},
-        "spec": {
-            "podSelector": {"matchLabels": dict(workload.APP_LABEL)},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"ipBlock": {"cidr": cidr}} for cidr in load_balancer_cidrs],
-                    "ports": [{"protocol": "TCP", "port": GATEWAY_PORT}],
-                }
-            ],
-        },
-    }
+    return allow_service_port(
+        cfg, load_balancer_cidrs, name=NETWORK_POLICY_NAME, pods=workload.APP_LABEL, port=GATEWAY_PORT
+    )
 
 
 class LlmServing(Construct):

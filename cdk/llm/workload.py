@@ -46,6 +46,7 @@ from cdk.serving.workloads import (
     device_resources,
     disruption_budget,
     http_probes,
+    pod_identity_service_account,
     pod_security_context,
     scratch_volumes,
     service,
@@ -346,12 +347,7 @@ def deployment(
 
 def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:
     """The LLM pods' ServiceAccount; its IAM role comes from an EKS Pod Identity association."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": service_account_name(acc), "namespace": cfg.namespace, "labels": selector_labels(acc)},
-        "automountServiceAccountToken": False,
-    }
+    return pod_identity_service_account(service_account_name(acc), selector_labels(acc), cfg)
 
 
 def manifests(

@@ -13,7 +13,7 @@ known to the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdk.config.serving import ServingConfig
@@ -34,21 +34,29 @@ def default_deny_ingress(cfg: ServingConfig) -> dict[str, Any]:
     }
 
 
-def allow_service_port(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> dict[str, Any]:
-    """The serving pods: TCP to the container port from the load balancer's subnets only."""
+def allow_service_port(
+    cfg: ServingConfig,
+    load_balancer_cidrs: Sequence[str],
+    *,
+    name: str = ALLOW_SERVICE_NAME,
+    pods: Mapping[str, str] = APP_LABEL,
+    port: int = CONTAINER_PORT,
+) -> dict[str, Any]:
+    """The pods labelled `pods` (the image service's by default): TCP to `port` from the load balancer's
+    subnets only."""
     if not load_balancer_cidrs:
         raise ValueError("the serving pods admit the load balancer's subnets: pass their CIDRs")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": ALLOW_SERVICE_NAME, "namespace": cfg.namespace},
+        "metadata": {"name": name, "namespace": cfg.namespace},
         "spec": {
-            "podSelector": {"matchLabels": dict(APP_LABEL)},
+            "podSelector": {"matchLabels": dict(pods)},
             "policyTypes": ["Ingress"],
             "ingress": [
                 {
                     "from": [{"ipBlock": {"cidr": cidr}} for cidr in load_balancer_cidrs],
-                    "ports": [{"protocol": "TCP", "port": CONTAINER_PORT}],
+                    "ports": [{"protocol": "TCP", "port": port}],
                 }
             ],
         },

@@ -76,11 +76,16 @@ def namespace(cfg: ServingConfig) -> Manifest:
 
 def service_account(acc: Accelerator, cfg: ServingConfig) -> Manifest:
     """The pod's ServiceAccount; its IAM role comes from an EKS Pod Identity association."""
+    return pod_identity_service_account(service_account_name(acc), selector_labels(acc), cfg)
+
+
+def pod_identity_service_account(name: str, labels: Mapping[str, str], cfg: ServingConfig) -> Manifest:
+    """A ServiceAccount whose pods never call the Kubernetes API (no token mounted; EKS Pod Identity mounts its
+    own for the IAM role associated with it)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": service_account_name(acc), "namespace": cfg.namespace, "labels": selector_labels(acc)},
-        # The service never calls the Kubernetes API; Pod Identity mounts its own token.
+        "metadata": {"name": name, "namespace": cfg.namespace, "labels": dict(labels)},
         "automountServiceAccountToken": False,
     }
 
