@@ -1,4 +1,5 @@
-"""NetworkPolicies of the serving namespace: nothing reaches a pod except the service port from the load balancer.
+"""NetworkPolicies of the serving namespace: nothing reaches a pod except the service port from the load balancer
+(and, for the LLM gateways, from the LLM benchmark's pods: cdk/llm/benchmark_job.py).
 
 The ALB sends to pod IPs (target type ip) from its own subnets, which hold nothing but load balancers
 (cdk/constructs/network.py; `ingressSubnetGroup` for an existing VPC): only their CIDRs are admitted.
@@ -46,6 +47,17 @@ def allow_service_port(
     subnets only."""
     if not load_balancer_cidrs:
         raise ValueError("the serving pods admit the load balancer's subnets: pass their CIDRs")
+    return allow_port(
+        cfg, name=name, pods=pods, port=port, peers=[{"ipBlock": {"cidr": c}} for c in load_balancer_cidrs]
+    )
+
+
+def allow_port(
+    cfg: ServingConfig, *, name: str, pods: Mapping[str, str], port: int, peers: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The pods labelled `pods`: TCP to `port` from `peers` (NetworkPolicy peers: ipBlock, podSelector) only."""
+    if not peers:
+        raise ValueError(f"NetworkPolicy {name} admits nobody: pass its peers")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -53,11 +65,6 @@ def allow_service_port(
         "spec": {
             "podSelector": {"matchLabels": dict(pods)},
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"ipBlock": {"cidr": cidr}} for cidr in load_balancer_cidrs],
-                    "ports": [{"protocol": "TCP", "port": port}],
-                }
-            ],
+            "ingress": [{"from": [dict(peer) for peer in peers], "ports": [{"protocol": "TCP", "port": port}]}],
         },
     }

@@ -19,9 +19,8 @@ The Job writes every large file to one scratch volume sized by `neuronCompileScr
 export, which goes to a temporary folder (TMPDIR), and the Neuron compiler cache (NEURON_COMPILE_CACHE_URL,
 unused while optimum-neuron's cache is disabled, but never on the read-only root). /tmp stays small.
 
-A suspended CronJob with the same pod template never runs by itself; it is there so that a failed
-compile can be re-run with one command (`kubectl create job NAME --from=cronjob/CRONJOB`: kubectl's
-createJobFromCronJob in pkg/cmd/create/create_job.go copies spec.jobTemplate.spec and never reads `suspend`):
+A suspended CronJob with the same pod template (cdk/serving/job_templates.py) never runs by itself; it is
+there so that a failed compile can be re-run with one command:
     kubectl -n <namespace> create job --from=cronjob/sd-neuron-compile sd-neuron-compile-rerun-$(date +%s)
 """
 
@@ -39,6 +38,7 @@ from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
+from cdk.serving.job_templates import create_job_command, suspended_cronjob
 from cdk.serving.workloads import (
     CACHE_DIR,
     POD_CHECKOV_SKIPS,
@@ -64,8 +64,6 @@ RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
 # Karpenter's pod annotation that blocks voluntary disruption (consolidation, drift) of the pod's node.
 DO_NOT_DISRUPT: Final = {"karpenter.sh/do-not-disrupt": "true"}
-# A valid schedule is required even when suspended; the CronJob never runs on its own.
-NEVER_SCHEDULE: Final = "0 0 1 1 *"
 BACKOFF_LIMIT: Final = 2
 TTL_AFTER_FINISHED_S: Final = 7 * 24 * 3600
 
@@ -167,22 +165,9 @@ class CompileJob:
 
     def rerun_cronjob(self) -> dict[str, Any]:
         """A suspended CronJob holding the same Job spec: `kubectl create job --from=cronjob/...` re-runs it."""
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "labels": self.labels,
-                "annotations": k8s_skip_annotations(POD_CHECKOV_SKIPS),
-            },
-            "spec": {
-                "schedule": NEVER_SCHEDULE,
-                "suspend": True,
-                "concurrencyPolicy": "Forbid",
-                "jobTemplate": {"metadata": {"labels": self.labels}, "spec": self.spec()},
-            },
-        }
+        return suspended_cronjob(
+            self.name, self.namespace, labels=self.labels, job_spec=self.spec(), checkov_skips=POD_CHECKOV_SKIPS
+        )
 
     def rerun_command(self) -> str:
         """The one command that re-runs a failed compile."""
@@ -195,7 +180,7 @@ class CompileJob:
 
 def rerun_command_for(name: str, namespace: str) -> str:
     """`kubectl create job --from=cronjob/<name>`: a new Job from the suspended CronJob's spec."""
-    return f"kubectl -n {namespace} create job --from=cronjob/{name} {name}-rerun-$(date +%s)"
+    return create_job_command(name, namespace, "rerun")
 
 
 def service_account_for(name: str, namespace: str) -> dict[str, Any]:
