@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.logs import configure_logging
-from app.model_store.marker import MarkerTimeout, wait_for_marker
+from app.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker
 from model_fetch.fetch import Transfer, fetch, log
 
 EXIT_FAILED = 1
@@ -31,11 +31,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--wait-marker-prefix", help="first wait for <this prefix>_COMPLETE.json")
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="how long to wait for the marker")
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to look for it")
+    parser.add_argument(
+        "--skip-if-marker-prefix",
+        help="when <this prefix>_COMPLETE.json already exists, fetch nothing and write --skipped-flag instead",
+    )
+    parser.add_argument("--skipped-flag", type=Path, help="the file that tells the next step nothing was fetched")
     args = parser.parse_args(list(argv))
     if len(args.prefix) != len(args.dest):
         parser.error(f"{len(args.prefix)} --prefix but {len(args.dest)} --dest: give one folder per prefix")
     if not all(p.strip("/") for p in args.prefix):
         parser.error("--prefix must not be empty: name the model's folder in the bucket")
+    if bool(args.skip_if_marker_prefix) != bool(args.skipped_flag):
+        parser.error("--skip-if-marker-prefix and --skipped-flag go together")
     if args.timeout_s < 0 or args.poll_s <= 0:
         parser.error("--timeout-s must be at least 0 and --poll-s above 0")
     return args
@@ -52,6 +59,10 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
 
         s3 = boto3.client("s3")
     try:
+        if args.skip_if_marker_prefix and marker_exists(s3, args.bucket, args.skip_if_marker_prefix):
+            log.info("s3://%s/%s is already complete: nothing to fetch", args.bucket, args.skip_if_marker_prefix)
+            args.skipped_flag.write_text(args.skip_if_marker_prefix, encoding="utf-8")
+            return 0
         if args.wait_marker_prefix:
             wait_for_marker(
                 s3, bucket=args.bucket, prefix=args.wait_marker_prefix, timeout_s=args.timeout_s, poll_s=args.poll_s

@@ -2,7 +2,10 @@
 published to the model store under a key of everything that changes the artifacts, and never at scale-out.
 
 The pod, in three steps on one scratch volume:
-1. `fetch-weights` (init, the gateway image): `python -m model_fetch` mirrors the staged weights into WEIGHTS_DIR.
+1. `fetch-weights` (init, the gateway image): `python -m model_fetch` mirrors the staged weights into WEIGHTS_DIR;
+   when the artifacts' marker is already in the store (a Job renamed by a change that leaves the artifacts
+   alone, such as a new gateway image) it fetches nothing and leaves PUBLISHED_FLAG, and the next two steps
+   do nothing.
 2. `compile` (init, the vLLM Neuron image): `vllm serve` with exactly the serving flags (cdk/llm/engine.py) and
    NEURON_COMPILED_ARTIFACTS set to an empty folder: vllm-neuron finds no artifacts there, compiles into it and
    loads (docs/llm-serving-evidence.md section 3); once /health answers the engine is up, so the artifacts are
@@ -54,6 +57,10 @@ COMPILER_WORK_DIR: Final = f"{SCRATCH_DIR}/nxd-compiler"
 # The Neuron compiler cache (aws-neuron/aws-neuron-sdk general/arch/neuron-features/neuron-caching.rst:
 # NEURON_COMPILE_CACHE_URL, default /var/tmp/neuron-compile-cache on the image's root), as in the image model's Job.
 COMPILE_CACHE_DIR: Final = f"{SCRATCH_DIR}/neuron-compile-cache"
+# Left by fetch-weights when the artifacts' marker is already in the store: a Job renamed by a change that does
+# not touch the artifacts (the gateway image its steps run, say) then compiles nothing, and publish finds the
+# marker and uploads nothing.
+PUBLISHED_FLAG: Final = f"{SCRATCH_DIR}/.already-published"
 SCRATCH_MODEL_COPIES: Final = 3
 SCRATCH_FIXED_GI: Final = 10
 TMP_SIZE: Final = "2Gi"  # HOME only
@@ -64,6 +71,10 @@ ENGINE_READY_TIMEOUT_S: Final = 24 * 3600  # the Job's own deadline (llmNeuronCo
 # Verified: aws-neuron/deep-learning-containers@2.28.0 vllm/inference/0.13.0/Dockerfile.neuronx
 # (ENV PATH=/opt/conda/bin:..., CMD ["/bin/bash"]).
 COMPILE_SCRIPT: Final = f"""set -u
+if [ -e {PUBLISHED_FLAG} ]; then
+  echo "the artifacts are already in the model store: nothing to compile"
+  exit 0
+fi
 vllm serve "$@" &
 engine=$!
 until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \\
@@ -171,7 +182,13 @@ def compile_job(
         "name": "fetch-weights",
         "image": gateway_image,
         "command": ["python", "-m", "model_fetch"],
-        "args": [f"--bucket={bucket}", f"--prefix={weights_prefix}", f"--dest={WEIGHTS_DIR}"],
+        "args": [
+            f"--bucket={bucket}",
+            f"--prefix={weights_prefix}",
+            f"--dest={WEIGHTS_DIR}",
+            f"--skip-if-marker-prefix={artifact_prefix(llm)}",
+            f"--skipped-flag={PUBLISHED_FLAG}",
+        ],
         "env": _env(region),
         "resources": STEP_RESOURCES,
         "securityContext": container_security_context(),

@@ -158,14 +158,34 @@ def test_a_missing_bucket_is_exit_1_in_one_line(endpoint, tmp_path):
     assert message.startswith("fetching from s3://no-such-bucket failed: ") and "NoSuchBucket" in message
 
 
+def test_with_the_artifacts_already_complete_it_fetches_nothing_and_says_so(endpoint, s3, bucket, tmp_path):
+    # The LLM compile Job's first step: a renamed Job whose artifacts are published compiles nothing.
+    put(s3, bucket, "models/m/", WEIGHTS)
+    put(s3, bucket, "compiled/m/", ARTIFACTS)
+    write_marker(s3, bucket, "compiled/m/", {"files": sorted(ARTIFACTS)})
+    flag, dest = tmp_path / "already-published", tmp_path / "weights"
+    skip = ["--skip-if-marker-prefix=compiled/m/", f"--skipped-flag={flag}"]
+    result = run(endpoint, tmp_path, f"--bucket={bucket}", "--prefix=models/m/", f"--dest={dest}", *skip)
+    assert result.returncode == 0, result.stderr
+    assert flag.is_file() and not dest.exists()
+    assert "already complete: nothing to fetch" in log_lines(result)[-1]["message"]
+    # Without the marker it fetches as always and leaves no flag.
+    flag.unlink()
+    s3.delete_object(Bucket=bucket, Key=f"compiled/m/{COMPLETE_MARKER}")
+    result = run(endpoint, tmp_path, f"--bucket={bucket}", "--prefix=models/m/", f"--dest={dest}", *skip)
+    assert result.returncode == 0, result.stderr
+    assert not flag.exists() and {k: v for k, v in tree(dest).items() if not k.startswith(".")} == WEIGHTS
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["--prefix=a/", "--dest=/x", "--prefix=b/"], "2 --prefix but 1 --dest"),
         (["--prefix=/", "--dest=/x"], "--prefix must not be empty"),
         (["--prefix=a/", "--dest=/x", "--poll-s=0"], "--poll-s above 0"),
+        (["--prefix=a/", "--dest=/x", "--skip-if-marker-prefix=c/"], "--skip-if-marker-prefix and --skipped-flag go"),
     ],
-    ids=["unpaired", "empty-prefix", "zero-poll"],
+    ids=["unpaired", "empty-prefix", "zero-poll", "skip-without-flag"],
 )
 def test_bad_arguments_are_exit_2_with_the_reason(endpoint, tmp_path, args, expected):
     result = run(endpoint, tmp_path, "--bucket=b", *args)
