@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test lint synth bench bench-llm clean lock
+.PHONY: run run-llm test lint synth bench bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ bench: $(VENV)/.local-installed
 ## Benchmark the LLM stack of make run-llm, llmperf-style (BENCH_ARGS=..., see `python -m llm_bench --help`).
 bench-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	$(BIN)/python -m llm_bench --local $(BENCH_ARGS)
+
+## Benchmark one LLM replica per accelerator of a deployed stack, as a Job in the cluster (the stack's
+## LlmBenchmarkCommand output gives BENCH_ARGS; see `python -m llm_bench.cluster --help`). Needs kubectl and AWS access.
+bench-llm-cluster: $(VENV)/.dev-installed
+	$(BIN)/python -m llm_bench.cluster $(BENCH_ARGS)
 
 ## Re-resolve the images' locked requirement sets (app/requirements/*.lock) with uv; needs PyPI.
 lock: $(VENV)/.dev-installed

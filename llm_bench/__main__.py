@@ -3,14 +3,20 @@
     python -m llm_bench --local                        # start make run-llm's stack and measure it
     python -m llm_bench --engine-url http://127.0.0.1:8001 --gateway-url http://127.0.0.1:8000 \
         --tokenizer meta-llama/Llama-2-13b-chat-hf --device "inf2.48xlarge, TP 8" --max-num-seqs 24
+    python -m llm_bench --gateway-url http://llm-neuron.sd --token-file /run/secrets/llm-bench/token \
+        --sweep-client builtin ...                     # the benchmark Job on the cluster (cdk/llm/benchmark_job.py)
 
 Four parts, each printed as a table and written together as one section of --results-file:
 1. the guide's shape through the gateway (default 3,072 input / 512 output tokens, 22 concurrent);
 2. the gateway's overhead: the same load on vLLM directly and through the gateway at 1 and 8 streams,
    in rounds of alternating order (direct first, then gateway first) so that drift of a shared machine
-   falls on both; targets: TTFT p50 +2 % at most, output tokens/s -1 % at most;
+   falls on both; targets: TTFT p50 +2 % at most, output tokens/s -1 % at most. Only with --engine-url
+   (on the cluster vLLM listens on its pod's loopback, so the Job skips it);
 3. 8x max-num-seqs offered at once through the gateway: every request must complete (0 lost, 0 5xx);
-4. a concurrency sweep with vLLM's own `vllm bench serve`, through the gateway.
+4. a concurrency sweep through the gateway, with vLLM's own `vllm bench serve` or (--sweep-client builtin,
+   where vLLM is not installed) this benchmark's own client; its best goodput is what one replica sustains
+   within the SLO, the figure for the cost routing's llmRequestsPerMinute* setting, and with --price-per-hour
+   its cost per million output tokens.
 """
 
 from __future__ import annotations
@@ -26,11 +32,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from app.bench.results_file import update_section
+from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
 from llm_bench.local import cpu_seconds
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve
+from llm_bench.token import TokenFile
 
 TTFT_TARGET_PCT = 2.0
 THROUGHPUT_TARGET_PCT = -1.0
@@ -41,12 +51,13 @@ OVERLOAD_FACTOR = 8
 class Target:
     """The servers under test."""
 
-    engine_url: str
+    engine_url: str | None  # None: no overhead comparison
     gateway_url: str
     vllm: Path
     tokenizer: str
     env: dict[str, str]
     gateway_pid: int | None = None  # --local: for the gateway's CPU time per token
+    auth: TokenFile | None = None  # the gateway's sign-in (the engine has none)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,8 +70,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="--local: the CPU engine's threads (OMP_NUM_THREADS; default every core). On a small machine one "
         "core left to the gateway and this client keeps them from waiting on the engine's busy threads",
     )
-    parser.add_argument("--engine-url", help="vLLM's OpenAI server, called directly")
+    parser.add_argument("--engine-url", help="vLLM's OpenAI server, called directly (without it: no overhead part)")
     parser.add_argument("--gateway-url", help="the gateway in front of it")
+    parser.add_argument(
+        TOKEN_FLAG, type=Path, help="a file holding the gateway's bearer token, read again for each request"
+    )
     parser.add_argument("--model", help="served model name (default: the first of /v1/models)")
     parser.add_argument("--tokenizer", help="for vllm bench serve (default: the local model's folder, or --model)")
     parser.add_argument("--vllm", type=Path, help="the vllm command (default: the local CPU environment's)")
@@ -78,12 +92,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep", default="1,2,4,8,16", help="concurrencies for vllm bench serve ('' skips it)")
     parser.add_argument("--sweep-prompts", type=int, default=16, help="prompts per sweep point")
     parser.add_argument("--sweep-target", choices=("gateway", "engine"), default="gateway", help="what the sweep calls")
+    parser.add_argument(
+        "--sweep-client",
+        choices=("vllm", "builtin"),
+        default="vllm",
+        help="the sweep's client: `vllm bench serve`, or this benchmark's own (where vLLM is not installed)",
+    )
+    parser.add_argument("--price-per-hour", type=float, help="USD per hour of what serves: cost per million tokens")
+    parser.add_argument(
+        "--per-replica-setting", help="the setting the sweep's best goodput is for (e.g. llmRequestsPerMinuteNeuron)"
+    )
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput SLO: time to first token")
     parser.add_argument("--slo-tpot-ms", type=float, default=100.0, help="goodput SLO: time per output token")
     parser.add_argument("--results-file", type=Path, help="write the section into this markdown file")
     args = parser.parse_args(argv)
-    if not args.local and not (args.engine_url and args.gateway_url):
-        parser.error("give --local, or both --engine-url and --gateway-url")
+    if not args.local and not args.gateway_url:
+        parser.error("give --local, or --gateway-url (and --engine-url for the overhead part)")
+    if args.sweep_target == "engine" and not (args.local or args.engine_url):
+        parser.error("--sweep-target engine needs --engine-url")
+    if args.price_per_hour is not None and args.price_per_hour <= 0:
+        parser.error("--price-per-hour must be positive")
     if args.input_tokens < 1 or args.output_tokens < 2 or args.concurrency < 1:
         parser.error("--input-tokens, --output-tokens (at least 2) and --concurrency must be positive")
     return args
@@ -105,20 +133,23 @@ def load_average() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
-def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> tuple[str, list[list[object]]]:
+def overhead(
+    args: argparse.Namespace, target: Target, engine_url: str, model: str, slo: Slo
+) -> tuple[str, list[list[object]]]:
     """Part 2: direct vs through the gateway, per stream count; the table and its rows."""
     rows: list[list[object]] = []
+    targets = {"direct": (engine_url, None), "gateway": (target.gateway_url, target.auth)}
     for concurrency in [int(c) for c in args.overhead_concurrency.split(",") if c]:
         load = Load(args.input_tokens, args.output_tokens, concurrency, max(args.overhead_requests, 2 * concurrency))
-        for url in (target.engine_url, target.gateway_url):  # warm-up, not measured: connections, first batches
-            asyncio.run(run_load(url, model, Load(args.input_tokens, 4, concurrency, concurrency), seed=99))
+        for url, auth in targets.values():  # warm-up, not measured: connections, first batches
+            asyncio.run(run_load(url, model, Load(args.input_tokens, 4, concurrency, concurrency), seed=99, auth=auth))
         runs: dict[str, list[dict[str, float]]] = {"direct": [], "gateway": []}
         for round_ in range(args.rounds):
             order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
             for name in order:
-                url = target.engine_url if name == "direct" else target.gateway_url
+                url, auth = targets[name]
                 cpu_before = cpu_seconds(target.gateway_pid) if target.gateway_pid else math.nan
-                figures = summarize(asyncio.run(run_load(url, model, load, seed=round_)), slo)
+                figures = summarize(asyncio.run(run_load(url, model, load, seed=round_, auth=auth)), slo)
                 if name == "gateway" and target.gateway_pid:
                     tokens = figures["output_tokens_per_s"] * figures["duration_s"]
                     figures["gateway_cpu_ms_per_1k_tokens"] = (
@@ -167,13 +198,13 @@ def overhead(args: argparse.Namespace, target: Target, model: str, slo: Slo) -> 
 def run(args: argparse.Namespace, target: Target, command: str) -> str:
     """All four parts; returns the markdown section (also printed)."""
     slo = Slo(args.slo_ttft_ms, args.slo_tpot_ms)
-    model = args.model or asyncio.run(first_model(target.gateway_url))
+    model = args.model or asyncio.run(first_model(target.gateway_url, target.auth))
     started_load = load_average()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
     shape = Load(args.input_tokens, args.output_tokens, args.concurrency, args.requests or 2 * args.concurrency)
     print(f"shape run: {shape}", file=sys.stderr)
-    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape)), slo)
+    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape, auth=target.auth)), slo)
     ours = [
         "completed", "errors", "input_tokens_mean", "output_tokens_mean", "ttft_ms_p50", "ttft_ms_p90",
         "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "e2e_s_p50",
@@ -183,13 +214,16 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     shape_table = table(["metric", "value"], [[key, main[key]] for key in ours])
     llmperf_table = table(["llmperf column", "value"], [[key, main[key]] for key in llmperf])
 
-    print("gateway overhead", file=sys.stderr)
-    overhead_table, _ = overhead(args, target, model, slo)
+    if target.engine_url:
+        print("gateway overhead", file=sys.stderr)
+        overhead_table, _ = overhead(args, target, target.engine_url, model, slo)
+    else:
+        overhead_table = "(skipped: no --engine-url; on the cluster vLLM answers only on its pod's loopback)"
 
     offered = OVERLOAD_FACTOR * args.max_num_seqs
     overload_load = Load(args.input_tokens, args.output_tokens, offered, offered)
     print(f"overload: {offered} at once", file=sys.stderr)
-    overload = summarize(asyncio.run(run_load(target.gateway_url, model, overload_load, seed=7)), slo)
+    overload = summarize(asyncio.run(run_load(target.gateway_url, model, overload_load, seed=7, auth=target.auth)), slo)
     overload_table = table(
         ["offered at once", "completed", "lost", "5xx", "429", "TTFT p50 (ms)", "TTFT p99 (ms)", "0 lost, 0 5xx"],
         [
@@ -206,21 +240,13 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
         ],
     )
 
-    sweep_rows = []
-    for concurrency in [int(c) for c in args.sweep.split(",") if c]:
-        print(f"vllm bench serve at {concurrency}", file=sys.stderr)
-        point = Load(args.input_tokens, args.output_tokens, concurrency, max(args.sweep_prompts, concurrency))
-        url = target.gateway_url if args.sweep_target == "gateway" else target.engine_url
-        figures = run_bench_serve(target.vllm, url, model, target.tokenizer, point, slo, target.env)
-        goodput = figures["request_goodput"] * 60
-        counts = [int(figures["completed"]), int(figures["failed"])]
-        latencies = [figures[k] for k in RESULT_KEYS[2:-2]]
-        sweep_rows.append([concurrency, *counts, *latencies, figures["request_throughput"] * 60, goodput])
+    sweep_rows = [sweep_point(args, target, model, slo, int(c)) for c in args.sweep.split(",") if c]
     sweep_table = table(
         ["concurrency", "completed", "failed", "TTFT p50 (ms)", "TTFT p99 (ms)", "ITL p50 (ms)", "TPOT p50 (ms)",
-         "output tok/s", "requests/min", "goodput req/min"],
+         "output tok/s", "requests/min", "goodput req/min", "USD / M output tokens"],
         sweep_rows,
     )  # fmt: skip
+    sweep_client = "`vllm bench serve`" if args.sweep_client == "vllm" else "this benchmark's own client"
 
     device = args.device or cpu_name()
     section = "\n\n".join(
@@ -242,9 +268,10 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             overhead_table,
             f"**{OVERLOAD_FACTOR}x max-num-seqs** ({args.max_num_seqs}) offered at once:",
             overload_table,
-            f"**`vllm bench serve` sweep** (through the {args.sweep_target}; random dataset, {args.sweep_prompts} "
-            "prompts a point or the concurrency):",
+            f"**Concurrency sweep** with {sweep_client} (through the {args.sweep_target}; random prompts, "
+            f"{args.sweep_prompts} a point or the concurrency):",
             sweep_table if sweep_rows else "(skipped: --sweep '')",
+            at_the_slo(args, sweep_rows),
         ]
     )
     print(section)
@@ -254,10 +281,72 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     return section
 
 
+def sweep_point(args: argparse.Namespace, target: Target, model: str, slo: Slo, concurrency: int) -> list[object]:
+    """One row of the sweep at `concurrency` (columns as the sweep's table)."""
+    print(f"sweep at {concurrency} ({args.sweep_client})", file=sys.stderr)
+    point = Load(args.input_tokens, args.output_tokens, concurrency, max(args.sweep_prompts, concurrency))
+    url, auth = (target.gateway_url, target.auth) if args.sweep_target == "gateway" else (target.engine_url, None)
+    if url is None:
+        raise ValueError("the sweep's target has no URL")
+    if args.sweep_client == "builtin":
+        figures = summarize(asyncio.run(run_load(url, model, point, seed=concurrency, auth=auth)), slo)
+        counts = [int(figures["completed"]), int(figures["errors"])]
+        latencies = [figures[k] for k in ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "tpot_ms_p50")]
+        tokens_per_s, per_min = figures["output_tokens_per_s"], figures["requests_per_min"]
+        goodput = figures["goodput_requests_per_min"]
+    else:
+        env = dict(target.env)
+        if auth is not None:  # vllm bench serve sends OPENAI_API_KEY as the bearer token
+            env["OPENAI_API_KEY"] = auth.token()
+        figures = run_bench_serve(target.vllm, url, model, target.tokenizer, point, slo, env)
+        counts = [int(figures["completed"]), int(figures["failed"])]
+        latencies = [figures[k] for k in RESULT_KEYS[2:-3]]
+        tokens_per_s, per_min = figures["output_throughput"], figures["request_throughput"] * 60
+        goodput = figures["request_goodput"] * 60
+    return [concurrency, *counts, *latencies, tokens_per_s, per_min, goodput, cost_per_million(args, tokens_per_s)]
+
+
+def cost_per_million(args: argparse.Namespace, tokens_per_s: float) -> float:
+    """USD per million output tokens at `tokens_per_s` and --price-per-hour (nan without a price)."""
+    if args.price_per_hour is None or not tokens_per_s > 0:
+        return math.nan
+    return args.price_per_hour / (tokens_per_s * 3600) * 1e6
+
+
+def at_the_slo(args: argparse.Namespace, sweep_rows: list[list[object]]) -> str:
+    """The sweep's best goodput: the requests per minute this deployment sustains within the SLO."""
+    if not sweep_rows:
+        return ""
+    best = max(sweep_rows, key=lambda row: float(row[-2]) if not math.isnan(float(row[-2])) else -1.0)
+    goodput = float(best[-2])
+    if not goodput > 0:
+        return "**At the SLO:** no sweep point had a request within the SLO."
+    setting = f" (`{args.per_replica_setting}`)" if args.per_replica_setting else ""
+    cost = float(best[-1])
+    priced = "" if math.isnan(cost) else f", USD {cost:,.2f} per million output tokens at USD {args.price_per_hour:g}/h"
+    return (
+        f"**At the SLO:** {goodput:,.1f} requests/min within it{setting}, at concurrency {best[0]} "
+        f"({float(best[-4]):,.1f} output tok/s{priced})."
+    )
+
+
+def failure(exc: Exception) -> str:
+    """What stopped the run, in one line: the server's own message for an HTTP error status."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        response = exc.response
+        try:
+            message = response.json().get("error", {}).get("message") or response.text
+        except ValueError:
+            message = response.text
+        return f"{response.request.method} {response.request.url} answered {response.status_code}: {message[:300]}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, start the local stack when asked, run, write."""
     args = parse_args(argv)
     command = "python -m llm_bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    auth = TokenFile(args.token_file) if args.token_file else None
     if not args.local:
         args.max_num_seqs = args.max_num_seqs or 256
         target = Target(
@@ -266,8 +355,13 @@ def main(argv: list[str] | None = None) -> int:
             args.vllm or Path("vllm"),
             args.tokenizer or args.model or "",
             dict(os.environ),
+            auth=auth,
         )
-        run(args, target, command)
+        try:
+            run(args, target, command)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            print(f"llm_bench: {failure(exc)}", file=sys.stderr)
+            return 1
         return 0
     from llm_bench.local import local_stack
     from llm_local.engine import EngineOptions, build_tiny_model, engine_environment
@@ -284,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             pid,
         ),
     ):
-        target = Target(engine, gateway, args.vllm or env / "bin" / "vllm", tokenizer, engine_environment(), pid)
+        target = Target(engine, gateway, args.vllm or env / "bin" / "vllm", tokenizer, engine_environment(), pid, auth)
         run(args, target, command)
     return 0
 

@@ -90,11 +90,14 @@ async def one_request(client: httpx.AsyncClient, model: str, text: str, output_t
     return timing
 
 
-async def run_load(base_url: str, model: str, load: Load, *, seed: int = 1) -> list[Timing]:
-    """Run `load` against `base_url` (a server's root, /v1 is added) and return every request's timing."""
+async def run_load(
+    base_url: str, model: str, load: Load, *, seed: int = 1, auth: httpx.Auth | None = None
+) -> list[Timing]:
+    """Run `load` against `base_url` (a server's root, /v1 is added) and return every request's timing;
+    `auth` signs each request (llm_bench/token.py)."""
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
     timeout = httpx.Timeout(connect=30.0, read=None, write=60.0, pool=None)
-    async with httpx.AsyncClient(base_url=base_url.rstrip("/"), limits=limits, timeout=timeout) as client:
+    async with httpx.AsyncClient(base_url=base_url.rstrip("/"), limits=limits, timeout=timeout, auth=auth) as client:
         words = max(1, round(load.input_tokens / await tokens_per_word(client, model)) - 1)
         rng = random.Random(seed)  # noqa: S311  # prompt text, not a secret
         prompts = [prompt(words, rng) for _ in range(load.requests)]
@@ -108,9 +111,9 @@ async def run_load(base_url: str, model: str, load: Load, *, seed: int = 1) -> l
         return timings
 
 
-async def first_model(base_url: str) -> str:
+async def first_model(base_url: str, auth: httpx.Auth | None = None) -> str:
     """The first model the server lists."""
-    async with httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=30, auth=auth) as client:
         response = await client.get("/v1/models")
         response.raise_for_status()
         return str(response.json()["data"][0]["id"])

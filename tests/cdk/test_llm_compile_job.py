@@ -81,7 +81,7 @@ def test_the_prefix_is_readable_and_under_the_models_slug():
         {"llmModelId": "Qwen/Qwen2.5-0.5B-Instruct"},
         {"llmModelRevision": "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"},
         {"llmTensorParallelNeuron": 4},
-        {"llmMaxModelLen": 2048},
+        {"llmMaxModelLen": 8192},
         {"llmMaxNumSeqs": 4},
     ],
 )

@@ -77,6 +77,12 @@ def test_an_inf2_replica_takes_one_chip_per_two_neuron_cores():
         ({"llmModelRevision": "../main"}, "'llmModelRevision'"),
         ({"llmServedModelName": "has space"}, "'llmServedModelName'"),
         ({"llmMaxModelLen": 64}, "'llmMaxModelLen' = 64 is invalid"),
+        (
+            {"llmMaxModelLen": 2048},
+            "settings 'llmBenchmarkInputTokens' \\+ 'llmBenchmarkOutputTokens' = 3584 exceed 'llmMaxModelLen' = 2048",
+        ),
+        ({"llmBenchmarkOutputTokens": 1}, "'llmBenchmarkOutputTokens' = 1 is invalid"),
+        ({"llmBenchmarkTimeoutSeconds": 60}, "'llmBenchmarkTimeoutSeconds' = 60 is invalid"),
         ({"alarmTtftP90Ms": 0}, "'alarmTtftP90Ms' = 0.0 is invalid: expected a value of at least 1"),
         ({"alarmTtftP90Ms": "soon"}, "'alarmTtftP90Ms' = 'soon' is invalid: expected a finite number"),
     ],

@@ -129,10 +129,10 @@ def test_the_engine_flags_are_the_config(acc):
 
 
 def test_the_engine_flags_follow_a_changed_config():
-    llm, cfg = configs(llmMaxModelLen=2048, llmMaxNumSeqs=4, llmTensorParallelNvidia=2, llmServedModelName="m-1")
+    llm, cfg = configs(llmMaxModelLen=8192, llmMaxNumSeqs=4, llmTensorParallelNvidia=2, llmServedModelName="m-1")
     for acc in (NEURON, NVIDIA):
         _, flags = engine_flags(serve_args(acc, build(acc, llm, cfg)))
-        assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--served-model-name"]) == ("2048", "4", "m-1")
+        assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--served-model-name"]) == ("8192", "4", "m-1")
     _, flags = engine_flags(serve_args(NVIDIA, build(NVIDIA, llm, cfg)))
     assert flags["--tensor-parallel-size"] == "2"
     _, flags = engine_flags(serve_args(NEURON, build(NEURON, llm, cfg)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from cdk.llm import benchmark_job
 from cdk.serving.routing_controller_workload import LLM_NAME, NAME
 from tests.cdk.conftest import REPO_ROOT, resources_of
 
@@ -42,14 +43,21 @@ def test_only_the_service_port_is_reachable_and_only_from_address_blocks(serving
     policies = {o["metadata"]["name"]: o["spec"] for o in serving_manifests if o["kind"] == "NetworkPolicy"}
     deny = [p for p in policies.values() if p["podSelector"] == {} and "ingress" not in p]
     assert deny and deny[0]["policyTypes"] == ["Ingress"], "no default deny for the namespace"
-    # One allow per workload (the image service's pods, the LLM gateways), each the service port only.
+    # One allow per workload (the image service's pods, the LLM gateways), each the service port only, and for the
+    # LLM gateways one more: from the LLM benchmark's pods (tests/cdk/test_llm_benchmark_job.py).
     allows = [p for p in policies.values() if p.get("ingress")]
-    assert len(allows) == (2 if serving.llm is not None else 1)
+    from_pods = {
+        name for name, p in policies.items() if p.get("ingress") and "podSelector" in p["ingress"][0]["from"][0]
+    }
+    assert from_pods == ({benchmark_job.NETWORK_POLICY_NAME} if serving.llm is not None else set())
     for allow in allows:
         (rule,) = allow["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    allows = [p for name, p in policies.items() if p.get("ingress") and name not in from_pods]
+    assert len(allows) == (2 if serving.llm is not None else 1)
+    for allow in allows:
         # Address blocks only (the load balancer's subnets, tests/cdk/test_serving_network_policy.py): no selector.
-        assert {tuple(peer) for peer in rule["from"]} == {("ipBlock",)}
+        assert {tuple(peer) for peer in allow["ingress"][0]["from"]} == {("ipBlock",)}
     containers = [c for _, spec in _pod_specs(serving_manifests) for c in spec["containers"]]
     ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
     assert ports == {8000}  # vLLM listens on the pod's loopback and declares no port

@@ -40,9 +40,10 @@ ENTRY_MODULES = (
     "model_fetch.__main__",
     "model_fetch.fetch",
     "model_fetch.publish",  # the Neuron compile Job's last step (cdk/llm/compile_job.py)
+    "llm_bench.__main__",  # the LLM benchmark Job (cdk/llm/benchmark_job.py)
 )
 # The image's own packages, whose every source file is scanned for `app...` imports.
-IMAGE_PACKAGES = ("llm_gateway", "model_fetch")
+IMAGE_PACKAGES = ("llm_gateway", "model_fetch", "llm_bench")
 VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
 PYPI = "https://pypi.org/simple"
@@ -141,7 +142,7 @@ def test_build_context_holds_the_gateway_and_exactly_the_copied_app_modules(tmp_
     )
     files = {p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()}
     app_files = {source for source in copies_into_workdir() if source.startswith("app")}
-    own = ("llm_gateway/", "model_fetch/")
+    own = ("llm_gateway/", "model_fetch/", "llm_bench/")
     assert {f for f in files if not f.startswith(own)} == app_files | {LLM_GATEWAY_BUILDSPEC}
     assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
     assert {"model_fetch/__main__.py", "model_fetch/fetch.py"} <= files

@@ -177,8 +177,11 @@ def main(plan_file: str) -> int:
     from moto.server import ThreadedMotoServer
 
     started = time.monotonic()
+    # A pod that calls no AWS API and runs on the host's network (Spec.network) gets no moto: its port is the host's.
+    aws = plan.get("aws", True)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
-    server.start()
+    if aws:
+        server.start()
     report: dict[str, Any] = {"account": ACCOUNT, "seconds": {}}
     api = start_api_server(plan["kube"]) if plan["kube"] else None
     env = dict(plan["env"])
@@ -194,7 +197,8 @@ def main(plan_file: str) -> int:
         env["KUBERNETES_SERVICE_HOST"], port = "127.0.0.1", api.server.server_address[1]
         env["KUBERNETES_SERVICE_PORT"] = env["KUBERNETES_SERVICE_PORT_HTTPS"] = str(port)
     try:
-        seed(plan)
+        if aws:
+            seed(plan)
         report["seconds"]["seeded"] = round(time.monotonic() - started, 1)
         with open(plan["log"], "wb") as log:
             process = subprocess.Popen(plan["argv"], env=env, cwd=plan["cwd"], stdout=log, stderr=subprocess.STDOUT)
@@ -210,7 +214,7 @@ def main(plan_file: str) -> int:
         report["seconds"]["ran"] = round(time.monotonic() - started, 1)
         # Volumes are the sandbox's own tmpfs: what the command left in them is read here, before they go.
         report["files"] = {folder: _files(Path(folder)) for folder in plan.get("list_files", [])}
-        report["s3"] = s3_objects(plan["region"])
+        report["s3"] = s3_objects(plan["region"]) if aws else {}
         failed = Path(plan.get("failed_file", "/nonexistent"))
         if failed.is_file():
             report["failed_commands"] = failed.read_text().split("\n")[:-1]
@@ -227,7 +231,8 @@ def main(plan_file: str) -> int:
             api.__exit__(None, None, None)
         if hub is not None:
             hub.__exit__(None, None, None)
-        server.stop()
+        if aws:
+            server.stop()
     return 0
 
 

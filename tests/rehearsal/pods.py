@@ -123,6 +123,7 @@ class Container:
     service_account_token: bool  # automountServiceAccountToken: the kubelet mounts a token for the API
     readiness: Mapping[str, Any] | None  # the readinessProbe, its named port resolved
     pod_spec: Mapping[str, Any]
+    secrets: tuple[tuple[str, str], ...] = ()  # (Secret name, mount path) of each secret volume it mounts
 
     @property
     def label(self) -> str:
@@ -190,8 +191,11 @@ def containers(manifests: list[dict[str, Any]]) -> list[Container]:
         for init, items in ((True, pod.get("initContainers", [])), (False, pod["containers"])):
             for item in items:
                 security = {**pod_security, **item.get("securityContext", {})}
-                mounts = []
+                mounts, secrets = [], []
                 for mount in item.get("volumeMounts", []):
+                    if "secret" in volumes[mount["name"]]:  # written by whoever runs the pod: the test gives it
+                        secrets.append((volumes[mount["name"]]["secret"]["secretName"], mount["mountPath"]))
+                        continue
                     empty_dir = volumes[mount["name"]].get("emptyDir")
                     if empty_dir is None:
                         raise ValueError(f"{workload}: volume {mount['name']} is not an emptyDir; rehearse it")
@@ -221,6 +225,7 @@ def containers(manifests: list[dict[str, Any]]) -> list[Container]:
                         service_account_token=pod.get("automountServiceAccountToken", True) is not False,
                         readiness=_readiness(item),
                         pod_spec=pod,
+                        secrets=tuple(secrets),
                     )
                 )
     return found

@@ -168,6 +168,7 @@ class Spec:
     volumes: tuple[Volume, ...]  # tmpfs of each size at each path
     binds: tuple[tuple[str, str], ...]  # (host path, sandbox path), read-only
     workdir: str  # a path the sandbox makes its own (not the host's)
+    network: bool = False  # the host's network (a client of a server outside); else only its own loopback
 
 
 def container_spec(container: Container) -> Spec:
@@ -183,6 +184,8 @@ def bwrap_argv(spec: Spec, work: Path, seed_dir: Path) -> list[str]:
     """The bubblewrap command line that runs tests/rehearsal/inside.py in a sandbox made to `spec`."""
     own = {Path(v.mount_path).parts[1] for v in spec.volumes} | {Path(spec.workdir).parts[1]}
     argv = [BWRAP, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    if spec.network:
+        argv.append("--share-net")
     argv += ["--uid", str(spec.uid), "--gid", str(spec.gid), "--hostname", spec.hostname]
     for entry in sorted(Path("/").iterdir()):
         if entry.name in _NOT_BOUND or entry.name in own or not (entry.is_dir() or entry.is_symlink()):

@@ -118,8 +118,18 @@ def environment(container: Container, python: Path) -> dict[str, str]:
 
 
 def rehearse(
-    pod: LlmPod | Store, container: Container, python: Path, tmp_path: Path, plan: dict[str, Any], timeout_s: float
+    pod: LlmPod | Store,
+    container: Container,
+    python: Path,
+    tmp_path: Path,
+    plan: dict[str, Any],
+    timeout_s: float,
+    *,
+    binds: tuple[tuple[str, str], ...] = (),
+    network: bool = False,
 ) -> Outcome:
+    """Run `container` of the gateway image in its sandbox; `binds` are read-only (host, pod) folders besides the
+    image's files (a Secret volume's), `network` puts it on the host's network (a client of a server outside)."""
     assert container.read_only_root
     assert container.image.rsplit(":", 1)[1].startswith(f"{LLM_GATEWAY_IMAGE.kind}-"), container.image
     files = tmp_path / "srv"
@@ -130,8 +140,9 @@ def rehearse(
         gid=container.run_as_group,
         hostname="llm-rehearsal",
         volumes=container.volumes,
-        binds=((str(files), workdir),),
+        binds=((str(files), workdir), *binds),
         workdir=workdir,
+        network=network,
     )
     (tmp_path / "work" / "tmp").mkdir(parents=True, exist_ok=True)
     (tmp_path / "seed").mkdir()
@@ -350,3 +361,47 @@ def test_the_compile_jobs_publish_uploads_the_artifacts_then_the_marker(
         f"{store.artifacts_prefix}{name}": len(body) for name, body in artifacts.items()
     }
     assert keys[marker] > 0
+
+
+def test_a_compile_job_whose_artifacts_are_published_compiles_nothing(stacks, store, image_python, tmp_path):
+    # A renamed Job (its gateway image changed, say) over artifacts already in the store: fetch-weights leaves the
+    # flag instead of the weights, and the compile step stops at it without starting vLLM.
+    job = compile_containers(stacks)
+    fetch, compile_step = job["fetch-weights"], job["compile"]
+    assert store.artifacts_prefix is not None
+    done = [published(store, store.weights_prefix, WEIGHTS), published(store, store.artifacts_prefix, ARTIFACTS)]
+    model_dir = (compile_step.args or ())[0]
+    plan = {"mode": "exit", "compiled": done, "list_files": [lcj.SCRATCH_DIR]}
+    outcome = rehearse(store, fetch, image_python, tmp_path / "fetch", plan, 120)
+    assert outcome.returncode == 0, outcome
+    left = outcome.report["files"][lcj.SCRATCH_DIR]
+    flag = lcj.PUBLISHED_FLAG.removeprefix(f"{lcj.SCRATCH_DIR}/")
+    assert flag in left and not [name for name in left if name.startswith(model_dir.removeprefix("/models/"))]
+
+    def run_compile_step(with_flag: bool, work: Path) -> Outcome:
+        """The compile step's own command (bash, its script, vLLM's flags) on its volumes; no vLLM is installed."""
+        seed = work / "seed"
+        seed.mkdir(parents=True)
+        (work / "tmp").mkdir()
+        copies = []
+        if with_flag:
+            (work / "flag").mkdir()
+            (work / "flag" / flag).write_text(store.artifacts_prefix, encoding="utf-8")
+            copies = [{"from": "/rehearsal/flag", "to": lcj.SCRATCH_DIR}]
+        spec = Spec(compile_step.run_as_user, compile_step.run_as_group, "compile", compile_step.volumes, (), "/srv")
+        step_plan = {
+            "mode": "exit",
+            "aws": False,
+            "region": store.region,
+            "kube": None,
+            "copies": copies,
+            "argv": [*(compile_step.command or ()), *(compile_step.args or ())],
+            "env": {"PATH": "/usr/bin:/bin", **compile_step.env},
+            "cwd": "/",
+        }
+        return run_sandbox(spec, work, seed, step_plan, timeout_s=60)
+
+    skipped = run_compile_step(True, tmp_path / "skipped")
+    assert skipped.returncode == 0 and "nothing to compile" in skipped.log, skipped
+    started = run_compile_step(False, tmp_path / "started")  # without the flag it starts `vllm serve`
+    assert started.returncode == 1 and "vllm serve exited before /health answered" in started.log, started

@@ -41,6 +41,8 @@ LLM_REHEARSED = (
     "Deployment/llm-gpu:gateway",
     "Job/llm-neuron-compile-",
     "CronJob/llm-neuron-compile:",
+    "CronJob/llm-neuron-bench:",  # tests/rehearsal/test_llm_benchmark_job.py
+    "CronJob/llm-gpu-bench:",
 )
 # Not rehearsable here, each with the reason.
 NOT_REHEARSED = {

@@ -1,0 +1,142 @@
+"""`python -m llm_bench.cluster`, the one command that runs the benchmark Job on each accelerator, against a stand-in
+kubectl (tests/support/fake_kubectl.py) holding the CronJobs exactly as the stack builds them: it measures one
+replica, keeps the token out of every command line, leaves nothing behind when a step fails, and writes each
+accelerator's section where asked."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdk.accelerators import NEURON, NVIDIA
+from cdk.llm import benchmark_job
+from llm_bench import cluster
+from tests.cdk.test_llm_workload import GATEWAY_IMAGE, configs
+
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fake_kubectl.py"
+HELD = cluster.PAUSED_REPLICAS
+
+
+def section(name: str) -> str:
+    return f"shape run: ...\n### LLM serving: `m` on {name}\n\n| metric | value |\n|---|---|\n| completed | 16 |\n"
+
+
+@pytest.fixture
+def kube(tmp_path, monkeypatch) -> Path:
+    """The stand-in cluster: both accelerators' benchmark CronJobs with sign-in on, two replicas each."""
+    llm, cfg = configs()
+    state: dict[str, Any] = {
+        "namespace": cfg.namespace,
+        "cronjobs": [
+            benchmark_job.cronjob(acc, llm, cfg, image=GATEWAY_IMAGE, signed_in=True) for acc in (NEURON, NVIDIA)
+        ],
+        "annotations": {},
+        "replicas": 2,
+        "jobs": {},
+        "polls": 2,
+        "outcomes": {"llm-neuron-bench": "Complete", "llm-gpu-bench": "Complete"},
+        "logs": {"llm-neuron-bench": section("neuron"), "llm-gpu-bench": section("nvidia")},
+        "secrets": {},
+        "calls": [],
+    }
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(state))
+    script = tmp_path / "kubectl"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("FAKE_KUBE_STATE", str(path))
+    return path
+
+
+def change(kube: Path, **values: Any) -> None:
+    kube.write_text(json.dumps(json.loads(kube.read_text()) | values))
+
+
+def run(kube: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    issued = (f"token-{n}" for n in itertools.count(1))
+    args = cluster.parse_args(["--namespace", "sd", "--kubectl", str(kube.parent / "kubectl"), *extra])
+    code = cluster.run(args, lambda: next(issued), sleep=lambda _: None)
+    return code, json.loads(kube.read_text())
+
+
+def verbs(state: dict[str, Any]) -> list[str]:
+    return [" ".join(call["argv"][2:4]) for call in state["calls"]]
+
+
+def test_each_accelerator_is_measured_at_one_replica_and_its_section_kept(kube, tmp_path):
+    results = tmp_path / "results.md"
+    code, state = run(kube, "--results-file", str(results))
+    assert code == 0
+    text = results.read_text()
+    assert "<!-- bench:llm cluster llm-neuron -->" in text and "on neuron" in text
+    assert "<!-- bench:llm cluster llm-gpu -->" in text and "on nvidia" in text
+    order = verbs(state)
+    # Held at one before any Job starts; released after.
+    first_job = order.index("create job")
+    holds = [i for i, call in enumerate(state["calls"]) if call["argv"][-1] == "--overwrite"]
+    assert len(holds) == 2 and max(holds) < first_job
+    assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}}
+    assert {job["cronjob"] for job in state["jobs"].values()} == {"llm-neuron-bench", "llm-gpu-bench"}
+
+
+def test_the_token_goes_through_standard_input_only_and_is_gone_afterwards(kube):
+    code, state = run(kube)
+    assert code == 0
+    assert not [c for c in state["calls"] if any("token-1" in word for word in c["argv"])]
+    (applied,) = [c for c in state["calls"] if c["argv"][2] == "apply"]
+    assert json.loads(applied["stdin"])["stringData"] == {"token": "token-1"}
+    assert state["secrets"] == {}  # deleted at the end
+
+
+def test_a_failed_job_fails_the_command_and_still_releases_everything(kube, capsys):
+    change(kube, outcomes={"llm-neuron-bench": "Failed", "llm-gpu-bench": "Complete"})
+    code, state = run(kube)
+    assert code == 1
+    assert "llm-neuron-bench" in capsys.readouterr().err
+    assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}} and state["secrets"] == {}
+
+
+def test_a_deployment_that_does_not_settle_at_one_stops_before_any_job(kube, capsys):
+    change(kube, stuck=True)
+    code, state = run(kube, "--ready-timeout-s", "0")
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "did not settle at one ready replica" in err and "kubectl -n sd describe deployment" in err
+    assert "create job" not in verbs(state)
+    assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}} and state["secrets"] == {}
+
+
+def test_one_accelerator_can_be_chosen(kube):
+    code, state = run(kube, "--accelerator", "gpu")
+    assert code == 0
+    assert {job["cronjob"] for job in state["jobs"].values()} == {"llm-gpu-bench"}
+    assert "llm-neuron" not in state["annotations"]
+
+
+def test_a_long_run_renews_the_token(kube, monkeypatch):
+    monkeypatch.setattr(cluster, "TOKEN_RENEW_S", -1)  # every poll counts as past the renewal
+    change(kube, polls=4)
+    code, state = run(kube)
+    assert code == 0
+    applied = [json.loads(c["stdin"])["stringData"]["token"] for c in state["calls"] if c["argv"][2] == "apply"]
+    assert applied[:2] == ["token-1", "token-2"] and len(applied) >= 2
+
+
+def test_without_a_benchmark_in_the_namespace_it_says_how_to_get_one(kube, capsys):
+    change(kube, cronjobs=[])
+    code, state = run(kube)
+    assert code == 1
+    assert "deploy with llmEnabled=true" in capsys.readouterr().err
+    assert state["annotations"] == {}
+
+
+def test_without_kubectl_it_says_so(tmp_path, capsys):
+    args = cluster.parse_args(["--kubectl", str(tmp_path / "no-such-kubectl")])
+    assert cluster.run(args, lambda: "unused", sleep=lambda _: None) == 1
+    assert "is not installed or not on PATH" in capsys.readouterr().err
