@@ -5,15 +5,18 @@ benchmark Job on every accelerator of a deployed stack, in one command, from the
         [--results-file docs/benchmarks.md]
 
 For each accelerator's benchmark CronJob (cdk/llm/benchmark_job.py) it
-1. holds the LLM Deployment at one replica: KEDA's `autoscaling.keda.sh/paused-replicas: "1"` on its
-   ScaledObject (kedacore/keda@v2.20.1 apis/keda/v1alpha1/scaledobject_types.go, PausedReplicasAnnotation),
-   so the figures are one replica's, and waits until exactly one pod is ready;
-2. with sign-in on, takes a client-credentials token of the stack's `ApiClientId` app client with your AWS
+1. with sign-in on, takes a client-credentials token of the stack's `ApiClientId` app client with your AWS
    credentials (as docs/serving.md does by hand) and writes it to the Secret the Job mounts, through kubectl's
-   standard input (never its arguments); it renews it while the Jobs run;
+   standard input (never its arguments), by server-side apply (no copy in an annotation); it renews it every
+   TOKEN_RENEW_S until the end;
+2. holds the LLM Deployment at one replica: KEDA's `autoscaling.keda.sh/paused-replicas: "1"` on its
+   ScaledObject (kedacore/keda@v2.20.1 apis/keda/v1alpha1/scaledobject_types.go, PausedReplicasAnnotation:
+   KEDA removes the HPA and sets the replicas itself), never over a pause already there, so the figures are one
+   replica's, and waits until KEDA has taken it and exactly one pod is ready;
 3. creates a Job from the CronJob, waits for it, and prints its log; the benchmark's section goes to
    --results-file when given.
-Whatever happens, it then lifts the hold (KEDA scales on its metrics again) and deletes the token's Secret.
+Whatever happens, it then deletes the Jobs that did not finish, lifts the hold (KEDA scales on its metrics
+again) and deletes the token's Secret, and names what it could not undo with the command that does.
 
 It needs kubectl set up for the cluster (the `UpdateKubeconfigCommand` output) and AWS credentials that may read
 the stack's outputs and describe its user pool client.
@@ -22,6 +25,7 @@ the stack's outputs and describe its user pool client.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import subprocess
 import sys
@@ -36,9 +40,12 @@ from llm_bench.job import CONTAINER, CRONJOB_SUFFIX, NAME_LABEL, TOKEN_FLAG, TOK
 
 BENCH_SELECTOR = ",".join(f"{key}={value}" for key, value in NAME_LABEL.items())
 PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"
+FIELD_MANAGER = "llm-bench"
 SECTION_START = "### LLM serving:"  # where llm_bench's section begins in its output
 POLL_S = 15
 TOKEN_RENEW_S = 40 * 60  # Cognito's access tokens here last an hour (cdk/serving/sign_in.py)
+KUBECTL_TIMEOUT_S = 120
+POLL_FAILURES_TOLERATED = 4  # consecutive failed looks at a Job (a network blip, a credential refresh)
 
 
 class Failure(Exception):
@@ -56,16 +63,24 @@ class Kubectl:
         """Run kubectl; its output, or a Failure with its error."""
         command = [self.binary, "--namespace", self.namespace, *args]
         try:
-            result = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False, timeout=120)
+            result = subprocess.run(
+                command, input=stdin, capture_output=True, text=True, check=False, timeout=KUBECTL_TIMEOUT_S
+            )
         except FileNotFoundError as exc:
             raise Failure(f"{self.binary} is not installed or not on PATH") from exc
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            raise Failure(f"kubectl {' '.join(args[:3])} did not finish: {exc}") from exc
         if result.returncode != 0:
             raise Failure(f"kubectl {' '.join(args[:3])} failed: {result.stderr.strip() or result.stdout.strip()}")
         return result.stdout
 
     def get(self, *args: str) -> dict[str, Any]:
         """`kubectl get ... -o json`, parsed."""
-        return json.loads(self.run("get", *args, "--output", "json"))
+        out = self.run("get", *args, "--output", "json")
+        try:
+            return dict(json.loads(out))
+        except ValueError as exc:
+            raise Failure(f"kubectl get {' '.join(args[:2])} did not answer JSON: {out[:200]!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -130,47 +145,86 @@ def client_credentials_token(outputs: dict[str, str], region: str | None) -> str
     return str(response.json()["access_token"])
 
 
-def put_token(kubectl: Kubectl, token: str) -> None:
-    """Create or replace the token's Secret, the token on kubectl's standard input."""
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": TOKEN_SECRET, "labels": dict(NAME_LABEL)},
-        "type": "Opaque",
-        "stringData": {TOKEN_KEY: token},
-    }
-    kubectl.run("apply", "--filename", "-", stdin=json.dumps(secret))
+@dataclass
+class TokenSecret:
+    """The Secret the Jobs read their token from: written through kubectl's standard input and renewed before the
+    token runs out (`clean_up` deletes it)."""
+
+    kubectl: Kubectl
+    source: Callable[[], str]
+    written_at: float | None = None
+
+    def put(self) -> None:
+        """Create or replace it. Server-side apply: a client-side apply would keep a copy of the token in the
+        object's last-applied-configuration annotation."""
+        token = base64.b64encode(self.source().encode()).decode()
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": TOKEN_SECRET, "labels": dict(NAME_LABEL)},
+            "type": "Opaque",
+            "data": {TOKEN_KEY: token},
+        }
+        self.kubectl.run(
+            "apply", "--server-side", "--field-manager", FIELD_MANAGER, "--filename", "-", stdin=json.dumps(secret)
+        )
+        self.written_at = time.monotonic()
+
+    def renew_if_due(self) -> None:
+        """A fresh token once the last is TOKEN_RENEW_S old."""
+        if self.written_at is not None and time.monotonic() - self.written_at > TOKEN_RENEW_S:
+            self.put()
 
 
 def hold_one_replica(kubectl: Kubectl, bench: Bench) -> None:
-    """Pause the Deployment's autoscaling at one replica."""
-    kubectl.run("annotate", "scaledobject", bench.deployment, f"{PAUSED_REPLICAS}=1", "--overwrite")
-
-
-def release(kubectl: Kubectl, bench: Bench) -> str | None:
-    """Lift the hold; what went wrong, if anything (cleanup goes on regardless)."""
-    try:
-        kubectl.run("annotate", "scaledobject", bench.deployment, f"{PAUSED_REPLICAS}-")
-    except Failure as exc:
-        return f"{exc}; lift it by hand: kubectl -n {kubectl.namespace} annotate scaledobject {bench.deployment} " + (
-            f"{PAUSED_REPLICAS}-"
+    """Pause the Deployment's autoscaling at one replica; never over a pause someone else set."""
+    annotations = kubectl.get("scaledobject", bench.deployment).get("metadata", {}).get("annotations") or {}
+    if PAUSED_REPLICAS in annotations:
+        raise Failure(
+            f"scaledobject/{bench.deployment} is already paused ({PAUSED_REPLICAS}={annotations[PAUSED_REPLICAS]}), "
+            "by someone else or a run that was killed; lift it when it is yours: "
+            f"kubectl -n {kubectl.namespace} annotate scaledobject {bench.deployment} {PAUSED_REPLICAS}-"
         )
-    return None
+    kubectl.run("annotate", "scaledobject", bench.deployment, f"{PAUSED_REPLICAS}=1")
 
 
-def wait_one_ready(kubectl: Kubectl, bench: Bench, timeout_s: float, sleep: Callable[[float], None]) -> None:
-    """Until the Deployment has exactly one pod, and it is ready."""
+def clean_up(
+    kubectl: Kubectl, unfinished: Sequence[str], held: Sequence[Bench], secret: TokenSecret | None
+) -> list[str]:
+    """Stop the Jobs that did not finish (their figures would be of an autoscaled Deployment once the hold is
+    lifted), lift the holds, delete the token; each step whatever the others did. What failed, with its command."""
+    commands = [("delete", "job", name, "--ignore-not-found") for name in unfinished]
+    commands += [("annotate", "scaledobject", bench.deployment, f"{PAUSED_REPLICAS}-") for bench in held]
+    if secret is not None:
+        commands.append(("delete", "secret", TOKEN_SECRET, "--ignore-not-found"))
+    problems = []
+    for command in commands:
+        try:
+            kubectl.run(*command)
+        except Failure as exc:
+            problems.append(f"{exc}; do it by hand: kubectl -n {kubectl.namespace} {' '.join(command)}")
+    return problems
+
+
+def wait_one_ready(
+    kubectl: Kubectl, bench: Bench, timeout_s: float, sleep: Callable[[float], None], tick: Callable[[], None]
+) -> None:
+    """Until KEDA has taken the pause (its HPA gone, status.pausedReplicaCount 1: kedacore/keda@v2.20.1
+    apis/keda/v1alpha1/scaledobject_types.go) and the Deployment has exactly one pod, ready. `tick` runs at
+    every look (the token's renewal)."""
     deadline = time.monotonic() + timeout_s
     while True:
+        paused = kubectl.get("scaledobject", bench.deployment).get("status", {}).get("pausedReplicaCount")
         status = kubectl.get("deployment", bench.deployment).get("status", {})
-        if status.get("replicas") == 1 and status.get("readyReplicas") == 1:
+        if paused == 1 and status.get("replicas") == 1 and status.get("readyReplicas") == 1:
             return
         if time.monotonic() > deadline:
             raise Failure(
-                f"{bench.deployment} did not settle at one ready replica in {timeout_s:.0f} s "
-                f"(replicas {status.get('replicas')}, ready {status.get('readyReplicas', 0)}): "
-                f"kubectl -n {kubectl.namespace} describe deployment {bench.deployment}"
+                f"{bench.deployment} did not settle at one ready replica in {timeout_s:.0f} s (KEDA's paused "
+                f"replicas {paused}, replicas {status.get('replicas')}, ready {status.get('readyReplicas', 0)}): "
+                f"kubectl -n {kubectl.namespace} describe scaledobject,deployment {bench.deployment}"
             )
+        tick()
         sleep(POLL_S)
 
 
@@ -185,29 +239,33 @@ def job_outcome(job: dict[str, Any]) -> str | None:
 
 def wait_jobs(
     kubectl: Kubectl,
-    jobs: dict[str, Bench],
+    jobs: Sequence[str],
+    outcomes: dict[str, str],
     timeout_s: float,
-    renew: Callable[[], None] | None,
     sleep: Callable[[float], None],
-) -> dict[str, str]:
-    """Each Job's outcome, renewing the token every TOKEN_RENEW_S while any runs."""
-    outcomes: dict[str, str] = {}
+    tick: Callable[[], None],
+) -> None:
+    """Fill `outcomes` with each Job's; `tick` runs at every round (the token's renewal). A few failed looks in a
+    row are waited out; more stop the run."""
     deadline = time.monotonic() + timeout_s
-    renewed = time.monotonic()
+    failures = 0
     while len(outcomes) < len(jobs):
-        for name in jobs:
-            if name not in outcomes and (outcome := job_outcome(kubectl.get("job", name))) is not None:
-                outcomes[name] = outcome
-                print(f"{name}: {outcome}", file=sys.stderr)
+        try:
+            for name in jobs:
+                if name not in outcomes and (outcome := job_outcome(kubectl.get("job", name))) is not None:
+                    outcomes[name] = outcome
+                    print(f"{name}: {outcome}", file=sys.stderr)
+            failures = 0
+        except Failure:
+            failures += 1
+            if failures > POLL_FAILURES_TOLERATED:
+                raise
         if len(outcomes) == len(jobs):
-            break
+            return
         if time.monotonic() > deadline:
             raise Failure(f"the benchmark Jobs did not finish in {timeout_s:.0f} s: kubectl get jobs,pods")
-        if renew is not None and time.monotonic() - renewed > TOKEN_RENEW_S:
-            renew()
-            renewed = time.monotonic()
+        tick()
         sleep(POLL_S)
-    return outcomes
 
 
 def section_of(log: str) -> str | None:
@@ -259,38 +317,34 @@ def run(
     except Failure as exc:
         print(f"llm_bench.cluster: {exc}", file=sys.stderr)
         return 1
-    signed_in = any(b.signed_in for b in chosen)
+    secret = TokenSecret(kubectl, token_source) if any(b.signed_in for b in chosen) else None
+    tick = secret.renew_if_due if secret is not None else (lambda: None)
     held: list[Bench] = []
+    started: dict[str, Bench] = {}
+    outcomes: dict[str, str] = {}
     problems: list[str] = []
     try:
-        if signed_in:
-            put_token(kubectl, token_source())
+        if secret is not None:
+            secret.put()
         for bench in chosen:
             hold_one_replica(kubectl, bench)
             held.append(bench)
         for bench in chosen:
             print(f"waiting for one ready {bench.deployment} replica", file=sys.stderr)
-            wait_one_ready(kubectl, bench, args.ready_timeout_s, sleep)
+            wait_one_ready(kubectl, bench, args.ready_timeout_s, sleep, tick)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        jobs = {f"{b.cronjob}-{stamp}": b for b in chosen}
-        for name, bench in jobs.items():
+        for bench in chosen:
+            name = f"{bench.cronjob}-{stamp}"
             kubectl.run("create", "job", name, f"--from=cronjob/{bench.cronjob}")
+            started[name] = bench
             print(f"started job/{name}", file=sys.stderr)
-        renew = (lambda: put_token(kubectl, token_source())) if signed_in else None
-        outcomes = wait_jobs(kubectl, jobs, args.timeout_s, renew, sleep)
-        for name, bench in jobs.items():
+        wait_jobs(kubectl, list(started), outcomes, args.timeout_s, sleep, tick)
+        for name, bench in started.items():
             problems += collect(kubectl, name, outcomes[name], bench, args.results_file)
     except Failure as exc:
         problems.append(str(exc))
     finally:
-        for bench in held:
-            if (problem := release(kubectl, bench)) is not None:
-                problems.append(problem)
-        if signed_in:
-            try:
-                kubectl.run("delete", "secret", TOKEN_SECRET, "--ignore-not-found")
-            except Failure as exc:
-                problems.append(f"{exc}; delete it by hand: kubectl -n {args.namespace} delete secret {TOKEN_SECRET}")
+        problems += clean_up(kubectl, [n for n in started if n not in outcomes], held, secret)
     for problem in problems:
         print(f"llm_bench.cluster: {problem}", file=sys.stderr)
     return 1 if problems else 0

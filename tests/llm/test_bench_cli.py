@@ -40,23 +40,28 @@ def test_a_missing_or_empty_token_file_is_named(tmp_path):
         TokenFile(tmp_path / "empty").token()
 
 
-def sweep_row(concurrency: int, tokens_per_s: float, goodput: float, cost: float) -> list[object]:
+def sweep_row(concurrency: int, tokens_per_s: float, per_min: float, goodput: float, cost: float) -> list[object]:
     # concurrency, completed, failed, 4 latencies, output tok/s, requests/min, goodput req/min, USD / M tokens
-    return [concurrency, 8, 0, 1.0, 2.0, 3.0, 4.0, tokens_per_s, goodput + 1, goodput, cost]
+    return [concurrency, 8, 0, 1.0, 2.0, 3.0, 4.0, tokens_per_s, per_min, goodput, cost]
 
 
-def test_the_best_goodput_is_the_figure_for_the_routing_setting():
+def test_the_figure_for_the_routing_setting_is_the_best_point_where_nine_in_ten_meet_the_slo():
     args = argparse.Namespace(per_replica_setting="llmRequestsPerMinuteNeuron", price_per_hour=0.76)
-    rows = [sweep_row(1, 100.0, 20.0, 2.11), sweep_row(4, 380.0, 70.5, 0.56), sweep_row(8, 600.0, 40.0, 0.35)]
+    rows = [
+        sweep_row(1, 100.0, 20.0, 20.0, 2.11),
+        sweep_row(4, 380.0, 72.0, 70.5, 0.56),
+        # More goodput, but only 6 in 10 within the SLO: the TTFT p90 alarm would fire here.
+        sweep_row(8, 600.0, 130.0, 78.0, 0.35),
+    ]
     line = bench.at_the_slo(args, rows)
-    assert "70.5 requests/min within it (`llmRequestsPerMinuteNeuron`), at concurrency 4" in line
+    assert "70.5 requests/min within it (`llmRequestsPerMinuteNeuron`), at concurrency 4, 98% of requests" in line
     assert "380.0 output tok/s, USD 0.56 per million output tokens at USD 0.76/h" in line
 
 
 def test_no_point_within_the_slo_says_so():
     args = argparse.Namespace(per_replica_setting=None, price_per_hour=None)
-    line = bench.at_the_slo(args, [sweep_row(1, 10.0, 0.0, math.nan), sweep_row(2, 20.0, math.nan, math.nan)])
-    assert line == "**At the SLO:** no sweep point had a request within the SLO."
+    rows = [sweep_row(1, 10.0, 5.0, 0.0, math.nan), sweep_row(2, 20.0, 9.0, math.nan, math.nan)]
+    assert bench.at_the_slo(args, rows) == "**At the SLO:** no sweep point had 90% of its requests within the SLO."
 
 
 def test_cost_per_million_output_tokens():
@@ -96,4 +101,12 @@ def test_a_refusing_gateway_stops_the_run_in_one_line_with_its_message(tmp_path,
         code = bench.main([f"--gateway-url={gw.url}", f"--token-file={token}", "--model=m", "--sweep="])
     assert code == 1
     (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
-    assert line.startswith("llm_bench: POST ") and "/v1/completions answered 401: " in line
+    assert line.startswith("llm_bench: GET ") and "/v1/models answered 401: " in line
+
+
+def test_a_gateway_that_never_answers_is_waited_for_then_named(capsys):
+    # Nothing listens on port 9: the start-up wait (--wait-s) gives up and says on what.
+    code = bench.main(["--gateway-url=http://127.0.0.1:9", "--model=m", "--sweep=", "--wait-s=0"])
+    assert code == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("llm_bench: RuntimeError: http://127.0.0.1:9 did not answer within 0 s: ConnectError")

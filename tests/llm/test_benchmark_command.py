@@ -5,6 +5,7 @@ accelerator's section where asked."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import stat
@@ -79,7 +80,7 @@ def test_each_accelerator_is_measured_at_one_replica_and_its_section_kept(kube, 
     order = verbs(state)
     # Held at one before any Job starts; released after.
     first_job = order.index("create job")
-    holds = [i for i, call in enumerate(state["calls"]) if call["argv"][-1] == "--overwrite"]
+    holds = [i for i, call in enumerate(state["calls"]) if call["argv"][-1] == f"{HELD}=1"]
     assert len(holds) == 2 and max(holds) < first_job
     assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}}
     assert {job["cronjob"] for job in state["jobs"].values()} == {"llm-neuron-bench", "llm-gpu-bench"}
@@ -90,7 +91,8 @@ def test_the_token_goes_through_standard_input_only_and_is_gone_afterwards(kube)
     assert code == 0
     assert not [c for c in state["calls"] if any("token-1" in word for word in c["argv"])]
     (applied,) = [c for c in state["calls"] if c["argv"][2] == "apply"]
-    assert json.loads(applied["stdin"])["stringData"] == {"token": "token-1"}
+    assert "--server-side" in applied["argv"]  # no copy of the token in a last-applied annotation
+    assert json.loads(applied["stdin"])["data"] == {"token": base64.b64encode(b"token-1").decode()}
     assert state["secrets"] == {}  # deleted at the end
 
 
@@ -107,7 +109,8 @@ def test_a_deployment_that_does_not_settle_at_one_stops_before_any_job(kube, cap
     code, state = run(kube, "--ready-timeout-s", "0")
     assert code == 1
     err = capsys.readouterr().err
-    assert "did not settle at one ready replica" in err and "kubectl -n sd describe deployment" in err
+    assert "did not settle at one ready replica" in err
+    assert "kubectl -n sd describe scaledobject,deployment" in err
     assert "create job" not in verbs(state)
     assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}} and state["secrets"] == {}
 
@@ -124,8 +127,36 @@ def test_a_long_run_renews_the_token(kube, monkeypatch):
     change(kube, polls=4)
     code, state = run(kube)
     assert code == 0
-    applied = [json.loads(c["stdin"])["stringData"]["token"] for c in state["calls"] if c["argv"][2] == "apply"]
-    assert applied[:2] == ["token-1", "token-2"] and len(applied) >= 2
+    applied = [c for c in state["calls"] if c["argv"][2] == "apply"]
+    tokens = [base64.b64decode(json.loads(c["stdin"])["data"]["token"]).decode() for c in applied]
+    assert tokens[:2] == ["token-1", "token-2"]
+
+
+def test_a_few_failed_looks_at_the_jobs_are_waited_out(kube):
+    change(kube, flaky_gets=3)
+    code, state = run(kube)
+    assert code == 0 and state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}}
+
+
+def test_an_abandoned_run_stops_its_jobs_before_lifting_the_hold(kube, capsys):
+    change(kube, polls=100)  # the Jobs do not finish within the command's own timeout
+    code, state = run(kube, "--timeout-s", "0")
+    assert code == 1 and "did not finish" in capsys.readouterr().err
+    assert len(state["deleted_jobs"]) == 2 and state["jobs"] == {}
+    order = verbs(state)
+    last_delete = max(i for i, verb in enumerate(order) if verb == "delete job")
+    first_release = order.index("annotate scaledobject", order.index("create job"))
+    assert last_delete < first_release
+    assert state["annotations"] == {"llm-neuron": {}, "llm-gpu": {}} and state["secrets"] == {}
+
+
+def test_a_pause_someone_else_set_is_left_alone(kube, capsys):
+    change(kube, annotations={"llm-gpu": {HELD: "0"}})
+    code, state = run(kube)
+    assert code == 1
+    assert "scaledobject/llm-gpu is already paused (autoscaling.keda.sh/paused-replicas=0)" in capsys.readouterr().err
+    assert state["annotations"]["llm-gpu"] == {HELD: "0"}  # neither overwritten nor lifted
+    assert state["annotations"].get("llm-neuron") == {} and state["jobs"] == {}
 
 
 def test_without_a_benchmark_in_the_namespace_it_says_how_to_get_one(kube, capsys):

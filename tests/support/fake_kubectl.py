@@ -2,13 +2,15 @@
 benchmark command uses, answering as kubectl does (JSON for `get -o json`, an error and exit 1 for a missing
 object), and recording every call with its standard input.
 
-The cluster: CronJobs (as the stack applies them), ScaledObjects' annotations, each Deployment's replicas (one
-when its ScaledObject is paused at one, else `replicas`), Jobs that finish after `polls` looks with the outcome
-the state names for their CronJob, and their logs.
+The cluster: CronJobs (as the stack applies them), ScaledObjects' annotations (KEDA takes a pause at once:
+status.pausedReplicaCount), each Deployment's replicas (one when its ScaledObject is paused at one, unless
+`stuck`, else `replicas`), Jobs that finish after `polls` looks with the outcome the state names for their
+CronJob (the first `flaky_gets` looks at a Job fail, as on a network blip), their logs, and Secrets.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -26,6 +28,9 @@ def main(argv: list[str]) -> int:
     except LookupError as exc:
         print(f"Error from server (NotFound): {exc} not found", file=sys.stderr)
         return 1
+    except (ConnectionError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         path.write_text(json.dumps(state))
     print(out)
@@ -37,12 +42,20 @@ def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
     verb, *rest = argv[2:]
     if verb == "get" and rest[0] == "cronjobs":
         return json.dumps({"items": state["cronjobs"]})
+    if verb == "get" and rest[0] == "scaledobject":
+        notes = state["annotations"].get(rest[1], {})
+        paused = notes.get("autoscaling.keda.sh/paused-replicas")
+        status = {"pausedReplicaCount": int(paused)} if paused else {}
+        return json.dumps({"metadata": {"name": rest[1], "annotations": notes}, "status": status})
     if verb == "get" and rest[0] == "deployment":
         name = rest[1]
         held = state["annotations"].get(name, {}).get("autoscaling.keda.sh/paused-replicas") == "1"
         replicas = 1 if held and not state.get("stuck") else state["replicas"]
         return json.dumps({"status": {"replicas": replicas, "readyReplicas": replicas}})
     if verb == "get" and rest[0] == "job":
+        if state.get("flaky_gets", 0) > 0:
+            state["flaky_gets"] -= 1
+            raise ConnectionError("Unable to connect to the server: net/http: TLS handshake timeout")
         job = state["jobs"].get(rest[1])
         if job is None:
             raise LookupError(f'jobs.batch "{rest[1]}"')
@@ -59,12 +72,16 @@ def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
             notes.pop(change[:-1], None)
         else:
             key, value = change.split("=", 1)
+            if key in notes and "--overwrite" not in rest:
+                raise ValueError(f"'{key}' already has a value ({notes[key]}), and --overwrite is false")
             notes[key] = value
         return f"scaledobject.keda.sh/{name} annotated"
     if verb == "apply":
+        assert "--server-side" in rest, "a client-side apply keeps the whole object in an annotation"
         secret = json.loads(stdin or "{}")
-        state["secrets"][secret["metadata"]["name"]] = secret["stringData"]
-        return "secret/configured"
+        data = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+        state["secrets"][secret["metadata"]["name"]] = data
+        return "secret/llm-bench-token serverside-applied"
     if verb == "create" and rest[0] == "job":
         name, source = rest[1], rest[2].removeprefix("--from=cronjob/")
         state["jobs"][name] = {"cronjob": source, "looks": 0}
@@ -75,6 +92,10 @@ def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
     if verb == "delete" and rest[0] == "secret":
         state["secrets"].pop(rest[1], None)
         return "secret deleted"
+    if verb == "delete" and rest[0] == "job":
+        state["jobs"].pop(rest[1], None)
+        state.setdefault("deleted_jobs", []).append(rest[1])
+        return "job deleted"
     raise AssertionError(f"the fake does not know: kubectl {' '.join(argv)}")
 
 
