@@ -10,18 +10,24 @@ import itertools
 import json
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
+import jwt
 import pytest
+from moto.server import ThreadedMotoServer
 
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.llm import benchmark_job
 from llm_bench import cluster
 from tests.cdk.test_llm_workload import GATEWAY_IMAGE, configs
+from tests.support.fake_user_pool import FakeUserPool
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fake_kubectl.py"
 HELD = cluster.PAUSED_REPLICAS
+REGION = "us-east-1"
 
 
 def section(name: str) -> str:
@@ -171,3 +177,47 @@ def test_without_kubectl_it_says_so(tmp_path, capsys):
     args = cluster.parse_args(["--kubectl", str(tmp_path / "no-such-kubectl")])
     assert cluster.run(args, lambda: "unused", sleep=lambda _: None) == 1
     assert "is not installed or not on PATH" in capsys.readouterr().err
+
+
+@pytest.fixture
+def aws(monkeypatch) -> Iterator[str]:
+    """A moto server as the AWS the command's boto3 clients reach (AWS_ENDPOINT_URL), with test credentials."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    yield REGION
+    server.stop()
+
+
+def test_the_token_is_the_programs_clients_from_the_stacks_outputs(aws):
+    # The outputs the serving stack writes, the client's secret in Cognito (moto), the token endpoint a stand-in
+    # speaking the client-credentials grant (HTTP Basic, the scope): the same calls docs/serving.md makes by hand.
+    cognito = boto3.client("cognito-idp", region_name=aws)
+    pool_id = cognito.create_user_pool(PoolName="users")["UserPool"]["Id"]
+    client = cognito.create_user_pool_client(UserPoolId=pool_id, ClientName="Programs", GenerateSecret=True)
+    client_id, secret = client["UserPoolClient"]["ClientId"], client["UserPoolClient"]["ClientSecret"]
+    pool = FakeUserPool(api_client_id=client_id, api_client_secret=secret)
+    with pool.serving():
+        outputs = {
+            "UserPoolId": pool_id,
+            "ApiClientId": client_id,
+            "TokenUrl": f"{pool.url}/oauth2/token",
+            "ApiScope": "sd-api/generate",
+        }
+        token = cluster.client_credentials_token(outputs, aws)
+        claims = jwt.decode(token, options={"verify_signature": False})
+        assert claims["client_id"] == client_id and claims["token_use"] == "access"
+        # The endpoint refuses a client whose secret does not match: the command says what it answered.
+        pool.api_client_secret = "rotated"
+        with pytest.raises(cluster.Failure, match=r"the token endpoint answered 400: .*invalid_client"):
+            cluster.client_credentials_token(outputs, aws)
+    # A stack without sign-in has none of those outputs: the command says so.
+    with pytest.raises(cluster.Failure, match="the stack has no output UserPoolId, ApiClientId, TokenUrl"):
+        cluster.client_credentials_token({"ApiScope": "sd-api/generate"}, aws)

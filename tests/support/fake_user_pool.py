@@ -1,6 +1,7 @@
 """A stand-in for a Cognito user pool on a loopback port: its own RSA key, the JWKS at
 <issuer>/.well-known/jwks.json, /oauth2/authorize (signs the browser in at once) and /oauth2/token
-(authorization-code grant with PKCE), so the service's sign-in runs against real HTTP."""
+(authorization-code grant with PKCE; client-credentials grant for the programs' client), so the service's
+sign-in runs against real HTTP."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from urllib.parse import urlencode
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi import FastAPI, Form
+from fastapi import FastAPI, Form, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 
 UI_CLIENT, API_CLIENT = "ui-client-1", "api-client-2"
@@ -36,6 +37,8 @@ class FakeUserPool:
     key: rsa.RSAPrivateKey = field(default_factory=new_key)
     kid: str = "key-1"
     challenges: dict[str, str] = field(default_factory=dict)  # code -> PKCE challenge it was issued for
+    api_client_id: str = API_CLIENT  # the programs' client
+    api_client_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
 
     @contextmanager
     def serving(self) -> Iterator[FakeUserPool]:
@@ -99,8 +102,22 @@ class FakeUserPool:
 
         @pool.post("/oauth2/token")
         def token(
-            grant_type: str = Form(), client_id: str = Form(), code: str = Form(), code_verifier: str = Form()
+            request: Request,
+            grant_type: str = Form(),
+            client_id: str | None = Form(None),
+            code: str | None = Form(None),
+            code_verifier: str | None = Form(None),
+            scope: str | None = Form(None),
         ) -> JSONResponse:
+            if grant_type == "client_credentials":  # a program: its id and secret as HTTP Basic, the scope asked
+                scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+                basic = base64.b64decode(encoded).decode() if scheme.lower() == "basic" else ":"
+                if basic != f"{self.api_client_id}:{self.api_client_secret}" or scope != "sd-api/generate":
+                    return JSONResponse({"error": "invalid_client"}, status_code=400)
+                access = self.token(client_id=self.api_client_id)
+                return JSONResponse({"access_token": access, "expires_in": 3600, "token_type": "Bearer"})
+            if client_id is None or code is None or code_verifier is None:
+                return JSONResponse({"error": "invalid_request"}, status_code=400)
             digest = hashlib.sha256(code_verifier.encode()).digest()
             challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
             if grant_type != "authorization_code" or self.challenges.pop(code, None) != challenge:
