@@ -70,8 +70,9 @@ class Kubectl:
             raise Failure(f"{self.binary} is not installed or not on PATH") from exc
         except (subprocess.TimeoutExpired, OSError) as exc:
             raise Failure(f"kubectl {' '.join(args[:3])} did not finish: {exc}") from exc
-        if result.returncode != 0:
-            raise Failure(f"kubectl {' '.join(args[:3])} failed: {result.stderr.strip() or result.stdout.strip()}")
+        if result.returncode != 0:  # kubectl's last line says what went wrong; client-go's log lines precede it
+            said = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            raise Failure(f"kubectl {' '.join(args[:3])} failed: {said[-1] if said else f'exit {result.returncode}'}")
         return result.stdout
 
     def get(self, *args: str) -> dict[str, Any]:

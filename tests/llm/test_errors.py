@@ -108,7 +108,10 @@ def test_over_the_concurrency_bound_is_a_429_with_retry_after(engine_url, tmp_pa
             assert caught.value.response.headers["retry-after"] == "3"
             assert error_of(caught.value)["code"] == 429
         records = gateway.wait_record(2)
-        assert sorted(record["outcome"] for record in records) == ["client_gone", "refused"]
+        (first,) = [r["outcome"] for r in records if r["outcome"] != "refused"]
+        # The first left after one event: "client_gone", or "completed" when a fast engine had already made the
+        # whole answer and the gateway had handed it all to the socket before the client closed it.
+        assert len(records) == 2 and first in ("client_gone", "completed"), records
 
 
 def test_engine_down_is_a_503_and_not_ready(tmp_path):
