@@ -27,15 +27,16 @@ from cdk.retention import RETAINED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDSPEC = "buildspecs/image.yml"
-# The Dockerfile builds with the repository root as context but needs only these paths.
+# The Dockerfile builds with the repository root as context but needs only app/ (its locks are under
+# app/requirements/) and its buildspec: a change anywhere else (the tests' or the CDK's requirements, the other
+# images' buildspecs) leaves the image's tag, and so the image, as it is.
 SOURCE_EXCLUDES = [
     "*",
     ".*",  # "*" does not match dot-files (.git, caches)
     "!app",
     "!app/**",
-    "!requirements*.txt",
     "!buildspecs",
-    "!buildspecs/**",
+    f"!{BUILDSPEC}",
     "**/__pycache__",
     "**/*.pyc",
 ]

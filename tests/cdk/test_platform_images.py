@@ -120,17 +120,11 @@ def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
     FileSystem.copy_directory(
         str(REPO_ROOT), str(copied), CopyOptions(exclude=SOURCE_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
     )
-    top = {p.name for p in copied.iterdir()}
-    assert top <= {
-        "app",
-        "buildspecs",
-        "requirements.txt",
-        "requirements-local.txt",
-        "requirements-cdk.txt",
-        "requirements-dev.txt",
-        "requirements-stage.txt",  # matched by requirements*.txt; read by the weights staging build only
-    }
-    assert {"app", "buildspecs", "requirements.txt"} <= top
+    # app/ (the service and its image locks) and the image's own buildspec: not the repository's requirement
+    # files, which the tests and the CDK app read, nor the other images' buildspecs.
+    assert {p.name for p in copied.iterdir()} == {"app", "buildspecs"}
+    assert [p.name for p in (copied / "buildspecs").iterdir()] == ["image.yml"]
+    assert (copied / "app" / "requirements").is_dir() and (copied / "app" / "Dockerfile").is_file()
     assert not list(copied.rglob("__pycache__"))
 
 
