@@ -8,7 +8,7 @@ For each accelerator's benchmark CronJob (cdk/llm/benchmark_job.py) it
 1. with sign-in on, takes a client-credentials token of the stack's `ApiClientId` app client with your AWS
    credentials (as docs/serving.md does by hand) and writes it to the Secret the Job mounts, through kubectl's
    standard input (never its arguments), by server-side apply (no copy in an annotation); it renews it every
-   TOKEN_RENEW_S until the end;
+   once two thirds of its life (the token endpoint's `expires_in`) have passed, until the end;
 2. holds the LLM Deployment at one replica: KEDA's `autoscaling.keda.sh/paused-replicas: "1"` on its
    ScaledObject (kedacore/keda@v2.20.1 apis/keda/v1alpha1/scaledobject_types.go, PausedReplicasAnnotation:
    KEDA removes the HPA and sets the replicas itself), never over a pause already there, so the figures are one
@@ -43,7 +43,7 @@ PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"
 FIELD_MANAGER = "llm-bench"
 SECTION_START = "### LLM serving:"  # where llm_bench's section begins in its output
 POLL_S = 15
-TOKEN_RENEW_S = 40 * 60  # Cognito's access tokens here last an hour (cdk/serving/sign_in.py)
+RENEW_AFTER = 2 / 3  # of a token's life: renewed with a third of it left
 KUBECTL_TIMEOUT_S = 120
 POLL_FAILURES_TOLERATED = 4  # consecutive failed looks at a Job (a network blip, a credential refresh)
 
@@ -124,7 +124,15 @@ def stack_outputs(stack: str, region: str | None) -> dict[str, str]:
     return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
 
 
-def client_credentials_token(outputs: dict[str, str], region: str | None) -> str:
+@dataclass(frozen=True)
+class Token:
+    """An access token and how long it lasts (seconds), as the token endpoint said."""
+
+    value: str
+    lifetime_s: float
+
+
+def client_credentials_token(outputs: dict[str, str], region: str | None) -> Token:
     """An access token of the stack's programs' client (its secret read from Cognito, never stored)."""
     import boto3
     import httpx
@@ -143,7 +151,8 @@ def client_credentials_token(outputs: dict[str, str], region: str | None) -> str
     )
     if response.status_code != 200:
         raise Failure(f"the token endpoint answered {response.status_code}: {response.text[:300]}")
-    return str(response.json()["access_token"])
+    answer = response.json()
+    return Token(str(answer["access_token"]), float(answer["expires_in"]))
 
 
 @dataclass
@@ -152,28 +161,29 @@ class TokenSecret:
     token runs out (`clean_up` deletes it)."""
 
     kubectl: Kubectl
-    source: Callable[[], str]
-    written_at: float | None = None
+    source: Callable[[], Token]
+    renew_at: float | None = None
 
     def put(self) -> None:
         """Create or replace it. Server-side apply: a client-side apply would keep a copy of the token in the
         object's last-applied-configuration annotation."""
-        token = base64.b64encode(self.source().encode()).decode()
+        token = self.source()
+        data = base64.b64encode(token.value.encode()).decode()
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {"name": TOKEN_SECRET, "labels": dict(NAME_LABEL)},
             "type": "Opaque",
-            "data": {TOKEN_KEY: token},
+            "data": {TOKEN_KEY: data},
         }
         self.kubectl.run(
             "apply", "--server-side", "--field-manager", FIELD_MANAGER, "--filename", "-", stdin=json.dumps(secret)
         )
-        self.written_at = time.monotonic()
+        self.renew_at = time.monotonic() + token.lifetime_s * RENEW_AFTER
 
     def renew_if_due(self) -> None:
-        """A fresh token once the last is TOKEN_RENEW_S old."""
-        if self.written_at is not None and time.monotonic() - self.written_at > TOKEN_RENEW_S:
+        """A fresh token once two thirds of the last one's life have passed."""
+        if self.renew_at is not None and time.monotonic() >= self.renew_at:
             self.put()
 
 
@@ -293,9 +303,9 @@ def collect(kubectl: Kubectl, job: str, outcome: str, bench: Bench, results_file
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(prog="python -m llm_bench.cluster", description=__doc__.split("\n")[0])
-    parser.add_argument("--stack", default="SdOnEksServing", help="the serving stack's name (for its outputs)")
+    parser.add_argument("--stack", required=True, help="the serving stack's name (for its outputs)")
     parser.add_argument("--region", help="its region (default: your AWS configuration's)")
-    parser.add_argument("--namespace", default="sd", help="the serving namespace (servingNamespace)")
+    parser.add_argument("--namespace", required=True, help="the serving namespace (servingNamespace)")
     parser.add_argument(
         "--accelerator", action="append", default=[], choices=("neuron", "gpu"), help="only this one (repeatable)"
     )
@@ -308,7 +318,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(
     args: argparse.Namespace,
-    token_source: Callable[[], str],
+    token_source: Callable[[], Token],
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Hold, sign in, run, collect; then always release. 0 when every Job completed."""
@@ -355,12 +365,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse and run against the stack's Cognito client."""
     args = parse_args(argv)
 
-    def token() -> str:
+    outputs: dict[str, str] = {}
+
+    def token() -> Token:
         import httpx
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return client_credentials_token(stack_outputs(args.stack, args.region), args.region)
+            outputs.update(outputs or stack_outputs(args.stack, args.region))  # read once, renewals reuse them
+            return client_credentials_token(outputs, args.region)
         except (BotoCoreError, ClientError, httpx.HTTPError) as exc:
             raise Failure(f"cannot get a token for stack {args.stack}: {exc}") from exc
 

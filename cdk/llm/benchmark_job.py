@@ -7,7 +7,7 @@ replica, hands the Job a sign-in token, runs it, and collects its section. The p
 
 - runs the gateway image (which ships `llm_bench`: httpx only, no vLLM), on the system nodes, read-only root;
 - calls `http://<llm-neuron|llm-gpu>.<namespace>.svc.cluster.local` (the Service's port 80, the gateway's 8000),
-  which the LLM pods' NetworkPolicy admits from pods labelled BENCH_LABEL only (`allow_from_benchmark`);
+  which the LLM pods' NetworkPolicy admits from pods labelled NAME_LABEL only (`allow_from_benchmark`);
 - signs in with the token the command puts in the Secret TOKEN_SECRET (read again for each request, so the
   command can renew it during a long run); with `authMode` none there is no token and no Secret;
 - measures the settings' shape (llmBenchmarkInputTokens / llmBenchmarkOutputTokens) at the engine's batch
@@ -35,13 +35,11 @@ from cdk.serving.network_policy import allow_port
 from cdk.serving.workloads import INSTANCE_LABEL_KEY, TMP_DIR, container_security_context, pod_security_context
 from llm_bench.job import CONTAINER, CRONJOB_SUFFIX, NAME_LABEL, TOKEN_FLAG, TOKEN_KEY, TOKEN_SECRET
 
-BENCH_LABEL: Final = NAME_LABEL  # the pods the LLM gateways admit besides the load balancer
 TOKEN_DIR: Final = "/run/secrets/llm-bench"  # noqa: S105  # a folder's name, beside the ServiceAccount token's
 NETWORK_POLICY_NAME: Final = "allow-llm-gateway-from-benchmark"
 # The client: asyncio streams, well under one core even at 8x the batch in flight.
 RESOURCES: Final = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
 TTL_AFTER_FINISHED_S: Final = 24 * 3600  # its logs stay a day after the command has read them
-SLO_TPOT_MS: Final = 100  # the benchmark's default time-per-output-token bound (llm_bench --slo-tpot-ms)
 # Checkov findings on the benchmark's pods that are the design (tests/cdk/test_checkov.py).
 CHECKOV_SKIPS: Final = {
     "CKV_K8S_11": "No CPU limit on purpose: a CFS quota would pause the client mid-stream and add its pauses to the "
@@ -84,7 +82,6 @@ def bench_args(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, signed_i
         f"--sweep={sweep_points(llm.max_num_seqs)}",
         "--sweep-client=builtin",
         f"--slo-ttft-ms={llm.alarm_ttft_p90_ms:g}",
-        f"--slo-tpot-ms={SLO_TPOT_MS}",
         f"--price-per-hour={per.price_per_hour:g}",
         f"--per-replica-setting={requests_per_minute_key(acc.name)}",
     ]
@@ -95,7 +92,7 @@ def bench_args(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, signed_i
 
 def labels(acc: Accelerator) -> dict[str, str]:
     """The CronJob's, its Jobs' and their pods' labels."""
-    return {**BENCH_LABEL, INSTANCE_LABEL_KEY: cronjob_name(acc)}
+    return {**NAME_LABEL, INSTANCE_LABEL_KEY: cronjob_name(acc)}
 
 
 def job_spec(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, image: str, signed_in: bool) -> dict[str, Any]:
@@ -153,5 +150,5 @@ def allow_from_benchmark(cfg: ServingConfig) -> dict[str, Any]:
         name=NETWORK_POLICY_NAME,
         pods=APP_LABEL,
         port=GATEWAY_PORT,
-        peers=[{"podSelector": {"matchLabels": dict(BENCH_LABEL)}}],
+        peers=[{"podSelector": {"matchLabels": dict(NAME_LABEL)}}],
     )

@@ -65,9 +65,9 @@ def change(kube: Path, **values: Any) -> None:
     kube.write_text(json.dumps(json.loads(kube.read_text()) | values))
 
 
-def run(kube: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    issued = (f"token-{n}" for n in itertools.count(1))
-    args = cluster.parse_args(["--namespace", "sd", "--kubectl", str(kube.parent / "kubectl"), *extra])
+def run(kube: Path, *extra: str, lifetime_s: float = 3600) -> tuple[int, dict[str, Any]]:
+    issued = (cluster.Token(f"token-{n}", lifetime_s) for n in itertools.count(1))
+    args = cluster.parse_args(["--stack", "S", "--namespace", "sd", "--kubectl", str(kube.parent / "kubectl"), *extra])
     code = cluster.run(args, lambda: next(issued), sleep=lambda _: None)
     return code, json.loads(kube.read_text())
 
@@ -128,10 +128,9 @@ def test_one_accelerator_can_be_chosen(kube):
     assert "llm-neuron" not in state["annotations"]
 
 
-def test_a_long_run_renews_the_token(kube, monkeypatch):
-    monkeypatch.setattr(cluster, "TOKEN_RENEW_S", -1)  # every poll counts as past the renewal
+def test_a_long_run_renews_the_token(kube):
     change(kube, polls=4)
-    code, state = run(kube)
+    code, state = run(kube, lifetime_s=0)  # a token that is due for renewal at once
     assert code == 0
     applied = [c for c in state["calls"] if c["argv"][2] == "apply"]
     tokens = [base64.b64decode(json.loads(c["stdin"])["data"]["token"]).decode() for c in applied]
@@ -174,8 +173,8 @@ def test_without_a_benchmark_in_the_namespace_it_says_how_to_get_one(kube, capsy
 
 
 def test_without_kubectl_it_says_so(tmp_path, capsys):
-    args = cluster.parse_args(["--kubectl", str(tmp_path / "no-such-kubectl")])
-    assert cluster.run(args, lambda: "unused", sleep=lambda _: None) == 1
+    args = cluster.parse_args(["--stack", "S", "--namespace", "sd", "--kubectl", str(tmp_path / "no-such-kubectl")])
+    assert cluster.run(args, lambda: cluster.Token("unused", 3600), sleep=lambda _: None) == 1
     assert "is not installed or not on PATH" in capsys.readouterr().err
 
 
@@ -212,7 +211,8 @@ def test_the_token_is_the_programs_clients_from_the_stacks_outputs(aws):
             "ApiScope": "sd-api/generate",
         }
         token = cluster.client_credentials_token(outputs, aws)
-        claims = jwt.decode(token, options={"verify_signature": False})
+        claims = jwt.decode(token.value, options={"verify_signature": False})
+        assert token.lifetime_s == 3600  # the endpoint's expires_in: renewals follow it
         assert claims["client_id"] == client_id and claims["token_use"] == "access"
         # The endpoint refuses a client whose secret does not match: the command says what it answered.
         pool.api_client_secret = "rotated"

@@ -179,8 +179,8 @@ def main(plan_file: str) -> int:
     started = time.monotonic()
     # A pod that calls no AWS API and runs on the host's network (Spec.network) gets no moto: its port is the host's.
     aws = plan.get("aws", True)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
-    if aws:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False) if aws else None
+    if server is not None:
         server.start()
     report: dict[str, Any] = {"account": ACCOUNT, "seconds": {}}
     api = start_api_server(plan["kube"]) if plan["kube"] else None
@@ -231,7 +231,7 @@ def main(plan_file: str) -> int:
             api.__exit__(None, None, None)
         if hub is not None:
             hub.__exit__(None, None, None)
-        if aws:
+        if server is not None:
             server.stop()
     return 0
 
