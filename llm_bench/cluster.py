@@ -303,9 +303,9 @@ def collect(kubectl: Kubectl, job: str, outcome: str, bench: Bench, results_file
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(prog="python -m llm_bench.cluster", description=__doc__.split("\n")[0])
-    parser.add_argument("--stack", required=True, help="the serving stack's name (for its outputs)")
+    parser.add_argument("--stack", help="the serving stack's name (for its outputs)")
     parser.add_argument("--region", help="its region (default: your AWS configuration's)")
-    parser.add_argument("--namespace", required=True, help="the serving namespace (servingNamespace)")
+    parser.add_argument("--namespace", help="the serving namespace (servingNamespace)")
     parser.add_argument(
         "--accelerator", action="append", default=[], choices=("neuron", "gpu"), help="only this one (repeatable)"
     )
@@ -313,7 +313,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ready-timeout-s", type=float, default=1800, help="for one ready replica (a node may start)")
     parser.add_argument("--timeout-s", type=float, default=4 * 3600, help="for the Jobs (each has its own deadline)")
     parser.add_argument("--kubectl", default="kubectl", help="the kubectl command")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not (args.stack and args.namespace):
+        parser.error(
+            "give --stack and --namespace: the stack's LlmBenchmarkCommand output has them "
+            '(aws cloudformation describe-stacks --stack-name SdOnEksServing --query "Stacks[0].Outputs")'
+        )
+    return args
 
 
 def run(

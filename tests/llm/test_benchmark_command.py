@@ -221,3 +221,9 @@ def test_the_token_is_the_programs_clients_from_the_stacks_outputs(aws):
     # A stack without sign-in has none of those outputs: the command says so.
     with pytest.raises(cluster.Failure, match="the stack has no output UserPoolId, ApiClientId, TokenUrl"):
         cluster.client_credentials_token({"ApiScope": "sd-api/generate"}, aws)
+
+
+def test_without_the_stack_it_says_where_to_find_it(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cluster.parse_args([])
+    assert exited.value.code == 2 and "LlmBenchmarkCommand output" in capsys.readouterr().err
