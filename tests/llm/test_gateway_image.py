@@ -26,6 +26,7 @@ from llm_gateway.settings import GatewaySettings
 from tests.rehearsal.images import _instructions, dockerfile_stage
 from tests.rehearsal.pods import Volume
 from tests.rehearsal.sandbox import Spec, bwrap_unusable, run_sandbox
+from tests.support.lock_site import lock_site
 from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock, read_requirements
 
 DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
@@ -189,7 +190,8 @@ def test_lock_is_resolved_for_the_base_images_python():
 
 
 def test_lock_pins_the_inputs_and_is_closed():
-    assert lock_closure_problems(LOCK, REQUIREMENTS, versions.LLM_GATEWAY_PYTHON) == []
+    site = [str(lock_site(LOCK, versions.LLM_GATEWAY_PYTHON))]
+    assert lock_closure_problems(LOCK, REQUIREMENTS, versions.LLM_GATEWAY_PYTHON, path=site) == []
     # The service's pins: the gateway runs the image service's modules and is tested in one environment with it.
     service = {r.name.lower(): r.specifier for r in read_requirements(REPO_ROOT / "requirements.txt")}
     shared = [r for r in read_requirements(REQUIREMENTS) if r.name.lower() in service]
