@@ -8,7 +8,7 @@ tests/cdk/test_versions_provenance.py:
 - `Verified: <owner>/<repo>@<tag or commit> <file>` (or `Verified: PyPI|npm <package>==<version> ...`):
   read at that tag in the upstream source;
 - `Verify on first deploy: ...`: no offline source exists (an ECR tag, an SSM parameter, an EKS
-  add-on build); the pin is listed with its checking command in docs/platform.md.
+  add-on build); the pin is listed with its checking command in docs/first-deploy.md.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ KARPENTER_CHART_VERSION: Final = "1.14.1"
 # Verified: awslabs/amazon-eks-ami@81fec2e89585 CHANGELOG.md ("AMI Release v20260714": for Kubernetes 1.36
 # amazon-eks-node-al2023-x86_64-nvidia-1.36-v20260714 with NVIDIA driver 580.159.03 and
 # amazon-eks-node-al2023-x86_64-neuron-1.36-v20260714 with aws-neuronx-dkms 2.29.0.0), the newest release
-# the stored sources show; the region's SSM parameters are on docs/platform.md's first-deploy list.
+# the stored sources show; the region's SSM parameters are on the first-deploy checklist (docs/first-deploy.md).
 AL2023_AMI_ALIAS: Final = "al2023@v20260714"
 
 # AWS Load Balancer Controller: the newest version aws-cdk-lib ships an IAM policy for
@@ -140,10 +140,10 @@ NEURON_SDK_VERSION: Final = "2.26.1"
 OPTIMUM_NEURON_VERSION: Final = "0.4.5"
 
 # EKS managed add-ons.
-# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/platform.md); only
+# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/first-deploy.md); only
 # third-party configurations name this build offline.
 POD_IDENTITY_AGENT_ADDON_VERSION: Final = "v1.3.10-eksbuild.2"
-# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/platform.md); the CloudWatch
+# Verify on first deploy: `aws eks describe-addon-versions` for Kubernetes 1.36 (docs/first-deploy.md); the CloudWatch
 # User Guide ("Install the CloudWatch agent with the Amazon CloudWatch Observability EKS add-on") names this build.
 CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: Final = "v6.0.1-eksbuild.1"
 
@@ -180,7 +180,7 @@ STAGE_PYTHON_VERSION: Final = "3.12"
 # Base of the routing controller's own image (routing_controller/Dockerfile): the Docker official
 # Python image through its ECR Public mirror (no Docker Hub pull limits in CodeBuild). Python 3.13
 # matches LAMBDA_PYTHON_RUNTIME.
-# Verify on first deploy: docs/platform.md (an ECR Public tag).
+# Verify on first deploy: docs/first-deploy.md (an ECR Public tag).
 ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"
 
 # Base of the LLM gateway's own image (llm_gateway/Dockerfile), beside vLLM on each LLM pod: the routing
@@ -193,7 +193,7 @@ ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.1
 # aws/deep-learning-containers@559bbcd94e72 docs/src/data/vllm/0.27.1-gpu-ec2.yml (python: py312, tag
 # 0.27.1-gpu-py312-cu130-ubuntu22.04-ec2).
 LLM_GATEWAY_PYTHON: Final = "3.12"
-# Verify on first deploy: docs/platform.md (an ECR Public tag).
+# Verify on first deploy: docs/first-deploy.md (an ECR Public tag).
 LLM_GATEWAY_BASE_IMAGE: Final = f"public.ecr.aws/docker/library/python:{LLM_GATEWAY_PYTHON}-slim-bookworm"
 
 # What each base image brings, for its locked requirement set (app/requirements/<accelerator>.lock,
@@ -215,7 +215,7 @@ BASE_IMAGE_PLATFORM: Final = {"neuron": "x86_64-manylinux_2_28", "nvidia": "x86_
 
 # ---------------------------------------------------------------------------------------------------------------
 # LLM serving (issue 18): vLLM from AWS's Deep Learning Containers, one image per accelerator, and the default model.
-# Evidence, the start-up mechanism and open questions: docs/llm-serving-evidence.md.
+# Evidence, the start-up mechanism and open questions: docs/evidence/llm-serving.md.
 # Verify on first deploy (ECR Public tags cannot be read offline; each command must print a manifest):
 #   docker manifest inspect \
 #     public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.13.0-neuronx-py312-sdk2.28.0-ubuntu24.04
@@ -255,7 +255,7 @@ VLLM_NVIDIA_VLLM_VERSION: Final = "0.27.1"
 
 # Default LLM: Apache-2.0, not gated, Qwen2ForCausalLM (12 query heads, 2 KV heads: tensor parallel degree 1 or 2),
 # about 3.1 GB in bf16, so it fits one inf2.xlarge (2 NeuronCores) and one 24 GB L4/A10G. The revision is not pinned
-# here: no upstream source names the Hub commit offline (docs/llm-serving-evidence.md gives a candidate and the check).
+# here: no upstream source names the Hub commit offline (docs/evidence/llm-serving.md gives a candidate and the check).
 # Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/model-reference.rst
 # (Qwen2.5, NeuronQwen2ForCausalLM, compatible checkpoint https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct).
 LLM_DEFAULT_MODEL_ID: Final = "Qwen/Qwen2.5-1.5B-Instruct"

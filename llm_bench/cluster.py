@@ -18,7 +18,7 @@ For each accelerator's benchmark CronJob (cdk/llm/benchmark_job.py) it
 Whatever happens, it then deletes the Jobs that did not finish, lifts the hold (KEDA scales on its metrics
 again) and deletes the token's Secret, and names what it could not undo with the command that does.
 
-It needs kubectl set up for the cluster (the `UpdateKubeconfigCommand` output) and AWS credentials that may read
+It needs kubectl set up for the cluster (the `UpdateKubeconfig` output) and AWS credentials that may read
 the stack's outputs and describe its user pool client.
 """
 

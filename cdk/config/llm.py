@@ -30,7 +30,7 @@ NEURON_CORES_PER_DEVICE: Final = {"inf2": 2}
 # The most accelerator devices one instance of a family has (Neuron chips, NVIDIA GPUs): a pod asking for more
 # could never be scheduled. Verified: Neuron docs as above (inf2.48xlarge: 12 chips); the NVIDIA families'
 # largest sizes have 8 GPUs (g4dn.metal, g5.48xlarge, g6.48xlarge, g6e.48xlarge, p4d/p5/p5e/p6.48xlarge) and
-# gr6 one. Verify on first deploy (docs/platform.md): aws ec2 describe-instance-types --filters \
+# gr6 one. Verify on first deploy (docs/first-deploy.md): aws ec2 describe-instance-types --filters \
 #   Name=instance-type,Values=g5.48xlarge,g6.48xlarge,inf2.48xlarge \
 #   --query 'InstanceTypes[].[InstanceType,GpuInfo.Gpus[0].Count,NeuronInfo.NeuronDevices[0].Count]'
 MAX_DEVICES_PER_FAMILY: Final = {

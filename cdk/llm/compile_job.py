@@ -8,7 +8,7 @@ The pod, in three steps on one scratch volume:
    do nothing.
 2. `compile` (init, the vLLM Neuron image): `vllm serve` with exactly the serving flags (cdk/llm/engine.py) and
    NEURON_COMPILED_ARTIFACTS set to an empty folder: vllm-neuron finds no artifacts there, compiles into it and
-   loads (docs/llm-serving-evidence.md section 3); once /health answers the engine is up, so the artifacts are
+   loads (docs/evidence/llm-serving.md section 3); once /health answers the engine is up, so the artifacts are
    complete, and the step stops the server. `vllm serve` rather than the offline `LLM(...)`: the flags then
    reach vLLM through the same parser as in a serving pod, with no translation into keyword arguments to drift.
 3. `publish` (the gateway image): `python -m model_fetch.publish` uploads the artifacts below `artifact_prefix`
@@ -96,7 +96,7 @@ fi
 
 
 def artifact_key(llm: LlmConfig) -> dict[str, str]:
-    """Everything the compiled artifacts depend on (docs/llm-serving-evidence.md section 3): the model and its
+    """Everything the compiled artifacts depend on (docs/evidence/llm-serving.md section 3): the model and its
     revision, the Neuron SDK and the image that compiles (and serves) them, and the engine flags vllm-neuron
     turns into the NxD Inference config (tensor parallel degree, sequence length, batch, KV-cache layout)."""
     per = llm.per_accelerator[NEURON.name]

@@ -1,7 +1,7 @@
 """The vLLM engine's command-line flags, in one place: the serving Deployment and the Neuron compile Job both
 run `vllm serve` with exactly these, so the artifacts the Job compiles are the ones the pods load.
 
-On Neuron, vllm-neuron derives the NxD Inference config it compiles from these flags (docs/llm-serving-evidence.md
+On Neuron, vllm-neuron derives the NxD Inference config it compiles from these flags (docs/evidence/llm-serving.md
 section 3): `--tensor-parallel-size` -> tp_degree, `--max-num-seqs` -> batch_size, `--max-model-len` -> seq_len,
 `--block-size` -> pa_block_size, `--num-gpu-blocks-override` -> pa_num_blocks. Loading pre-compiled artifacts
 ignores differing settings, so a pod whose flags drifted from the compile's would run a model compiled for

@@ -9,7 +9,7 @@ Each pod runs three containers (docs/llm-serving.md, "What runs in a pod"):
   (ENGINE_PORT), reading the model volume read-only;
 - `gateway` (the gateway image): the only port the Service reaches; readiness follows vLLM's /health.
 
-How each vLLM image starts, and what must match the Neuron compile: docs/llm-serving-evidence.md section 3.
+How each vLLM image starts, and what must match the Neuron compile: docs/evidence/llm-serving.md section 3.
 The engine's flags come from cdk/llm/engine.py `engine_args`, which the Neuron compile Job runs too, so the
 compiled artifacts are the ones serving asks for.
 """
@@ -85,7 +85,7 @@ POD_CHECKOV_SKIPS: Final = {
     "CKV_K8S_15": "IfNotPresent: the gateway's tag names a hash of its inputs in an immutable ECR repository, and "
     "the vLLM image's tag names one DLC release (vLLM, CUDA or Neuron SDK, Python, OS).",
     "CKV_K8S_43": "Tags, not digests: the gateway's digest only exists after the build that runs in the same "
-    "deploy, and the vLLM DLC's digest cannot be read offline (docs/llm-serving-evidence.md; pin on first deploy).",
+    "deploy, and the vLLM DLC's digest cannot be read offline (docs/evidence/llm-serving.md; pin on first deploy).",
 }
 
 
@@ -103,7 +103,7 @@ def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> l
     """The vLLM container's `args` (never `command`: each image's ENTRYPOINT stays).
 
     The NVIDIA image's entrypoint runs `vllm serve "$@"`, so it gets the flags; the Neuron image's entrypoint
-    runs its arguments as a command, so it gets `vllm serve` and the flags (docs/llm-serving-evidence.md sections
+    runs its arguments as a command, so it gets `vllm serve` and the flags (docs/evidence/llm-serving.md sections
     2 and 3).
     """
     flags = engine_args(acc, llm, model_dir, port=ENGINE_PORT)

@@ -13,7 +13,7 @@ DASHBOARD_NAME = re.compile(r"\b(Sd[A-Z][A-Za-z0-9]*-serving)\b")
 
 
 def _documents() -> dict[str, str]:
-    paths = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")), REPO_ROOT / "app.py"]
+    paths = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md")), REPO_ROOT / "app.py"]
     paths += sorted((REPO_ROOT / "cdk").rglob("*.py"))
     return {str(p.relative_to(REPO_ROOT)): p.read_text() for p in paths}
 

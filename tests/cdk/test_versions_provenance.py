@@ -1,8 +1,8 @@
 """Every pin in cdk/versions.py says where it was verified, or is on the "verify on first deploy" list.
 
 A pin that nobody read at its tag is how a base image that does not exist reached a deploy; this
-makes adding such a pin fail here, and keeps the checking commands in docs/platform.md in step with
-the pinned values.
+makes adding such a pin fail here, and keeps the checking commands in docs/first-deploy.md in step
+with the pinned values.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cdk import versions
 from tests.cdk.conftest import REPO_ROOT
 
 VERSIONS_PY = REPO_ROOT / "cdk" / "versions.py"
-PLATFORM_MD = REPO_ROOT / "docs" / "platform.md"
+CHECKLIST_MD = REPO_ROOT / "docs" / "first-deploy.md"
 # `owner/repo@tag-or-commit path/in/repo`, or a registry package read at its version.
 VERIFIED = re.compile(r"Verified: (?:[\w.-]+/[\w.-]+@[\w.+-]+ [\w./-]+[\w/]|(?:PyPI|npm) [\w.-]+==[\w.+-]+)")
 FIRST_DEPLOY = "Verify on first deploy"
@@ -63,12 +63,10 @@ def pins() -> list[Pin]:
 
 
 def first_deploy_rows() -> dict[str, str]:
-    """The table rows of docs/platform.md's "Verify on first deploy" section, by pin name."""
-    text = PLATFORM_MD.read_text()
-    section = text.split("## Verify on first deploy", 1)[1].split("\n## ", 1)[0]
+    """The rows of docs/first-deploy.md's checklist whose check starts with a pin's name, by pin name."""
     rows = {}
-    for line in section.splitlines():
-        match = re.match(r"\| `([A-Z0-9_]+)` \|", line)
+    for line in CHECKLIST_MD.read_text().splitlines():
+        match = re.match(r"\| `([A-Z0-9_]+)`", line)
         if match:
             rows[match.group(1)] = line
     return rows
@@ -101,7 +99,7 @@ def test_every_pin_names_its_provenance(pin):
 @pytest.mark.parametrize("pin", [p for p in ALL_PINS if FIRST_DEPLOY in p.provenance], ids=lambda p: p.name)
 def test_pins_left_to_the_first_deploy_have_a_command_naming_their_value(pin):
     row = first_deploy_rows().get(pin.name)
-    assert row, f"{pin.name} is marked '{FIRST_DEPLOY}' but has no row in docs/platform.md's section"
+    assert row, f"{pin.name} is marked '{FIRST_DEPLOY}' but has no row in docs/first-deploy.md"
     assert COMMAND.search(row), f"{pin.name}'s row has no `aws ...`/`helm ...`/`docker ...` command"
     for part in value_parts(str(pin.value)):
         assert part in row, f"{pin.name}'s command does not name {part!r} (pinned {pin.value!r})"
@@ -110,9 +108,9 @@ def test_pins_left_to_the_first_deploy_have_a_command_naming_their_value(pin):
 def test_every_first_deploy_row_checks_the_current_pin():
     by_name = {p.name: p for p in ALL_PINS}
     for name, row in first_deploy_rows().items():
-        assert name in by_name, f"docs/platform.md lists {name}, which cdk/versions.py does not pin"
+        assert name in by_name, f"docs/first-deploy.md lists {name}, which cdk/versions.py does not pin"
         for part in value_parts(str(by_name[name].value)):
-            assert part in row, f"docs/platform.md's command for {name} does not name {part!r}"
+            assert part in row, f"docs/first-deploy.md's command for {name} does not name {part!r}"
 
 
 def test_the_pin_parser_rejects_a_pin_without_provenance():
