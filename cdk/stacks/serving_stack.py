@@ -138,7 +138,7 @@ class ServingStack(Stack):
         )
         # Deleted after the writers that depend on it (staging, the namespace and its pods), before the buckets.
         emptier = EmptyOnCreateRollback(
-            self, "EmptyOnCreateRollback", buckets=[bucket, store.log_bucket, jobs.bucket]
+            self, "EmptyOnCreateRollback", buckets=[bucket, jobs.bucket], log_bucket=store.log_bucket
         ).resource
         if self.staging is not None:
             self.staging.resource.node.add_dependency(emptier)

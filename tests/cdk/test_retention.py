@@ -13,6 +13,7 @@ import json
 import pytest
 
 from cdk.constructs.build_runner import LAMBDAS_DIR
+from lambdas.empty_on_create_rollback import MARGIN_S
 from tests.cdk.conftest import as_list, resources_of
 from tests.cdk.manifests import render
 
@@ -72,20 +73,47 @@ def test_a_rolled_back_create_can_delete_its_buckets(fixture, request):
         emptiers = resources_of(template, "Custom::EmptyOnCreateRollback")
         assert len(emptiers) == 1, f"{stack} has buckets {sorted(buckets)} but nothing empties them"
         ((emptier_id, emptier),) = emptiers.items()
-        listed = {ref["Ref"] for ref in emptier["Properties"]["Buckets"]}
-        assert listed == buckets, stack
-        # Its handler may read the stack's status and delete those buckets' object versions.
+        props = emptier["Properties"]
+        data = {ref["Ref"] for ref in props["Buckets"]}
+        log_bucket = props["LogBucket"]["Ref"]
+        assert data | {log_bucket} == buckets, stack
+        assert log_bucket not in data, stack
+        # Every bucket that logs into the log bucket is one whose logging the emptier turns off first.
+        logging_into = {
+            k: r["Properties"]["LoggingConfiguration"]["DestinationBucketName"]
+            for k, r in resources_of(template, "AWS::S3::Bucket").items()
+            if "LoggingConfiguration" in r["Properties"]
+        }
+        assert set(logging_into) <= data, stack
+        assert all(target == {"Ref": log_bucket} for target in logging_into.values()), stack
+        # Its handler may read the stack's status, turn off the data buckets' access logging and delete
+        # every bucket's object versions: nothing else, nowhere else.
+        functions = resources_of(template, "AWS::Lambda::Function")
         handler = next(
-            k
-            for k, f in resources_of(template, "AWS::Lambda::Function").items()
-            if f["Properties"].get("Handler") == "empty_on_create_rollback.on_event"
+            k for k, f in functions.items() if f["Properties"].get("Handler") == "empty_on_create_rollback.on_event"
         )
         grants = list(_statements(template, handler))
         assert (["cloudformation:DescribeStacks"], [{"Ref": "AWS::StackId"}]) in grants
+        assert sorted(_granted(grants, "s3:PutBucketLogging")) == sorted(
+            json.dumps({"Fn::GetAtt": [b, "Arn"]}) for b in data
+        )
         assert sorted(_granted(grants, "s3:ListBucketVersions")) == sorted(
             json.dumps({"Fn::GetAtt": [b, "Arn"]}) for b in buckets
         )
         assert len(_granted(grants, "s3:DeleteObjectVersion")) == len(buckets)
+        assert {a for actions, _ in grants for a in actions} == {
+            "cloudformation:DescribeStacks",
+            "s3:PutBucketLogging",
+            "s3:ListBucketVersions",
+            "s3:DeleteObjectVersion",
+        }
+        # The log bucket stays empty for longer than the ALB's 5-minute log interval, and the handler
+        # has the time to see it, and answers before the provider framework's Lambda that waits on it dies.
+        quiet_s, poll_s = float(props["QuietSeconds"]), float(props["PollSeconds"])
+        timeout_s = functions[handler]["Properties"]["Timeout"]
+        framework_s = functions[props["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]["Timeout"]
+        assert quiet_s > 300
+        assert quiet_s + poll_s + MARGIN_S < timeout_s < framework_s
         # What writes to the buckets during a create is deleted before the emptier runs.
         namespace = next(
             r
