@@ -7,41 +7,21 @@ synthesize is exactly what `cdk deploy` deploys.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
 
 from cdk.checkov import CustomResourceHandlerSkips
 from cdk.config import AppConfig
-from cdk.nag import add_nag_checks
+from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
+from cdk.platform_stacks import PlatformStacks
 from cdk.stacks.cluster_stack import ClusterStack
 from cdk.stacks.images_stack import ImagesStack
 from cdk.stacks.network_stack import NetworkStack
 from cdk.stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "SdOnEks"
-
-
-@dataclass(frozen=True)
-class PlatformStacks:
-    """The platform's stacks and what they hand on to the stacks that deploy onto them."""
-
-    env: cdk.Environment
-    network: NetworkStack | None  # None when an existing VPC is looked up (inside the cluster stack)
-    cluster: ClusterStack
-    images: ImagesStack
-    handle: PlatformHandle
-
-    def add_workload(self, stack: cdk.Stack) -> None:
-        """Make a stack that runs the service images deploy after the images are built.
-
-        The image URIs carry no cross-stack reference (see image_builds.image_uri), so this
-        ordering is explicit.
-        """
-        stack.add_stack_dependency(self.images)
-        stack.add_stack_dependency(self.cluster)
 
 
 def read_config(app: cdk.App) -> AppConfig:
