@@ -165,7 +165,7 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Stable Diffusion Deployments (workloads.APP_LABEL), not the routing controller's."""
-    from cdk.serving.workloads import APP_LABEL
+    from cdk.image.workload import APP_LABEL
 
     return [
         m
