@@ -157,7 +157,7 @@ class Observed(ABC):
 class Workload(Observed):
     """A workload on the chassis; see the module's docstring for the order the stack calls these in."""
 
-    name: str  # short, for messages
+    name: str  # short and unique among the stack's workloads, for messages
 
     def images(self) -> Sequence[SmallImage]:
         """Images of ours (beside the service image per accelerator) it runs; built by the images stack."""

@@ -85,8 +85,9 @@ class ServingStack(Stack):
         super().__init__(scope, construct_id, **stack_kwargs)
         if not platform.accelerators:
             raise ValueError("the platform enables no accelerator: nothing to serve on")
-        if not workloads:
-            raise ValueError("no workload to serve")
+        names = [w.name for w in workloads]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"workloads {names}: serve at least one, each once")
         cfg = config
         cluster = platform.cluster
         self.workloads = tuple(workloads)
