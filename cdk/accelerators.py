@@ -1,7 +1,8 @@
 """What the stacks need to know about each accelerator, in one place.
 
-The node pools (platform) and the Deployments (serving) both read these, so the labels, taints
-and resource names that make a pod land on the right node cannot disagree.
+The node pools (platform) and every workload's pods both read these, so the labels, taints
+and resource names that make a pod land on the right node cannot disagree. What runs on an accelerator
+(and under which names) is each workload's own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ class Accelerator:
     """One kind of accelerated capacity and how Kubernetes sees it."""
 
     name: AcceleratorName
-    deployment_name: str  # the Deployment/Service serving on it
     resource_name: str  # the extended resource its device plugin advertises
     taint_key: str  # the NoSchedule taint on its nodes
     service_backend: str  # BACKEND the service runs with on it
@@ -44,7 +44,6 @@ class Accelerator:
 
 NEURON: Final = Accelerator(
     name="neuron",
-    deployment_name="sd-neuron",
     resource_name="aws.amazon.com/neuron",
     taint_key="aws.amazon.com/neuron",
     service_backend="neuron",
@@ -53,7 +52,6 @@ NEURON: Final = Accelerator(
 )
 NVIDIA: Final = Accelerator(
     name="nvidia",
-    deployment_name="sd-gpu",
     resource_name="nvidia.com/gpu",
     taint_key="nvidia.com/gpu",
     service_backend="cuda",
@@ -62,3 +60,13 @@ NVIDIA: Final = Accelerator(
 )
 
 ACCELERATORS: Final[dict[str, Accelerator]] = {a.name: a for a in (NEURON, NVIDIA)}
+
+
+def needs_neuron_scheduler(acc: Accelerator, devices: int) -> bool:
+    """The Neuron scheduler extension is needed when a pod asks for more than one Neuron device.
+
+    The default scheduler only counts devices; for multi-device requests the extension picks devices
+    that are contiguous on the ring. One `aws.amazon.com/neuron` device (with all its cores) needs no
+    extension (aws-neuron/aws-neuron-sdk containers/tutorials/k8s-neuron-scheduler.rst).
+    """
+    return acc.name == "neuron" and devices > 1

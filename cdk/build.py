@@ -1,4 +1,5 @@
-"""Assembles the app: reads the config, creates the platform and serving stacks, wires the checks.
+"""Assembles the app: reads the config, picks the workloads (cdk/composition.py), creates the platform and
+serving stacks, wires the checks.
 
 `build_app` is the one entry point (app.py and the tests both call it), so what the tests
 synthesize is exactly what `cdk deploy` deploys.
@@ -7,41 +8,24 @@ synthesize is exactly what `cdk deploy` deploys.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
 
+from cdk.chassis.workload import Workload
 from cdk.checkov import CustomResourceHandlerSkips
+from cdk.composition import workloads_for
 from cdk.config import AppConfig
-from cdk.nag import add_nag_checks
+from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
+from cdk.platform_stacks import PlatformStacks
 from cdk.stacks.cluster_stack import ClusterStack
 from cdk.stacks.images_stack import ImagesStack
 from cdk.stacks.network_stack import NetworkStack
 from cdk.stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "SdOnEks"
-
-
-@dataclass(frozen=True)
-class PlatformStacks:
-    """The platform's stacks and what they hand on to the stacks that deploy onto them."""
-
-    env: cdk.Environment
-    network: NetworkStack | None  # None when an existing VPC is looked up (inside the cluster stack)
-    cluster: ClusterStack
-    images: ImagesStack
-    handle: PlatformHandle
-
-    def add_workload(self, stack: cdk.Stack) -> None:
-        """Make a stack that runs the service images deploy after the images are built.
-
-        The image URIs carry no cross-stack reference (see image_builds.image_uri), so this
-        ordering is explicit.
-        """
-        stack.add_stack_dependency(self.images)
-        stack.add_stack_dependency(self.cluster)
 
 
 def read_config(app: cdk.App) -> AppConfig:
@@ -69,14 +53,23 @@ def mark_example(stack: cdk.Stack, config: AppConfig) -> None:
     cdk.CfnOutput(stack, "ExampleEnvironment", value=message, description="This template is not deployable")
 
 
-def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
-    """Create the network, cluster and image stacks for the config."""
+def build_platform(app: cdk.App, config: AppConfig, workloads: Sequence[Workload]) -> PlatformStacks:
+    """Create the network, cluster and image stacks for the config and what its workloads need of them."""
     env = environment(config)
     network = None
     if config.vpc_id is None:
         network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
-    cluster = ClusterStack(app, f"{STACK_PREFIX}Cluster", config=config, vpc=network.vpc if network else None, env=env)
-    images = ImagesStack(app, f"{STACK_PREFIX}Images", config=config, env=env)
+    cluster = ClusterStack(
+        app,
+        f"{STACK_PREFIX}Cluster",
+        config=config,
+        vpc=network.vpc if network else None,
+        neuron_devices_per_pod=max(w.neuron_devices_per_pod() for w in workloads),
+        env=env,
+    )
+    images = ImagesStack(
+        app, f"{STACK_PREFIX}Images", config=config, workload_images=[i for w in workloads for i in w.images()], env=env
+    )
     handle = PlatformHandle(
         cluster=cluster.cluster,
         vpc=cluster.vpc,
@@ -84,20 +77,22 @@ def build_platform(app: cdk.App, config: AppConfig) -> PlatformStacks:
         accelerators=config.accelerators,
         image_uris=dict(images.image_uris),
         routing_controller_image=images.routing_controller_image,
-        llm_gateway_image=images.llm_gateway_image,
+        small_image_uris=dict(images.builds.small_image_uris),
         keda_operator_role=cluster.keda.operator_role,
     )
     return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)
 
 
-def build_app(app: cdk.App, config: AppConfig) -> PlatformHandle:
-    """Build every stack of the app onto `app` and return what the serving stack receives."""
-    platform = build_platform(app, config)
+def build_app(app: cdk.App, config: AppConfig, workloads: Sequence[Workload] | None = None) -> PlatformHandle:
+    """Build every stack of the app onto `app` and return what the serving stack receives. `workloads`: what to
+    serve, by default the composition root's choice for `config` (`workloads_for`)."""
+    workloads = workloads_for(config) if workloads is None else workloads
+    platform = build_platform(app, config, workloads)
     serving = ServingStack(
         app,
         f"{STACK_PREFIX}Serving",
         config=config.serving,
-        llm=config.llm,
+        workloads=workloads,
         platform=platform.handle,
         env=platform.env,
     )

@@ -24,7 +24,7 @@ HELM_WAIT: Final = Duration.minutes(12)
 # An image build's own limits in CodeBuild (a Neuron image takes 15-30 minutes). The queue limit
 # replaces CodeBuild's default of 8 hours, so that the deploy can outwait any build it starts.
 IMAGE_BUILD_TIMEOUT: Final = Duration.minutes(90)
-SMALL_IMAGE_BUILD_TIMEOUT: Final = Duration.minutes(20)  # the routing controller's, the LLM gateway's
+SMALL_IMAGE_BUILD_TIMEOUT: Final = Duration.minutes(20)  # the routing controller's, each workload's own
 IMAGE_BUILD_QUEUE_TIMEOUT: Final = Duration.minutes(60)
 # One image-build wait resource's waiter (provider framework state machine): ends before CloudFormation's hour.
 IMAGE_BUILD_WAIT: Final = Duration.minutes(50)

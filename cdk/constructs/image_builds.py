@@ -121,15 +121,6 @@ ROUTING_CONTROLLER_IMAGE = SmallImage(
     base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,
     description="the routing controller image",
 )
-LLM_GATEWAY_IMAGE = SmallImage(
-    kind="llm-gateway",
-    build="llmGateway",
-    construct_prefix="LlmGateway",
-    buildspec=LLM_GATEWAY_BUILDSPEC,
-    excludes=LLM_GATEWAY_EXCLUDES,
-    base_image=versions.LLM_GATEWAY_BASE_IMAGE,
-    description="the LLM gateway image",
-)
 ECR_REGISTRY = re.compile(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
 # Each image kind keeps its own newest images: a rule over the whole repository would let a few service
 # changes (two images each) age out the routing controller's image, which changes rarely, while deployed.

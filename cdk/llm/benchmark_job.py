@@ -32,7 +32,7 @@ from cdk.llm.workload import APP_LABEL
 from cdk.llm.workload import POD_CHECKOV_SKIPS as LLM_POD_SKIPS
 from cdk.serving.job_templates import suspended_cronjob
 from cdk.serving.network_policy import allow_port
-from cdk.serving.workloads import INSTANCE_LABEL_KEY, TMP_DIR, container_security_context, pod_security_context
+from cdk.serving.pod_shape import INSTANCE_LABEL_KEY, TMP_DIR, container_security_context, pod_security_context
 from llm_bench.job import CONTAINER, CRONJOB_SUFFIX, NAME_LABEL, TOKEN_FLAG, TOKEN_KEY, TOKEN_SECRET
 
 TOKEN_DIR: Final = "/run/secrets/llm-bench"  # noqa: S105  # a folder's name, beside the ServiceAccount token's

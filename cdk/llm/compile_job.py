@@ -1,4 +1,4 @@
-"""The LLM's Neuron compile, done once by a Job (the compile-once pattern of cdk/serving/neuron_compile_job.py),
+"""The LLM's Neuron compile, done once by a Job (the compile-once pattern of cdk/serving/compile_job.py),
 published to the model store under a key of everything that changes the artifacts, and never at scale-out.
 
 The pod, in three steps on one scratch volume:
@@ -44,8 +44,8 @@ from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.engine import engine_args, neuron_kv_cache
 from cdk.llm.names import DEPLOYMENT_NAMES, ENGINE_PORT, MODEL_ROOT, WEIGHTS_DIR
-from cdk.serving.neuron_compile_job import CompileJob, neuron_resources
-from cdk.serving.workloads import SHM_DIR, TMP_DIR, container_security_context, pod_security_context
+from cdk.serving.compile_job import CompileJob, neuron_resources
+from cdk.serving.pod_shape import SHM_DIR, TMP_DIR, container_security_context, pod_security_context
 
 COMPILE_NAME: Final = f"{DEPLOYMENT_NAMES['neuron']}-compile"  # ServiceAccount, pod label, re-run CronJob
 ARTIFACTS_ROOT: Final = "compiled-llm"

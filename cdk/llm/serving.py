@@ -1,42 +1,61 @@
-"""LLM serving in the serving stack (llmEnabled): what the stack adds for the language model, in the stack's order.
+"""The LLM on the chassis (`Workload`, llmEnabled): what the serving stack adds for the language model.
 
-The stack creates one `LlmServing` and asks it, step by step, for what belongs at each of its own stages:
+The stack asks it, stage by stage (cdk/chassis/workload.py), for:
 
-1. at once: the model's weights staged from the Hub (the image model's staging, with the transformers layout
-   and config.json checked against the llm* settings), each Deployment's and the compile Job's Pod Identity
-   role, and the Neuron compile Job (applied once the weights are staged);
-2. `service_objects` before the Ingress: ServiceAccount, Service and PodDisruptionBudget per accelerator (the
+1. `stage`: the model's weights staged from the Hub (the image model's staging, with the transformers layout
+   and config.json checked against the llm* settings) and each Deployment's Pod Identity role;
+2. `deploy`: the Neuron compile Job and its role (applied once the weights are staged);
+3. `service_manifests` before the Ingress: ServiceAccount, Service and PodDisruptionBudget per accelerator (the
    Ingress's target groups need the Services), the capacity Service in `capacity` mode and the NetworkPolicies
    that admit the load balancer and the benchmark's pods to the gateways;
-3. `routes` for the Ingress: the OpenAI routes, by cost or over all LLM pods;
-4. `pod_objects` last, with the image service's pods: Deployment, ScaledObject and the benchmark's suspended
-   CronJob per accelerator (cdk/llm/benchmark_job.py; the `LlmBenchmarkCommand` output runs it).
+4. `routes` for the Ingress: the OpenAI routes, by cost or over all LLM pods, and its routing controller;
+5. `pod_manifests` last: Deployment, ScaledObject and the benchmark's suspended CronJob per accelerator
+   (cdk/llm/benchmark_job.py; the `LlmBenchmarkCommand` output runs it);
+6. its dashboard section and alarms (cdk/llm/dashboard.py).
+
+Its AWS resources live under the construct `Llm` of the stack (logical ids `Llm...`), its manifests beside the
+image service's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from app import metric_names
 from app.model_store.layout import weights_prefix
 from cdk import versions
 from cdk.accelerators import NEURON, Accelerator
+from cdk.chassis.workload import (
+    AlarmSection,
+    DashboardSection,
+    DashboardView,
+    DeployContext,
+    ManifestSpec,
+    RoutingControllerSpec,
+    StageContext,
+    Staged,
+    Workload,
+)
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
+from cdk.constructs.image_builds import SmallImage
 from cdk.constructs.pod_identity import PodIdentityRole
+from cdk.front_door.routes import Routes
 from cdk.llm import benchmark_job, workload
 from cdk.llm import compile_job as lcj
+from cdk.llm.dashboard import LlmDashboardInputs
+from cdk.llm.images import LLM_GATEWAY_IMAGE
 from cdk.llm.names import GATEWAY_PORT, deployment_name
+from cdk.llm.routes import CAPACITY_SERVICE_NAME, LLM_ACTION_NAME, LLM_PATHS, LLM_PROMPT_PATHS, llm_routing
 from cdk.llm.scaling import scaled_object
-from cdk.serving.ingress import LlmRoutes
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.network_policy import allow_service_port
+from cdk.serving.pod_shape import service
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, weights_from_cost
 from cdk.serving.service_identity import (
     acknowledge_prefix_wildcards,
@@ -44,14 +63,12 @@ from cdk.serving.service_identity import (
     read_statements,
     write_statement,
 )
-from cdk.serving.workloads import service
 
-CAPACITY_SERVICE_NAME = "llm"  # capacity mode: one Service over every LLM pod
-NETWORK_POLICY_NAME = "allow-llm-gateway-from-load-balancer"
-VLLM_IMAGES = {"neuron": versions.VLLM_NEURON_IMAGE, "nvidia": versions.VLLM_NVIDIA_IMAGE}
+NETWORK_POLICY_NAME: Final = "allow-llm-gateway-from-load-balancer"
+VLLM_IMAGES: Final = {"neuron": versions.VLLM_NEURON_IMAGE, "nvidia": versions.VLLM_NVIDIA_IMAGE}
+CONSTRUCT_ID: Final = "Llm"  # the scope of its AWS resources in the serving stack: their logical ids start with it
 
 Manifest = dict[str, Any]
-ManifestFactory = Callable[..., eks.KubernetesManifest]
 
 
 def staging_args(llm: LlmConfig) -> list[str]:
@@ -88,36 +105,39 @@ def network_policy(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> Ma
     )
 
 
-class LlmServing(Construct):
-    """The language model's staging, identities, compile Job, Kubernetes objects and routes."""
+class LlmServing(Workload):
+    """The language model's staging, identities, compile Job, Kubernetes objects, routes, dashboard and alarms."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        cfg: ServingConfig,
-        llm: LlmConfig,
-        cluster: eks.ICluster,
-        accelerators: Sequence[Accelerator],
-        gateway_image: str,
-        bucket: s3.IBucket,
-        manifest: ManifestFactory,
-        before_pods: Sequence[Construct],
-    ) -> None:
-        """`manifest(cid, objects, *deps)`: the stack's way to apply objects in its namespace.
-        `before_pods`: what the Neuron compile Job waits for besides the weights (the NetworkPolicies)."""
-        super().__init__(scope, construct_id)
-        self.cfg, self.llm = cfg, llm
-        self.accelerators = tuple(accelerators)
+    name = "llm"
+
+    def __init__(self, llm: LlmConfig) -> None:
+        self.llm = llm
+
+    def images(self) -> Sequence[SmallImage]:
+        """The LLM gateway's image (the gateway, and the pods' model fetch)."""
+        return (LLM_GATEWAY_IMAGE,)
+
+    def neuron_devices_per_pod(self) -> int:
+        """The LLM's Neuron pods' devices (its tensor parallel degree's)."""
+        return self.llm.neuron_devices
+
+    def stage(self, ctx: StageContext) -> Staged:
+        """The weights staged from the Hub and each accelerator's Pod Identity role, under the construct `Llm`."""
+        cfg, llm = ctx.cfg, self.llm
+        gateway_image = ctx.platform.small_image_uris.get(LLM_GATEWAY_IMAGE.kind)
+        if gateway_image is None:
+            raise ValueError("llmEnabled needs the LLM gateway image from the platform")
+        self.cfg = cfg
+        self.construct = Construct(ctx.scope, CONSTRUCT_ID)
+        self.accelerators = tuple(ctx.platform.accelerators)
         self.gateway_image = gateway_image
-        self.bucket = bucket
-        self.region = Stack.of(self).region
+        self.bucket = ctx.store.bucket
+        self.region = ctx.scope.region
         self.weights_prefix = weights_prefix(llm.model_id)
         self.staging = WeightsStaging(
-            self,
+            self.construct,
             "WeightsStaging",
-            bucket=bucket,
+            bucket=self.bucket,
             model_id=llm.model_id,
             revision=llm.model_revision,
             token_secret=cfg.hub_token_secret,
@@ -125,33 +145,40 @@ class LlmServing(Construct):
         )
         self.neuron = NEURON in self.accelerators
         self.artifacts_prefix = lcj.artifact_prefix(llm) if self.neuron else None
-        self.identities = {acc.name: self._pod_identity(cluster, acc) for acc in self.accelerators}
+        self.identities = {acc.name: self._pod_identity(ctx.platform.cluster, acc) for acc in self.accelerators}
+        self.weights = cost_weights(llm, self.accelerators) if cfg.routing_mode in WEIGHTED_MODES else None
+        return Staged(writers=[self.staging.resource])
+
+    def deploy(self, ctx: DeployContext) -> None:
+        """The Neuron compile Job (with Neuron enabled), after the weights and the NetworkPolicies; the outputs that
+        run the compile again and the benchmark."""
+        cfg, llm = ctx.cfg, self.llm
+        self.env_config_maps = ctx.env_config_maps
         self.compile_job: eks.KubernetesManifest | None = None
         if self.neuron:
             job = lcj.compile_job(
                 llm,
                 cfg,
-                gateway_image=gateway_image,
-                bucket=bucket.bucket_name,
+                gateway_image=self.gateway_image,
+                bucket=self.bucket.bucket_name,
                 weights_prefix=self.weights_prefix,
                 region=self.region,
             )
-            role = self._compile_identity(cluster)
-            self.compile_job = manifest(
+            role = self._compile_identity(ctx.platform.cluster)
+            self.compile_job = ctx.manifest(
                 "LlmNeuronCompileJob",
                 [job.service_account(), job.job(), job.rerun_cronjob()],
                 role.association,
                 self.staging.resource,
-                *before_pods,
+                ctx.network_policies,
             )
             CfnOutput(
-                Stack.of(self),
+                ctx.scope,
                 "LlmNeuronCompileRerunCommand",
                 value=job.rerun_command(),
                 description="Re-runs a failed LLM compile (docs/llm-serving.md)",
             )
-        self.weights = cost_weights(llm, self.accelerators) if cfg.routing_mode in WEIGHTED_MODES else None
-        stack = Stack.of(self)
+        stack = ctx.scope
         CfnOutput(
             stack,
             "LlmBenchmarkCommand",
@@ -160,17 +187,10 @@ class LlmServing(Construct):
             description="Benchmarks one LLM replica per accelerator (docs/llm-serving.md); run it in this repository",
         )
 
-    @property
-    def routes(self) -> LlmRoutes:
-        """The OpenAI routes of the Ingress."""
-        if self.weights is not None:
-            return LlmRoutes(self.weights)
-        return LlmRoutes(None, capacity_service=CAPACITY_SERVICE_NAME)
-
-    def service_objects(self, load_balancer_cidrs: Sequence[str]) -> list[Manifest]:
-        """What the Ingress refers to and the pods need at creation, per accelerator, plus the NetworkPolicy."""
+    def service_manifests(self, ctx: DeployContext) -> Sequence[ManifestSpec]:
+        """What the Ingress refers to and the pods need at creation, per accelerator, plus the NetworkPolicies."""
         objects: list[Manifest] = [
-            network_policy(self.cfg, load_balancer_cidrs),
+            network_policy(self.cfg, ctx.load_balancer_cidrs),
             benchmark_job.allow_from_benchmark(self.cfg),
         ]
         for acc in self.accelerators:
@@ -180,7 +200,56 @@ class LlmServing(Construct):
             objects.append(
                 service(CAPACITY_SERVICE_NAME, dict(workload.APP_LABEL), self.cfg, labels=workload.APP_LABEL)
             )
-        return objects
+        return [ManifestSpec("LlmServices", objects)]
+
+    def routes(self, ctx: StageContext) -> Routes:
+        """The OpenAI routes: Exact paths to the `llm-weighted` action (cost modes) or the `llm` Service."""
+        return Routes(
+            paths=LLM_PATHS,
+            path_type="Exact",
+            action=LLM_ACTION_NAME,
+            weights=self.weights,
+            capacity_service=CAPACITY_SERVICE_NAME,
+            prompt_paths=LLM_PROMPT_PATHS,
+        )
+
+    def routing_controller(self, ctx: StageContext) -> RoutingControllerSpec | None:
+        """`llm-routing-controller` over the LLM Services, in the weighted modes."""
+        if self.weights is None:
+            return None
+        return RoutingControllerSpec(
+            construct_prefix="Llm",
+            routed=llm_routing(self.accelerators, self.weights),
+            description="LLM routing controller: publish the RoutingWeight metric",
+        )
+
+    def pod_manifests(self, ctx: DeployContext) -> Sequence[ManifestSpec]:
+        """Per accelerator: the Deployment, its ScaledObject and the benchmark's CronJob."""
+        return [
+            ManifestSpec(f"Llm{acc.name.capitalize()}Workload", self.pod_objects(acc), self.pod_dependencies(acc))
+            for acc in self.accelerators
+        ]
+
+    def outputs(self, ctx: StageContext, public_url: str) -> None:
+        """The OpenAI base URL."""
+        CfnOutput(
+            ctx.scope,
+            "LlmBaseUrl",
+            value=f"{public_url}/v1",
+            description=f"OpenAI base URL of model {self.llm.served_model_name} (sign-in required)",
+        )
+
+    def dashboard(self, view: DashboardView) -> DashboardSection:
+        """See `LlmDashboardInputs.dashboard`."""
+        return self.observability(view).dashboard(view)
+
+    def alarms(self, view: DashboardView, cfg: ServingConfig) -> AlarmSection:
+        """See `LlmDashboardInputs.alarms`."""
+        return self.observability(view).alarms(view, cfg)
+
+    def observability(self, view: DashboardView) -> LlmDashboardInputs:
+        """Its dashboard section and alarms."""
+        return LlmDashboardInputs.from_config(self.llm, namespace=view.namespace)
 
     def pod_objects(self, acc: Accelerator) -> list[Manifest]:
         """The Deployment, its ScaledObject and the benchmark's CronJob on `acc`."""
@@ -206,19 +275,13 @@ class LlmServing(Construct):
             weights_prefix=self.weights_prefix,
             artifacts_prefix=self.artifacts_prefix if acc.name == "neuron" else None,
             region=self.region,
-            env_config_maps=self._config_maps,
+            env_config_maps=self.env_config_maps,
         )
 
     @property
     def signed_in(self) -> bool:
         """Whether callers sign in (Cognito): the gateways then check tokens, and the benchmark sends one."""
         return self.cfg.front_door.auth == "cognito"
-
-    @property
-    def _config_maps(self) -> tuple[str, ...]:
-        from cdk.serving.sign_in import CONFIG_MAP_NAME
-
-        return (CONFIG_MAP_NAME,) if self.signed_in else ()
 
     def _pod_identity(self, cluster: eks.ICluster, acc: Accelerator) -> PodIdentityRole:
         """Read the weights (and on Neuron the compiled artifacts), publish the gateway's metrics."""
@@ -227,7 +290,7 @@ class LlmServing(Construct):
             *([self.artifacts_prefix] if acc.name == "neuron" and self.artifacts_prefix else []),
         ]
         identity = PodIdentityRole(
-            self,
+            self.construct,
             f"{acc.name.capitalize()}Identity",
             cluster=cluster,
             namespace=self.cfg.namespace,
@@ -244,7 +307,7 @@ class LlmServing(Construct):
             raise ValueError("the LLM compile Job runs only with Neuron enabled")
         prefixes = [self.weights_prefix, self.artifacts_prefix]
         identity = PodIdentityRole(
-            self,
+            self.construct,
             "NeuronCompileIdentity",
             cluster=cluster,
             namespace=self.cfg.namespace,

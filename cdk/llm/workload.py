@@ -31,8 +31,7 @@ from cdk.llm.names import (
     WEIGHTS_DIR,
     deployment_name,
 )
-from cdk.serving.routing import PORT_NAME
-from cdk.serving.workloads import (
+from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
     KEEP_ALIVE_MARGIN_S,
@@ -51,6 +50,7 @@ from cdk.serving.workloads import (
     scratch_volumes,
     service,
 )
+from cdk.serving.routing import PORT_NAME
 from llm_gateway.routes import UPSTREAM_HEALTH_PATH
 
 ENGINE_USER: Final = "vllm"
@@ -69,7 +69,7 @@ NEURON_MODEL_VOLUME_FACTOR: Final = 2
 ENGINE_CACHE_GI: Final = 8
 GATEWAY_TMP: Final = {"name": "gateway-tmp", "emptyDir": {"sizeLimit": "64Mi"}}
 # The Neuron compile cache's variable (aws-neuron/aws-neuron-sdk general/arch/neuron-features/neuron-caching.rst,
-# as cdk/serving/neuron_compile_job.py): its default is on the image's read-only root.
+# as cdk/image/neuron_compile_job.py): its default is on the image's read-only root.
 NEURON_COMPILE_CACHE_ENV: Final = "NEURON_COMPILE_CACHE_URL"
 # How long fetch-model looks for the compile's marker between tries (as the image service's wait container).
 WAIT_POLL_S: Final = 15

@@ -12,18 +12,9 @@ from app import metric_names as m
 from cdk.accelerators import Accelerator
 
 
-def dimensions(acc: Accelerator) -> dict[str, str]:
-    """The dimension set the service publishes with on this accelerator.
-
-    DeploymentUnit is the DEPLOYMENT_UNIT env var the Deployment sets (its own name); Accelerator is
-    the backend the service runs there (the BACKEND env var the Deployment sets).
-    """
-    return DeploymentUnit(acc.deployment_name, acc).dimensions
-
-
 @dataclass(frozen=True)
 class DeploymentUnit:
-    """A Deployment whose pods publish the platform's metrics: the image service's or the LLM gateway's.
+    """A Deployment whose pods publish the platform's metrics (every workload's pods publish the same way).
 
     `name` is its DeploymentUnit dimension, which is also its Deployment's and Service's name.
     """
@@ -35,18 +26,13 @@ class DeploymentUnit:
     def dimensions(self) -> dict[str, str]:
         """The dimensions its pods publish with.
 
-        The Accelerator value is the hardware's name either way: the image service maps its BACKEND to it
-        and the LLM gateway is given it (its ACCELERATOR setting), so both workloads on one accelerator agree.
+        The Accelerator value is the hardware's name whatever the workload: every workload's pods publish it,
+        so the workloads on one accelerator agree.
         """
         return {
             m.DIMENSION_DEPLOYMENT_UNIT: self.name,
             m.DIMENSION_ACCELERATOR: m.accelerator_dimension(self.accelerator.service_backend),
         }
-
-
-def image_unit(acc: Accelerator) -> DeploymentUnit:
-    """The image service's Deployment on `acc`."""
-    return DeploymentUnit(acc.deployment_name, acc)
 
 
 NAMESPACE = m.NAMESPACE
@@ -59,10 +45,3 @@ IMAGES_GENERATED = m.IMAGES_GENERATED.name
 ROUTING_WEIGHT = m.ROUTING_WEIGHT.name  # published by the routing controller, same dimensions
 JOBS_SUCCEEDED = m.JOBS_SUCCEEDED.name
 JOBS_FAILED = m.JOBS_FAILED.name
-# The LLM gateway's own (llm_gateway/metrics_bridge.py says what each means).
-PROMPT_TOKENS = m.PROMPT_TOKENS.name
-OUTPUT_TOKENS = m.OUTPUT_TOKENS.name
-TIME_TO_FIRST_TOKEN = m.TIME_TO_FIRST_TOKEN.name
-TIME_PER_OUTPUT_TOKEN = m.TIME_PER_OUTPUT_TOKEN.name
-REQUESTS_RUNNING = m.REQUESTS_RUNNING.name
-KV_CACHE_USAGE = m.KV_CACHE_USAGE.name

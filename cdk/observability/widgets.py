@@ -1,7 +1,8 @@
-"""The metric queries, math expressions and graph widget that both workloads' dashboards and alarms are built from.
+"""The metric queries, math expressions and graph widget that every workload's dashboard rows and alarms are built
+from.
 
-The image service's and the LLM gateway's Deployments publish the same way (app/metric_names.py), so a
-`DeploymentUnit` is all a query needs to know about either.
+Every workload's Deployments publish the same way (app/metric_names.py), so a `DeploymentUnit` is all a query
+needs to know about any of them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Final
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 
+from app import metric_names
 from cdk.observability import service_metrics as sm
 
 PERIOD: Final = Duration.minutes(1)
@@ -97,4 +99,16 @@ def graph(title: str, metrics: Sequence[cw.IMetric], *, width: int = 8, unit: st
         width=width,
         height=6,
         left_y_axis=cw.YAxisProps(label=unit, show_units=False) if unit else None,
+    )
+
+
+def sqs_metric(queue_name: str, name: str, label: str, statistic: str = "Maximum") -> cw.Metric:
+    """One of the metrics SQS publishes for a queue (every minute while the queue is active)."""
+    return cw.Metric(
+        namespace=metric_names.SQS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={metric_names.SQS_DIMENSION_QUEUE: queue_name},
+        statistic=statistic,
+        period=PERIOD,
+        label=label,
     )

@@ -2,8 +2,8 @@
 
 A suspended CronJob never runs by itself; `kubectl create job NAME --from=cronjob/CRONJOB` copies its
 spec.jobTemplate.spec into a new Job and never reads `suspend` (kubectl's createJobFromCronJob in
-pkg/cmd/create/create_job.go). The Neuron compile Jobs keep theirs to re-run a failed compile; the LLM
-benchmark (cdk/llm/benchmark_job.py) runs only this way.
+pkg/cmd/create/create_job.go). The Neuron compile Jobs keep theirs to re-run a failed compile; a workload's
+benchmark may run only this way.
 """
 
 from __future__ import annotations

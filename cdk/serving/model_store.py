@@ -8,8 +8,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.checkov import skip_cfn_child
+from cdk.front_door.ingress import ACCESS_LOG_PREFIX
 from cdk.retention import data_removal_policy
-from cdk.serving.ingress import ACCESS_LOG_PREFIX
 
 SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
 ELB_LOG_DELIVERY_SERVICE = "logdelivery.elasticloadbalancing.amazonaws.com"

@@ -1,5 +1,5 @@
-"""NetworkPolicies of the serving namespace: nothing reaches a pod except the service port from the load balancer
-(and, for the LLM gateways, from the LLM benchmark's pods: cdk/llm/benchmark_job.py).
+"""NetworkPolicies of the serving namespace: nothing reaches a pod except its service port from the load balancer
+(and whatever a workload admits besides, such as its benchmark's pods).
 
 The ALB sends to pod IPs (target type ip) from its own subnets, which hold nothing but load balancers
 (cdk/constructs/network.py; `ingressSubnetGroup` for an existing VPC): only their CIDRs are admitted.
@@ -19,7 +19,6 @@ from typing import Any
 
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import CONTAINER_PORT
-from cdk.serving.workloads import APP_LABEL
 
 DENY_INGRESS_NAME = "default-deny-ingress"
 ALLOW_SERVICE_NAME = "allow-service-port-from-load-balancer"
@@ -39,12 +38,11 @@ def allow_service_port(
     cfg: ServingConfig,
     load_balancer_cidrs: Sequence[str],
     *,
+    pods: Mapping[str, str],
     name: str = ALLOW_SERVICE_NAME,
-    pods: Mapping[str, str] = APP_LABEL,
     port: int = CONTAINER_PORT,
 ) -> dict[str, Any]:
-    """The pods labelled `pods` (the image service's by default): TCP to `port` from the load balancer's
-    subnets only."""
+    """The pods labelled `pods`: TCP to `port` from the load balancer's subnets only."""
     if not load_balancer_cidrs:
         raise ValueError("the serving pods admit the load balancer's subnets: pass their CIDRs")
     return allow_port(

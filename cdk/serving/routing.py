@@ -1,4 +1,4 @@
-"""How the ALB splits traffic between the per-accelerator Services. Pure functions, no CDK.
+"""How the ALB splits a workload's traffic between its per-accelerator Services. Pure functions, no CDK.
 
 `cost` and `cost-with-failover` modes: one weighted forward action across the per-accelerator
 Services. Weights come from config, or are derived from each accelerator's cost per image:
@@ -29,8 +29,6 @@ from routing_controller.decision import WEIGHT_TOTAL  # the controller's weights
 SERVICE_PORT: Final = 80
 CONTAINER_PORT: Final = 8000
 PORT_NAME: Final = "http"
-CAPACITY_SERVICE_NAME: Final = "sd"  # the Service across all accelerators (capacity mode)
-WEIGHTED_ACTION_NAME: Final = "weighted"  # the LBC action name (cost mode)
 
 
 @dataclass(frozen=True)
@@ -94,6 +92,6 @@ def weighted_forward_action(services_weights: Mapping[str, int]) -> dict[str, An
     return annotation.forward_action(services_weights, SERVICE_PORT)
 
 
-def weighted_action_annotation(services_weights: Mapping[str, int]) -> tuple[str, str]:
-    """(annotation key, JSON value) for the weighted forward action."""
-    return annotation.annotation_key(WEIGHTED_ACTION_NAME), annotation.encode(services_weights, SERVICE_PORT)
+def weighted_action_annotation(action: str, services_weights: Mapping[str, int]) -> tuple[str, str]:
+    """(annotation key, JSON value) for the weighted forward action named `action`."""
+    return annotation.annotation_key(action), annotation.encode(services_weights, SERVICE_PORT)

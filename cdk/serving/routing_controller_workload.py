@@ -9,15 +9,15 @@ GA since Kubernetes 1.30) and its binding deny any change the controller's Servi
 Ingress other than the weighted action annotation, and any value of it that forwards elsewhere than the
 accelerators' Services: the scheme, inbound CIDRs, WAF ACL, spec and labels stay as the deploy wrote them.
 
-One instance per routed action (`RoutedAction`): the image routes' `weighted` action (`sd-routing-controller`)
-and, with LLM serving on, the OpenAI routes' `llm-weighted` action (`llm-routing-controller`). Each has its own
-objects, named after it, and its guard lets it change only its own action, to only its own pools' Services.
+One instance per routed action (`RoutedAction`): each workload's weighted action at the front door, between
+that workload's per-accelerator pools. Each instance has its own objects, named after it, and its guard lets it
+change only its own action, to only its own pools' Services.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,18 +25,14 @@ from cdk.accelerators import Accelerator
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
-from cdk.llm import names as llm_names
-from cdk.serving.ingress import INGRESS_NAME, LLM_ACTION_NAME
-from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
-from cdk.serving.workloads import POD_CHECKOV_SKIPS, container_security_context
+from cdk.front_door.ingress import INGRESS_NAME
+from cdk.serving.pod_shape import POD_CHECKOV_SKIPS, container_security_context
+from cdk.serving.routing import SERVICE_PORT
 from routing_controller import annotation, heartbeat, nodeclaims
 from routing_controller.settings import ENV_POOLS, Pool, pools_env
 
-NAME: Final = "sd-routing-controller"  # the image routes' instance
-LLM_NAME: Final = "llm-routing-controller"  # the OpenAI routes' instance (llmEnabled)
 # The non-root user routing_controller/Dockerfile creates (tests check the two agree).
 RUN_AS_USER: Final = 10001
-LABELS: Final = {"app.kubernetes.io/name": NAME}  # the image instance's (RoutedAction.labels)
 # A DNS-1123 label: object names, and Service names that sit unescaped in the guard's regex.
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Checkov findings on the controller's pod that are the design (tests/cdk/test_checkov.py).
@@ -97,10 +93,11 @@ def cluster_role_name(cfg: ServingConfig, routed: RoutedAction) -> str:
     return f"{cfg.namespace}-{routed.name}-nodeclaims"
 
 
-def _pools(
-    accelerators: Sequence[Accelerator], weights: dict[str, int], service: Callable[[Accelerator], str]
+def pools(
+    accelerators: Sequence[Accelerator], weights: Mapping[str, int], service: Callable[[Accelerator], str]
 ) -> tuple[Pool, ...]:
-    """One pool per accelerator whose Service (also its Deployment) has a weight, on the accelerator's NodePool.
+    """One pool per accelerator whose Service (also its Deployment, named `service(acc)`) has a weight, on the
+    accelerator's NodePool. An accelerator without a weight (the image service's async-only one) is not routed.
 
     The NodePool is named after the accelerator (cdk/constructs/node_pools.py node_class_name).
     """
@@ -115,29 +112,6 @@ def _pools(
         for a in accelerators
         if service(a) in weights
     )
-
-
-def pools(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> tuple[Pool, ...]:
-    """What the image controller routes between: Deployment, Service and NodePool per accelerator.
-
-    Only accelerators with a cost weight are routed: an async-only one takes jobs, never requests.
-    """
-    return _pools(accelerators, cost_weights, lambda a: a.deployment_name)
-
-
-def llm_pools(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> tuple[Pool, ...]:
-    """The LLM Deployments/Services (llm-neuron, llm-gpu) by weight, keyed like `LlmRoutes.weights`."""
-    return _pools(accelerators, weights, llm_names.deployment_name)
-
-
-def image_routing(accelerators: Sequence[Accelerator], cost_weights: dict[str, int]) -> RoutedAction:
-    """The image routes' instance: `sd-routing-controller` moving the `weighted` action."""
-    return RoutedAction(name=NAME, action=WEIGHTED_ACTION_NAME, pools=pools(accelerators, cost_weights))
-
-
-def llm_routing(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> RoutedAction:
-    """The OpenAI routes' instance: `llm-routing-controller` moving the `llm-weighted` action."""
-    return RoutedAction(name=LLM_NAME, action=LLM_ACTION_NAME, pools=llm_pools(accelerators, weights))
 
 
 def service_account(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
@@ -385,16 +359,8 @@ def ingress_guard_binding(cfg: ServingConfig, routed: RoutedAction) -> Manifest:
     }
 
 
-def manifests(
-    cfg: ServingConfig, *, image: str, routed: RoutedAction | tuple[Pool, ...], region: str
-) -> list[Manifest]:
-    """Every object of one controller instance, in apply order: the Ingress guard before the pod that could patch.
-
-    `routed` as a bare tuple of pools is the image routes' instance (`image_routing`'s), as the stack called
-    this before LLM serving.
-    """
-    if not isinstance(routed, RoutedAction):
-        routed = RoutedAction(name=NAME, action=WEIGHTED_ACTION_NAME, pools=routed)
+def manifests(cfg: ServingConfig, *, image: str, routed: RoutedAction, region: str) -> list[Manifest]:
+    """Every object of one controller instance, in apply order: the Ingress guard before the pod that could patch."""
     return [
         ingress_guard_policy(cfg, routed),
         ingress_guard_binding(cfg, routed),

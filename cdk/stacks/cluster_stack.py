@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, CfnResource, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from cdk.accelerators import NEURON, NVIDIA
+from cdk.accelerators import NEURON, NVIDIA, needs_neuron_scheduler
 from cdk.checkov import skip_cfn
 from cdk.config import AppConfig
 from cdk.constructs.addons.cloudwatch_observability import CloudWatchObservability
@@ -25,15 +25,23 @@ from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.constructs.spot_role import SpotServiceLinkedRole
-from cdk.serving.workloads import needs_neuron_scheduler
 
 
 class ClusterStack(Stack):
     """One cluster with controllers on a system node group and accelerated nodes on demand."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: AppConfig, vpc: ec2.IVpc | None, **kwargs: Any
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        vpc: ec2.IVpc | None,
+        neuron_devices_per_pod: int = 1,
+        **kwargs: Any,
     ) -> None:
+        """`neuron_devices_per_pod`: the most Neuron devices any workload's pod asks for (more than one needs the
+        Neuron scheduler extension)."""
         super().__init__(scope, construct_id, description="Stable Diffusion on EKS: cluster and add-ons", **kwargs)
         # An existing VPC is looked up here: a network stack of its own would have no resources.
         self.vpc: ec2.IVpc = vpc if vpc is not None else Network(self, "Network", config=config).vpc
@@ -78,8 +86,7 @@ class ClusterStack(Stack):
                 self,
                 "NeuronChart",
                 cluster=cluster,
-                scheduler_extension=needs_neuron_scheduler(NEURON, config.serving.neuron_devices)
-                or (config.llm is not None and needs_neuron_scheduler(NEURON, config.llm.neuron_devices)),
+                scheduler_extension=needs_neuron_scheduler(NEURON, neuron_devices_per_pod),
             )
             if NEURON.name in enabled
             else None

@@ -119,7 +119,7 @@ def _get_health(sock: socket.socket) -> bytes:
 
 
 def test_an_idle_keep_alive_connection_lasts_keep_alive_s(held_service):
-    """Behind the ALB, KEEP_ALIVE_S is set above its idle timeout (cdk/serving/workloads.py), so the
+    """Behind the ALB, KEEP_ALIVE_S is set above its idle timeout (cdk/image/workload.py), so the
     ALB never sends on a connection the service has just closed."""
     live, _ = held_service
     limit = live.settings.keep_alive_s

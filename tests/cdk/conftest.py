@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ from aws_cdk import cx_api
 from aws_cdk.assertions import Template
 
 from cdk.build import STACK_PREFIX, build_app, read_config
+from cdk.chassis.workload import Workload
+from cdk.composition import workloads_for
 from cdk.config import AppConfig, ServingConfig
 from cdk.config.llm import LlmConfig
 from cdk.platform_handle import PlatformHandle
@@ -128,10 +130,14 @@ class Synth:
         return self.templates[stack_name]
 
 
-def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
+def synth(
+    outdir: Path,
+    overrides: Mapping[str, Any] | None = None,
+    extra_workloads: Callable[[AppConfig], Sequence[Workload]] = lambda _: (),
+) -> Synth:
     """Synthesize the whole app as `cdk synth` would, minus asset staging and the built-in
     CloudFormation validator (cfn-lint covers the templates, faster); cdk-nag still runs, and an
-    unacknowledged finding fails this call."""
+    unacknowledged finding fails this call. `extra_workloads`: workloads served beside the composition root's."""
     # account/region come only from the overrides, never from a developer's shell.
     os.environ.pop("CDK_DEFAULT_ACCOUNT", None)
     os.environ.pop("CDK_DEFAULT_REGION", None)
@@ -140,7 +146,7 @@ def synth(outdir: Path, overrides: Mapping[str, Any] | None = None) -> Synth:
         context.update(vpc_lookup_context(overrides["account"], overrides["region"], overrides["vpcId"]))
     app = cdk.App(context=context, outdir=str(outdir), builtin_cloud_formation_validation=False)
     config = read_config(app)
-    handle = build_app(app, config)
+    handle = build_app(app, config, [*workloads_for(config), *extra_workloads(config)])
     assembly = app.synth()
     # Read the files: the assembly's Python wrappers do not marshal every property.
     missing = json.loads((outdir / "manifest.json").read_text()).get("missing", [])
@@ -165,7 +171,7 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Stable Diffusion Deployments (workloads.APP_LABEL), not the routing controller's."""
-    from cdk.serving.workloads import APP_LABEL
+    from cdk.image.workload import APP_LABEL
 
     return [
         m

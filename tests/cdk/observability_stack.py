@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,13 @@ import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
 from cdk.accelerators import ACCELERATORS
+from cdk.chassis.workload import DashboardView, Observed
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
+from cdk.image.observability import ImageObservability, JobQueues
+from cdk.llm.dashboard import LlmDashboardInputs
 from cdk.observability.alarms import ServingAlarms
-from cdk.observability.dashboard import DashboardInputs, JobQueues, ServingDashboard
-from cdk.observability.llm_dashboard import LlmDashboardInputs
+from cdk.observability.dashboard import ServingDashboard
 from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES
 
 # The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them (regenerate
@@ -25,21 +28,23 @@ GOLDEN = Path(__file__).parent / "golden" / "observability_without_llm.json"
 SERVING = ServingConfig.from_context(DEFAULT_CONTEXT | {"alarmTopicArn": DEFAULT_OVERRIDES["alarmTopicArn"]})
 # cdk.json's LLM settings, switched on.
 LLM = LlmConfig.from_context(DEFAULT_CONTEXT | {"llmEnabled": True})
+# What the serving stack passes every workload, with literal names for its tokens.
+VIEW = DashboardView(
+    cluster_name="sd-cluster",
+    namespace=SERVING.namespace,
+    load_balancer="app/k8s-sd-0123456789/0123456789abcdef",
+    routing_weights=True,
+)
 
 
-def image_inputs(**changes: Any) -> DashboardInputs:
-    """What the serving stack passes for the image workload, with literal names for its tokens."""
+def image_inputs() -> ImageObservability:
+    """The image workload's dashboard rows and alarms as the serving stack builds them."""
     accelerators = list(ACCELERATORS.values())
-    values: dict[str, Any] = {
-        "accelerators": accelerators,
-        "cluster_name": "sd-cluster",
-        "namespace": SERVING.namespace,
-        "load_balancer": "app/k8s-sd-0123456789/0123456789abcdef",
-        "price_per_hour": {a.name: SERVING.per_accelerator[a.name].price_per_hour for a in accelerators},
-        "routing_weights": True,
-        "jobs": JobQueues("sd-jobs", "sd-jobs-dead-letters"),
-    }
-    return DashboardInputs(**(values | changes))
+    return ImageObservability(
+        accelerators=accelerators,
+        price_per_hour={a.name: SERVING.per_accelerator[a.name].price_per_hour for a in accelerators},
+        jobs=JobQueues("sd-jobs", "sd-jobs-dead-letters"),
+    )
 
 
 def llm_inputs() -> LlmDashboardInputs:
@@ -48,11 +53,11 @@ def llm_inputs() -> LlmDashboardInputs:
     return LlmDashboardInputs.from_config(LLM, namespace=SERVING.namespace)
 
 
-def observability_template(inputs: DashboardInputs, config: ServingConfig = SERVING) -> dict[str, Any]:
-    """The template of a Stack holding only the dashboard and the alarms."""
+def observability_template(workloads: Sequence[Observed], config: ServingConfig = SERVING) -> dict[str, Any]:
+    """The template of a Stack holding only the dashboard and the alarms of `workloads`."""
     stack = cdk.Stack(cdk.App(), "Observability")
-    ServingDashboard(stack, "Dashboard", inputs=inputs, name="sd-serving")
-    ServingAlarms(stack, "Alarms", inputs=inputs, config=config)
+    ServingDashboard(stack, "Dashboard", view=VIEW, workloads=workloads, name="sd-serving")
+    ServingAlarms(stack, "Alarms", view=VIEW, workloads=workloads, config=config)
     return Template.from_stack(stack).to_json()
 
 
@@ -70,6 +75,6 @@ def golden_text(template: dict[str, Any]) -> str:
 if __name__ == "__main__":
     # golden: the no-LLM expectation (only when the image dashboard is meant to change).
     if sys.argv[1:] == ["golden"]:
-        GOLDEN.write_text(golden_text(observability_template(image_inputs())))
+        GOLDEN.write_text(golden_text(observability_template([image_inputs()])))
     else:
         sys.exit("usage: python -m tests.cdk.observability_stack golden")

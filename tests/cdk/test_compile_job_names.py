@@ -13,7 +13,7 @@ import json, sys
 from aws_cdk import Token
 from cdk.config.serving import ServingConfig
 from cdk.constructs.image_builds import image_uri
-from cdk.serving import neuron_compile_job as njob
+from cdk.image import neuron_compile_job as njob
 for n in range(int(sys.argv[1])):  # tokens an unrelated part of the app creates first
     Token.as_string({"Ref": f"Unrelated{n}"})
 cfg = ServingConfig.from_context(json.load(open("cdk.json"))["context"])

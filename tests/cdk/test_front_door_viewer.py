@@ -12,8 +12,8 @@ import pytest
 from cdk.config.context import ConfigError
 from cdk.config.front_door import CLOUDFRONT_VPC_ORIGIN_MAX_READ_TIMEOUT_S
 from cdk.config.serving import ServingConfig
-from cdk.serving.edge import VIEWER_IP_HEADER, ipv6_reaches_the_service
-from cdk.serving.waf import ALLOW_LIST_RULE_NAME, RATE_RULE_NAME, UNFORWARDED_RATE_RULE_NAME
+from cdk.front_door.edge import VIEWER_IP_HEADER, ipv6_reaches_the_service
+from cdk.front_door.waf import ALLOW_LIST_RULE_NAME, RATE_RULE_NAME, UNFORWARDED_RATE_RULE_NAME
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of
 
 HTTPS = {

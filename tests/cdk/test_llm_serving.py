@@ -12,8 +12,8 @@ from app.model_store.layout import weights_prefix
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.names import deployment_name
+from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
 from cdk.llm.serving import cost_weights
-from cdk.serving.ingress import LLM_ACTION_NAME, LLM_PATHS
 from tests.cdk.conftest import resources_of
 
 SERVING = "SdOnEksServing"

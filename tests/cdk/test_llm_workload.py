@@ -13,12 +13,13 @@ from cdk import versions
 from cdk.accelerators import ACCELERATORS, NEURON, NVIDIA, Accelerator
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
+from cdk.front_door.sign_in import CONFIG_MAP_NAME
+from cdk.image import workload as sd
 from cdk.llm import workload
 from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
-from cdk.serving import workloads as sd
+from cdk.serving import pod_shape
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
-from cdk.serving.sign_in import CONFIG_MAP_NAME
 from llm_gateway.routes import HEALTH_PATH, READINESS_PATH
 from llm_gateway.settings import GatewaySettings, load_settings
 from tests.cdk.conftest import DEFAULT_CONTEXT
@@ -164,8 +165,8 @@ def test_every_path_a_container_writes_is_on_a_writable_volume(acc):
         for path in [workload_path for name, workload_path in env.items() if name in WRITABLE_PATH_VARIABLES]:
             mount = mount_of(item, path)
             assert mount is not None and not mount.get("readOnly"), f"{item['name']}: {path} is on the read-only root"
-        tmp = mount_of(item, sd.TMP_DIR)
-        assert tmp is not None and tmp["mountPath"] == sd.TMP_DIR, f"{item['name']}: /tmp is not a volume"
+        tmp = mount_of(item, pod_shape.TMP_DIR)
+        assert tmp is not None and tmp["mountPath"] == pod_shape.TMP_DIR, f"{item['name']}: /tmp is not a volume"
     fetch = container(objects, workload.FETCH_CONTAINER)
     for _, dest in fetch_pairs(objects):
         mount = mount_of(fetch, dest)
@@ -213,13 +214,13 @@ def test_shared_memory_only_for_nccl_across_gpus():
     for tp, has_shm in ((1, False), (2, True)):
         llm, cfg = configs(llmTensorParallelNvidia=tp)
         objects = build(NVIDIA, llm, cfg)
-        shm = mount_of(container(objects, workload.ENGINE_CONTAINER), sd.SHM_DIR)
-        assert (shm is not None and shm["mountPath"] == sd.SHM_DIR) is has_shm, tp
+        shm = mount_of(container(objects, workload.ENGINE_CONTAINER), pod_shape.SHM_DIR)
+        assert (shm is not None and shm["mountPath"] == pod_shape.SHM_DIR) is has_shm, tp
         if has_shm:
             (volume,) = [v for v in pod(objects)["volumes"] if v["name"] == shm["name"]]
             assert volume["emptyDir"]["medium"] == "Memory"
     llm, cfg = configs()
-    assert mount_of(container(build(NEURON, llm, cfg), workload.ENGINE_CONTAINER), sd.SHM_DIR) is None
+    assert mount_of(container(build(NEURON, llm, cfg), workload.ENGINE_CONTAINER), pod_shape.SHM_DIR) is None
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
@@ -289,7 +290,7 @@ def test_the_gateway_env_is_settings_the_gateway_starts_with(acc, monkeypatch):
     assert settings.deployment_unit == objects["Deployment"]["metadata"]["name"]
     assert settings.accelerator == acc.name
     assert settings.chat_page is False and settings.auth == "off"  # sign-in comes from the ConfigMap
-    # With the sign-in ConfigMap's keys (cdk/serving/sign_in.py), the same env turns Cognito on.
+    # With the sign-in ConfigMap's keys (cdk/front_door/sign_in.py), the same env turns Cognito on.
     monkeypatch.setenv(auth_env.AUTH, "cognito")
     monkeypatch.setenv(auth_env.AUTH_ISSUER, "https://cognito-idp.us-west-2.amazonaws.com/us-west-2_Abc")
     monkeypatch.setenv(auth_env.AUTH_CLIENT_IDS, "ui-client,api-client")

@@ -8,7 +8,7 @@ import json
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
 
-from cdk.nag import cluster_problems
+from cdk.platform_checks import cluster_problems
 
 
 def _report(synth):

@@ -1,5 +1,5 @@
 """The image model's compile Job, CronJob, ServiceAccount, wait init container and re-run command are what they
-were before the compile-once pattern was shared with the LLM (cdk/serving/neuron_compile_job.py CompileJob):
+were before the compile-once pattern was shared with the LLM (cdk/serving/compile_job.py CompileJob):
 the same dicts, in the same key order (the manifest text the template embeds), for the shipped settings and
 for another node size and deadline. tests/cdk/data/sd_neuron_compile_before_refactor.json was written by the
 code before the refactor (commit f654e80)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cdk.config.serving import ServingConfig
-from cdk.serving import neuron_compile_job as njob
+from cdk.image import neuron_compile_job as njob
 from tests.cdk.conftest import DEFAULT_CONTEXT
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "sd_neuron_compile_before_refactor.json").read_text())

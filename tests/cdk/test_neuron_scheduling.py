@@ -7,10 +7,10 @@ v1.28.5 against 1.36); these tests keep single-device pods off it and keep it on
 from __future__ import annotations
 
 from cdk import versions
-from cdk.accelerators import NEURON, NVIDIA
+from cdk.accelerators import NEURON, NVIDIA, needs_neuron_scheduler
 from cdk.config import AppConfig
 from cdk.constructs.addons.neuron import values
-from cdk.serving.workloads import needs_neuron_scheduler, scheduling
+from cdk.image.workload import scheduling
 from tests.cdk.conftest import DEFAULT_CONTEXT, EXAMPLE_ENVIRONMENT
 
 

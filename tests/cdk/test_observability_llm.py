@@ -31,12 +31,12 @@ LLM_UNITS = {names.deployment_name(a): a for a in ACCELERATORS.values()}
 
 @pytest.fixture(scope="module")
 def without_llm() -> dict[str, Any]:
-    return observability_template(image_inputs())
+    return observability_template([image_inputs()])
 
 
 @pytest.fixture(scope="module")
 def with_llm() -> dict[str, Any]:
-    return observability_template(image_inputs(llm=llm_inputs()))
+    return observability_template([image_inputs(), llm_inputs()])
 
 
 def llm_widgets(with_llm: dict[str, Any], without_llm: dict[str, Any]) -> list[dict[str, Any]]:

@@ -9,12 +9,8 @@ import re
 import pytest
 
 from cdk import versions
-from cdk.constructs.image_builds import (
-    LLM_GATEWAY_IMAGE,
-    ROUTING_CONTROLLER_BUILD,
-    ROUTING_CONTROLLER_KIND,
-    repository_name,
-)
+from cdk.constructs.image_builds import ROUTING_CONTROLLER_BUILD, ROUTING_CONTROLLER_KIND, repository_name
+from cdk.llm.images import LLM_GATEWAY_IMAGE
 from tests.cdk.conftest import as_list, resources_of
 from tests.cdk.manifests import manifests
 

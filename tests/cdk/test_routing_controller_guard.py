@@ -11,9 +11,11 @@ from typing import Any
 import celpy
 import pytest
 
-from cdk.serving import routing_controller_workload as rcw
-from cdk.serving.ingress import INGRESS_NAME
-from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
+from cdk.front_door.ingress import INGRESS_NAME
+from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
+from cdk.image.serving import WEIGHTED_ACTION_NAME
+from cdk.image.workload import deployment_name
+from cdk.serving.routing import SERVICE_PORT
 from routing_controller import annotation
 from tests.support.k8s_schema import validate_all
 
@@ -71,8 +73,8 @@ def guarded(serving):
     """(policy, binding, deployed Ingress) from the default synth (cost-with-failover)."""
     assert serving.config.runs_routing_controller
     return (
-        by_kind(serving.manifests, "ValidatingAdmissionPolicy", rcw.NAME),
-        by_kind(serving.manifests, "ValidatingAdmissionPolicyBinding", rcw.NAME),
+        by_kind(serving.manifests, "ValidatingAdmissionPolicy", IMAGE_CONTROLLER),
+        by_kind(serving.manifests, "ValidatingAdmissionPolicyBinding", IMAGE_CONTROLLER),
         by_kind(serving.manifests, "Ingress"),
     )
 
@@ -95,14 +97,18 @@ def test_the_policy_and_binding_are_valid_and_bound_to_the_serving_ingress(servi
 
 
 def test_the_policy_is_applied_before_the_controller_can_patch(serving):
-    names = [m["kind"] for m in serving.manifests if rcw.LABELS.items() <= m["metadata"].get("labels", {}).items()]
+    names = [
+        m["kind"]
+        for m in serving.manifests
+        if {"app.kubernetes.io/name": IMAGE_CONTROLLER}.items() <= m["metadata"].get("labels", {}).items()
+    ]
     assert names.index("ValidatingAdmissionPolicyBinding") < names.index("Deployment")
 
 
 def test_only_the_controllers_requests_are_held_to_it(serving, guarded):
     policy, _, _ = guarded
     (condition,) = policy["spec"]["matchConditions"]
-    controller = f"system:serviceaccount:{serving.config.namespace}:{rcw.NAME}"
+    controller = f"system:serviceaccount:{serving.config.namespace}:{IMAGE_CONTROLLER}"
     assert is_true(evaluate(condition["expression"], {"request": {"userInfo": {"username": controller}}}))
     for other in ("kubernetes-admin", f"system:serviceaccount:{serving.config.namespace}:sd-gpu"):
         result = evaluate(condition["expression"], {"request": {"userInfo": {"username": other}}})
@@ -112,7 +118,7 @@ def test_only_the_controllers_requests_are_held_to_it(serving, guarded):
 def test_the_controllers_own_weight_change_is_allowed(serving, guarded):
     policy, _, ingress = guarded
     services = list(serving.config.per_accelerator)
-    names = [a.deployment_name for a in serving.platform.accelerators]
+    names = [deployment_name(a) for a in serving.platform.accelerators]
     assert len(names) == len(services) == 2
     for weights in ({names[0]: 0, names[1]: 100}, {names[0]: 100, names[1]: 0}, {names[0]: 999, names[1]: 1}):
         patched = merge_patch(ingress, annotation.patch_body(WEIGHTED_ACTION_NAME, weights, SERVICE_PORT))

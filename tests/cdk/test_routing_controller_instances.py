@@ -17,9 +17,16 @@ from app import metric_names
 from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.serving import ServingConfig
+from cdk.front_door.ingress import INGRESS_NAME, ingress
+from cdk.front_door.routes import Routes
+from cdk.image import serving as image_serving
+from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
+from cdk.image.serving import WEIGHTED_ACTION_NAME
+from cdk.llm import routes as llm_routes
+from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
+from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
 from cdk.serving import routing_controller_workload as rcw
-from cdk.serving.ingress import INGRESS_NAME, LLM_ACTION_NAME, LlmRoutes, ingress
-from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
+from cdk.serving.routing import SERVICE_PORT
 from routing_controller import annotation
 from routing_controller.loop import Controller
 from routing_controller.settings import Pool, Settings
@@ -58,18 +65,22 @@ def instances(cfg: ServingConfig) -> dict[str, list[dict[str, Any]]]:
     """Both instances' objects, as the stack makes them with LLM serving on."""
     return {
         "image": rcw.manifests(
-            cfg, image=GOLDEN_IMAGE, routed=rcw.image_routing(ACCELERATORS, IMAGE_WEIGHTS), region=REGION
+            cfg, image=GOLDEN_IMAGE, routed=image_serving.image_routing(ACCELERATORS, IMAGE_WEIGHTS), region=REGION
         ),
-        "llm": rcw.manifests(cfg, image=GOLDEN_IMAGE, routed=rcw.llm_routing(ACCELERATORS, LLM_WEIGHTS), region=REGION),
+        "llm": rcw.manifests(
+            cfg, image=GOLDEN_IMAGE, routed=llm_routes.llm_routing(ACCELERATORS, LLM_WEIGHTS), region=REGION
+        ),
     }
 
 
 @pytest.fixture(scope="module")
 def both_actions(cfg: ServingConfig) -> dict[str, Any]:
     """The real Ingress builder's object with the image routes' and the OpenAI routes' weighted actions."""
-    return ingress(
-        cfg, weights=IMAGE_WEIGHTS, access_log_bucket=None, vpc_cidr="10.0.0.0/16", llm=LlmRoutes(weights=LLM_WEIGHTS)
-    )
+    routes = [
+        Routes(paths=image_serving.PATHS, path_type="Prefix", action=WEIGHTED_ACTION_NAME, weights=IMAGE_WEIGHTS),
+        Routes(paths=LLM_PATHS, path_type="Exact", action=LLM_ACTION_NAME, weights=LLM_WEIGHTS),
+    ]
+    return ingress(cfg, routes=routes, access_log_bucket=None, vpc_cidr="10.0.0.0/16")
 
 
 def by_kind(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -104,9 +115,9 @@ def test_the_image_instance_is_byte_identical_to_before(case):
     cfg = ServingConfig.from_context(DEFAULT_CONTEXT | overrides)
     before = GOLDEN.read_text()
     expected = json.dumps(json.loads(before)[case])
-    for routed in (rcw.pools(ACCELERATORS, weights), rcw.image_routing(ACCELERATORS, weights)):
-        now = rcw.manifests(cfg, image=GOLDEN_IMAGE, routed=routed, region=REGION)
-        assert json.dumps(now) == expected  # key order included
+    routed = image_serving.image_routing(ACCELERATORS, weights)
+    now = rcw.manifests(cfg, image=GOLDEN_IMAGE, routed=routed, region=REGION)
+    assert json.dumps(now) == expected  # key order included
 
 
 def test_the_llm_instance_is_its_own_set_of_valid_objects(cfg, instances):
@@ -114,16 +125,16 @@ def test_the_llm_instance_is_its_own_set_of_valid_objects(cfg, instances):
     assert [m["kind"] for m in llm] == [m["kind"] for m in instances["image"]]
     assert validate_all(llm, versions.KUBERNETES_VERSION) == []
     for m in llm:
-        assert m["metadata"]["labels"] == {"app.kubernetes.io/name": rcw.LLM_NAME}
-        assert rcw.LLM_NAME in m["metadata"]["name"]
+        assert m["metadata"]["labels"] == {"app.kubernetes.io/name": LLM_CONTROLLER}
+        assert LLM_CONTROLLER in m["metadata"]["name"]
     identities = [
         {(m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]) for m in v} for v in instances.values()
     ]
     assert not identities[0] & identities[1]  # nothing of one instance overwrites the other's
     pod_spec = by_kind(llm, "Deployment")["spec"]["template"]["spec"]
-    assert pod_spec["serviceAccountName"] == rcw.LLM_NAME
+    assert pod_spec["serviceAccountName"] == LLM_CONTROLLER
     for binding in (by_kind(llm, "RoleBinding"), by_kind(llm, "ClusterRoleBinding")):
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": rcw.LLM_NAME, "namespace": cfg.namespace}]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": LLM_CONTROLLER, "namespace": cfg.namespace}]
     assert by_kind(llm, "ClusterRoleBinding")["roleRef"]["name"] == by_kind(llm, "ClusterRole")["metadata"]["name"]
     assert (
         by_kind(llm, "ValidatingAdmissionPolicyBinding")["spec"]["policyName"]
@@ -145,21 +156,31 @@ def test_the_llm_instance_reads_its_action_and_the_deployed_llm_weights(cfg, ins
 
 
 def test_llm_pools_route_only_weighted_accelerators():
-    assert rcw.llm_pools(ACCELERATORS, {"llm-gpu": 100}) == (
+    assert llm_routes.llm_pools(ACCELERATORS, {"llm-gpu": 100}) == (
         Pool(accelerator="nvidia", deployment="llm-gpu", service="llm-gpu", node_pool="nvidia", cost_weight=100),
     )
     # The image Services' weights are no LLM pool's.
-    assert rcw.llm_pools(ACCELERATORS, IMAGE_WEIGHTS) == ()
+    assert llm_routes.llm_pools(ACCELERATORS, IMAGE_WEIGHTS) == ()
 
 
 @pytest.mark.parametrize(
     ("name", "action", "routed", "message"),
     [
         ("LLM controller", LLM_ACTION_NAME, (Pool("a", "d", "s", "a", 1),), "not a DNS label"),
-        (rcw.LLM_NAME, "llm'weighted", (Pool("a", "d", "s", "a", 1),), "no valid LBC action name"),
-        (rcw.LLM_NAME, LLM_ACTION_NAME, (), "no pool"),
-        (rcw.LLM_NAME, LLM_ACTION_NAME, (Pool("a", "d", "s|.*", "a", 1),), "distinct DNS labels"),
-        (rcw.LLM_NAME, LLM_ACTION_NAME, (Pool("a", "d", "s", "a", 1), Pool("b", "e", "s", "b", 1)), "distinct DNS"),
+        (
+            LLM_CONTROLLER,
+            "llm'weighted",
+            (Pool("a", "d", "s", "a", 1),),
+            "no valid LBC action name",
+        ),
+        (LLM_CONTROLLER, LLM_ACTION_NAME, (), "no pool"),
+        (LLM_CONTROLLER, LLM_ACTION_NAME, (Pool("a", "d", "s|.*", "a", 1),), "distinct DNS labels"),
+        (
+            LLM_CONTROLLER,
+            LLM_ACTION_NAME,
+            (Pool("a", "d", "s", "a", 1), Pool("b", "e", "s", "b", 1)),
+            "distinct DNS",
+        ),
     ],
     ids=["name", "action-quote", "no-pool", "service-regex", "service-twice"],
 )
@@ -171,9 +192,9 @@ def test_a_routed_action_that_would_break_its_guard_is_refused(name, action, rou
 def test_each_instance_may_make_its_own_change(cfg, instances, both_actions):
     guards = policies(instances)
     for name, action, weights in (
-        (rcw.NAME, WEIGHTED_ACTION_NAME, {"sd-neuron": 0, "sd-gpu": 100}),
-        (rcw.LLM_NAME, LLM_ACTION_NAME, {"llm-neuron": 100, "llm-gpu": 0}),
-        (rcw.LLM_NAME, LLM_ACTION_NAME, {"llm-neuron": 1, "llm-gpu": 999}),
+        (IMAGE_CONTROLLER, WEIGHTED_ACTION_NAME, {"sd-neuron": 0, "sd-gpu": 100}),
+        (LLM_CONTROLLER, LLM_ACTION_NAME, {"llm-neuron": 100, "llm-gpu": 0}),
+        (LLM_CONTROLLER, LLM_ACTION_NAME, {"llm-neuron": 1, "llm-gpu": 999}),
     ):
         patched = merge_patch(both_actions, annotation.patch_body(action, weights, SERVICE_PORT))
         assert patched != both_actions
@@ -183,13 +204,21 @@ def test_each_instance_may_make_its_own_change(cfg, instances, both_actions):
 @pytest.mark.parametrize(
     ("name", "key", "value"),
     [
-        (rcw.LLM_NAME, IMAGE_KEY, annotation.encode({"sd-neuron": 0, "sd-gpu": 100}, SERVICE_PORT)),
-        (rcw.LLM_NAME, IMAGE_KEY, None),
-        (rcw.NAME, LLM_KEY, annotation.encode({"llm-neuron": 0, "llm-gpu": 100}, SERVICE_PORT)),
-        (rcw.NAME, LLM_KEY, None),
-        (rcw.LLM_NAME, LLM_KEY, annotation.encode({"sd-gpu": 100}, SERVICE_PORT)),
-        (rcw.LLM_NAME, LLM_KEY, annotation.encode({"llm-gpu": 100}, 8000)),
-        (rcw.NAME, IMAGE_KEY, annotation.encode({"llm-gpu": 100}, SERVICE_PORT)),
+        (
+            LLM_CONTROLLER,
+            IMAGE_KEY,
+            annotation.encode({"sd-neuron": 0, "sd-gpu": 100}, SERVICE_PORT),
+        ),
+        (LLM_CONTROLLER, IMAGE_KEY, None),
+        (
+            IMAGE_CONTROLLER,
+            LLM_KEY,
+            annotation.encode({"llm-neuron": 0, "llm-gpu": 100}, SERVICE_PORT),
+        ),
+        (IMAGE_CONTROLLER, LLM_KEY, None),
+        (LLM_CONTROLLER, LLM_KEY, annotation.encode({"sd-gpu": 100}, SERVICE_PORT)),
+        (LLM_CONTROLLER, LLM_KEY, annotation.encode({"llm-gpu": 100}, 8000)),
+        (IMAGE_CONTROLLER, IMAGE_KEY, annotation.encode({"llm-gpu": 100}, SERVICE_PORT)),
     ],
     ids=[
         "llm-moves-image-action",
@@ -242,7 +271,7 @@ def test_the_llm_loop_fails_over_within_its_guard_rbac_and_metrics(cfg, instance
     assert patch == annotation.patch_body(LLM_ACTION_NAME, {"llm-neuron": 0, "llm-gpu": 100}, SERVICE_PORT)
     patched = merge_patch(both_actions, patch)
     assert patched["metadata"]["annotations"][IMAGE_KEY] == both_actions["metadata"]["annotations"][IMAGE_KEY]
-    assert denials_for(policies(instances), username(cfg, rcw.LLM_NAME), both_actions, patched) == []
+    assert denials_for(policies(instances), username(cfg, LLM_CONTROLLER), both_actions, patched) == []
     for method, request_path, _, _ in requests:
         group, resource, verb, name, namespaced = _request_attributes(method, request_path)
         rules = by_kind(llm, "Role" if namespaced else "ClusterRole")["rules"]

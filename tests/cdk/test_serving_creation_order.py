@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cdk.build import STACK_PREFIX
-from cdk.serving.sign_in import CONFIG_MAP_NAME
-from cdk.serving.workloads import APP_LABEL
+from cdk.front_door.sign_in import CONFIG_MAP_NAME
+from cdk.image.workload import APP_LABEL
 from tests.cdk.conftest import resources_of
 from tests.cdk.manifests import render
 

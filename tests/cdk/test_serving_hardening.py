@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 
+from cdk.image.serving import ROUTING_CONTROLLER_NAME as NAME
 from cdk.llm import benchmark_job
-from cdk.serving.routing_controller_workload import LLM_NAME, NAME
+from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_NAME
 from tests.cdk.conftest import REPO_ROOT, resources_of
 
 CONTROLLERS = {NAME, LLM_NAME}  # the image routes' and the OpenAI routes' routing controllers

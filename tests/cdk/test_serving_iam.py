@@ -7,8 +7,9 @@ import json
 from app import metric_names
 from app.model_store.layout import weights_prefix
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
-from cdk.serving import neuron_compile_job as njob
-from cdk.serving import routing_controller_workload as rcw
+from cdk.image import neuron_compile_job as njob
+from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
+from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
 
 
 def statements(template, role_prefix):
@@ -72,8 +73,13 @@ def test_pod_identity_associations_bind_each_service_account(serving):
     assocs = serving.template.find_resources("AWS::EKS::PodIdentityAssociation")
     bound = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in assocs.values()}
     ns = serving.config.namespace
-    image = {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, rcw.NAME)}
-    llm = {(ns, "llm-neuron-sa"), (ns, "llm-gpu-sa"), (ns, "llm-neuron-compile"), (ns, rcw.LLM_NAME)}
+    image = {(ns, "sd-neuron"), (ns, "sd-gpu"), (ns, njob.SERVICE_ACCOUNT), (ns, IMAGE_CONTROLLER)}
+    llm = {
+        (ns, "llm-neuron-sa"),
+        (ns, "llm-gpu-sa"),
+        (ns, "llm-neuron-compile"),
+        (ns, LLM_CONTROLLER),
+    }
     assert bound == image | (llm if serving.llm is not None else set())
     service_accounts = {m["metadata"]["name"] for m in serving.manifests if m["kind"] == "ServiceAccount"}
     assert {sa for _, sa in bound} == service_accounts

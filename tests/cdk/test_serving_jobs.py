@@ -15,10 +15,11 @@ from app.settings import Settings
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
-from cdk.serving import routing_controller_workload as rcw
-from cdk.serving import scaling
-from cdk.serving.jobs import JOBS_PREFIX, QUEUE_MAX_RECEIVES_FLOOR, queue_max_receives
-from cdk.stacks.serving_stack import routing_weights
+from cdk.image import scaling
+from cdk.image import serving as image_serving
+from cdk.image.jobs import JOBS_PREFIX, QUEUE_MAX_RECEIVES_FLOOR, queue_max_receives
+from cdk.image.serving import routing_weights
+from cdk.image.workload import deployment_name
 from tests.cdk.conftest import DEFAULT_CONTEXT, as_list, service_deployments
 from tests.cdk.test_serving_metrics_contract import alarm_metrics
 from tests.support.k8s_schema import validate_custom_resources
@@ -172,7 +173,7 @@ def test_each_scaled_object_also_scales_on_the_queue_and_passes_the_keda_schema(
         assert set(metadata) <= KEDA_SQS_KEYS
         assert all(isinstance(v, str) for v in metadata.values())
         assert metadata["queueURL"] == jobs["queue"][0]  # the Ref placeholder of the job queue
-        acc = next(a for a in ACCELERATORS.values() if a.deployment_name == so["metadata"]["name"])
+        acc = next(a for a in ACCELERATORS.values() if deployment_name(a) == so["metadata"]["name"])
         assert int(metadata["queueLength"]) == serving.config.per_accelerator[acc.name].jobs_target
         assert trigger["authenticationRef"]["name"] in auth
     assert validate_custom_resources(scaled) == []
@@ -227,9 +228,9 @@ def test_an_async_only_accelerator_scales_on_the_queue_alone_from_zero_and_gets_
     assert validate_custom_resources([so]) == []
     interactive = scaling.scaled_object(neuron, cfg, "us-east-1", "https://sqs.us-east-1.amazonaws.com/1/jobs")
     assert [t["type"] for t in interactive["spec"]["triggers"]] == ["aws-cloudwatch", "aws-sqs-queue"]
-    assert routing_weights(cfg, (neuron, nvidia)) == {neuron.deployment_name: 100}
+    assert routing_weights(cfg, (neuron, nvidia)) == {deployment_name(neuron): 100}
     # The routing controller steers only what the ALB routes.
-    routed = rcw.pools((neuron, nvidia), routing_weights(cfg, (neuron, nvidia)))
+    routed = image_serving.image_routing((neuron, nvidia), routing_weights(cfg, (neuron, nvidia))).pools
     assert [p.accelerator for p in routed] == ["neuron"]
 
 

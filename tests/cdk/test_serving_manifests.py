@@ -6,6 +6,7 @@ import pytest
 
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
+from cdk.image.workload import deployment_name
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
 
@@ -34,7 +35,7 @@ def test_schema_check_is_not_blind():
 @pytest.mark.parametrize("name", ["neuron", "nvidia"])
 def test_deployment_lands_on_its_node_pool(serving_manifests, name):
     acc = ACCELERATORS[name]
-    pod = by_kind(serving_manifests, "Deployment")[acc.deployment_name]["spec"]["template"]["spec"]
+    pod = by_kind(serving_manifests, "Deployment")[deployment_name(acc)]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: name} == acc.node_label
     assert {"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     (container,) = pod["containers"]
@@ -43,7 +44,7 @@ def test_deployment_lands_on_its_node_pool(serving_manifests, name):
     assert not set(other) & set(container["resources"]["limits"])
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["BACKEND"] == acc.service_backend
-    assert env["DEPLOYMENT_UNIT"] == acc.deployment_name
+    assert env["DEPLOYMENT_UNIT"] == deployment_name(acc)
     assert env["PORT"] == str(CONTAINER_PORT)
     assert env["MODEL_ID"].startswith("s3://")
 
@@ -72,7 +73,7 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
 @pytest.mark.parametrize("name", ["sd-neuron", "sd-gpu"])
 def test_probes_drain_and_security(serving_manifests, serving, name):
     cfg = serving.config
-    acc = next(a for a in ACCELERATORS.values() if a.deployment_name == name)
+    acc = next(a for a in ACCELERATORS.values() if deployment_name(a) == name)
     pod = by_kind(serving_manifests, "Deployment")[name]["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/readiness", "port": "http"}
@@ -102,7 +103,7 @@ def test_probes_drain_and_security(serving_manifests, serving, name):
 
 def test_services_pdbs_and_selectors_match_pods(serving_manifests):
     services = by_kind(serving_manifests, "Service")
-    serving_units = {a.deployment_name for a in ACCELERATORS.values()}  # not the routing controller
+    serving_units = {deployment_name(a) for a in ACCELERATORS.values()}  # not the routing controller
     for name, deployment in by_kind(serving_manifests, "Deployment").items():
         if name not in serving_units:
             continue

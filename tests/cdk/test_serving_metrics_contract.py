@@ -7,6 +7,7 @@ import json
 from app import metric_names
 from app.metrics.aggregator import MetricsAggregator
 from cdk.accelerators import ACCELERATORS
+from cdk.image.workload import deployment_name as image_deployment_name
 from cdk.llm.names import deployment_name
 
 # The service's metrics and the routing controller's (cost-with-failover, the default): the default synth shows
@@ -67,11 +68,11 @@ def test_alarms_use_the_published_metrics(serving):
         assert set(dims) == set(metric_names.DIMENSIONS)
         units.add(dims[metric_names.DIMENSION_DEPLOYMENT_UNIT])
     llm_units = {deployment_name(a) for a in ACCELERATORS.values()} if serving.llm is not None else set()
-    assert units == {a.deployment_name for a in ACCELERATORS.values()} | llm_units
+    assert units == {image_deployment_name(a) for a in ACCELERATORS.values()} | llm_units
 
 
 def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_manifests):
-    serving_units = {a.deployment_name for a in ACCELERATORS.values()}  # not the routing controller
+    serving_units = {image_deployment_name(a) for a in ACCELERATORS.values()}  # not the routing controller
     deployments = {
         m["metadata"]["name"]: m
         for m in serving_manifests
@@ -101,9 +102,9 @@ def test_scaled_objects_use_the_published_metric_and_deployment_unit(serving_man
 
 
 def test_scaling_bounds_come_from_config(serving, serving_manifests):
-    image_units = {a.deployment_name for a in ACCELERATORS.values()}
+    image_units = {image_deployment_name(a) for a in ACCELERATORS.values()}
     for so in (m for m in serving_manifests if m["kind"] == "ScaledObject" and m["metadata"]["name"] in image_units):
-        acc = next(a for a in ACCELERATORS.values() if a.deployment_name == so["metadata"]["name"])
+        acc = next(a for a in ACCELERATORS.values() if image_deployment_name(a) == so["metadata"]["name"])
         per = serving.config.per_accelerator[acc.name]
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (per.min_replicas, per.max_replicas)
         (cloudwatch,) = [t for t in so["spec"]["triggers"] if t["type"] == "aws-cloudwatch"]

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from cdk.accelerators import NEURON, NVIDIA
-from cdk.serving.routing import CAPACITY_SERVICE_NAME, SERVICE_PORT, CostInput, resolve_weights, weights_from_cost
+from cdk.image.workload import CAPACITY_SERVICE_NAME
+from cdk.serving.routing import SERVICE_PORT, CostInput, resolve_weights, weights_from_cost
 
 
 def test_default_cost_config_matches_hand_computed_table():

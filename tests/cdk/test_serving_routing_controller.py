@@ -14,9 +14,11 @@ from kubernetes import client
 
 from app import metric_names
 from cdk import versions
+from cdk.front_door.ingress import INGRESS_NAME
+from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
+from cdk.image.serving import WEIGHTED_ACTION_NAME
 from cdk.serving import routing_controller_workload as rcw
-from cdk.serving.ingress import INGRESS_NAME
-from cdk.serving.routing import WEIGHT_TOTAL, WEIGHTED_ACTION_NAME
+from cdk.serving.routing import WEIGHT_TOTAL
 from routing_controller import annotation
 from routing_controller.loop import Controller
 from routing_controller.settings import Settings
@@ -41,7 +43,11 @@ CONTROLLER_KINDS = {
 
 
 def controller_objects(manifests):
-    return {m["kind"]: m for m in manifests if rcw.LABELS.items() <= m["metadata"].get("labels", {}).items()}
+    return {
+        m["kind"]: m
+        for m in manifests
+        if {"app.kubernetes.io/name": IMAGE_CONTROLLER}.items() <= m["metadata"].get("labels", {}).items()
+    }
 
 
 def synthesized_ingress(manifests):
@@ -59,7 +65,7 @@ def test_controller_runs_on_the_system_nodes_non_root_with_its_own_image(serving
     pod_spec = controller_objects(serving.manifests)["Deployment"]["spec"]["template"]["spec"]
     assert pod_spec["nodeSelector"] == {"role": "system"}
     assert "tolerations" not in pod_spec  # never on an accelerator node
-    assert pod_spec["serviceAccountName"] == rcw.NAME
+    assert pod_spec["serviceAccountName"] == IMAGE_CONTROLLER
     assert pod_spec["securityContext"]["runAsNonRoot"] is True
     (container,) = pod_spec["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -116,7 +122,11 @@ def test_rbac_is_exactly_namespaced_reads_one_ingress_and_events(serving):
     ]
     for binding in (objects["RoleBinding"], objects["ClusterRoleBinding"]):
         assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": rcw.NAME, "namespace": serving.config.namespace}
+            {
+                "kind": "ServiceAccount",
+                "name": IMAGE_CONTROLLER,
+                "namespace": serving.config.namespace,
+            }
         ]
     assert objects["RoleBinding"]["roleRef"]["name"] == role["metadata"]["name"]
     assert objects["ClusterRoleBinding"]["roleRef"]["name"] == objects["ClusterRole"]["metadata"]["name"]
@@ -315,7 +325,7 @@ def test_lock_is_closed_for_the_base_images_python():
 def test_explicit_weights_are_deployed_at_the_controllers_total(mode, expected):
     from cdk.accelerators import NEURON, NVIDIA
     from cdk.config.serving import ServingConfig
-    from cdk.stacks.serving_stack import routing_weights
+    from cdk.image.serving import routing_weights
     from tests.cdk.conftest import DEFAULT_CONTEXT
 
     cfg = ServingConfig.from_context(

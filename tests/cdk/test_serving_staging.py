@@ -8,8 +8,8 @@ import re
 import yaml
 
 from cdk import versions
+from cdk.image import neuron_compile_job as njob
 from cdk.serving import model_staging
-from cdk.serving import neuron_compile_job as njob
 from tests.cdk.conftest import DEFAULT_OVERRIDES, resources_of
 from tests.cdk.manifests import manifests
 from tests.support.k8s_schema import validate_all

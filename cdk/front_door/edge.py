@@ -4,7 +4,7 @@ internet ("Restrict access with VPC origins", Amazon CloudFront Developer Guide)
 
 The ALB is created by the AWS Load Balancer Controller, so the VPC origin takes its ARN from the
 stack's `AlbLookup`. CloudFront's VPC-origin network interfaces live in the VPC's subnets; the
-Ingress admits the VPC's CIDR on port 80 for them (cdk/serving/ingress.py). Nothing is cached:
+Ingress admits the VPC's CIDR on port 80 for them (cdk/front_door/ingress.py). Nothing is cached:
 every request, with its Authorization header and cookies, goes to the service (managed policies
 CachingDisabled + AllViewer, which forward Authorization when caching is off).
 

@@ -11,13 +11,14 @@ Guide, "Baseline rule groups").
 
 On the cloudfront route the ALB sees CloudFront's VPC-origin addresses, so the client is read from
 `VIEWER_IP_HEADER`, which CloudFront's viewer-request function sets to the viewer's address whatever the
-viewer sent (cdk/serving/edge.py). `X-Forwarded-For` is not used: its first entry is the client's to
+viewer sent (cdk/front_door/edge.py). `X-Forwarded-For` is not used: its first entry is the client's to
 choose. AWS WAF does not apply a forwarded-IP statement to a request without the header (AWS WAF
 Developer Guide, "Using forwarded IP addresses"), so a second rate rule counts those by source address.
 
-With LLM serving, the common rule set skips the OpenAI generation paths (`prompt_paths`): its body rules
-block any body over 8 KB (SizeRestrictions_BODY, "Baseline rule groups") and bodies that quote code or
-paths, which a conversation sent to a language model routinely is. Those requests still pass the allow-list,
+The common rule set skips the paths whose bodies are prompts (`prompt_paths`, from the workloads' routes, such
+as a language model's generation paths): its body rules block any body over 8 KB (SizeRestrictions_BODY,
+"Baseline rule groups") and bodies that quote code or paths, which a conversation sent to a language model
+routinely is. Those requests still pass the allow-list,
 the rate limits and the known-bad-inputs group, need a token, and meet the gateway's own body limit.
 """
 
@@ -30,7 +31,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from cdk.config.serving import ServingConfig
-from cdk.serving.edge import VIEWER_IP_HEADER
+from cdk.front_door.edge import VIEWER_IP_HEADER
 
 COMMON_RULE_SET: Final = "AWSManagedRulesCommonRuleSet"
 MANAGED_RULE_GROUPS: Final = (COMMON_RULE_SET, "AWSManagedRulesKnownBadInputsRuleSet")
@@ -110,8 +111,8 @@ class ServingWebAcl(Construct):
     def __init__(
         self, scope: Construct, construct_id: str, *, cfg: ServingConfig, prompt_paths: Sequence[str] = ()
     ) -> None:
-        """`prompt_paths`: paths whose bodies are prompts (the LLM's generation routes), which the common rule
-        set does not inspect."""
+        """`prompt_paths`: paths whose bodies are prompts (every workload's `Routes.prompt_paths`), which the common
+        rule set does not inspect."""
         super().__init__(scope, construct_id)
         rules: list[dict[str, Any]] = []
         behind_cloudfront = cfg.front_door.route == "cloudfront"

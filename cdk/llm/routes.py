@@ -1,0 +1,32 @@
+"""The LLM's share of the front door: the OpenAI routes, their weighted action and its routing controller."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from cdk.accelerators import Accelerator
+from cdk.llm.names import deployment_name
+from cdk.serving.routing_controller_workload import Pool, RoutedAction, pools
+
+# The LLM routes' own weighted action, moved by a routing controller instance of its own (`llm_routing`), whose
+# admission guard keeps it off the image routes' action.
+LLM_ACTION_NAME: Final = "llm-weighted"
+ROUTING_CONTROLLER_NAME: Final = "llm-routing-controller"
+CAPACITY_SERVICE_NAME: Final = "llm"  # capacity mode: one Service over every LLM pod
+# The OpenAI routes the LLM gateway serves (llm_gateway/routes.py). Exact paths: the load balancer controller
+# orders Exact paths before every Prefix path ("Beginning from v2.4.3 ... pathType: Exact paths are always
+# ordered first", kubernetes-sigs.github.io/aws-load-balancer-controller guide/ingress/spec), so they win
+# over the image service's `/`, which keeps everything else (its /v1/generate, /v1/jobs, the UI).
+LLM_PATHS: Final = ("/v1/models", "/v1/completions", "/v1/chat/completions")
+LLM_PROMPT_PATHS: Final = LLM_PATHS[1:]  # the POSTs whose bodies are prompts
+
+
+def llm_pools(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> tuple[Pool, ...]:
+    """The LLM Deployments/Services (llm-neuron, llm-gpu) by weight, keyed like the routes' weights."""
+    return pools(accelerators, weights, deployment_name)
+
+
+def llm_routing(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> RoutedAction:
+    """The OpenAI routes' instance: `llm-routing-controller` moving the `llm-weighted` action."""
+    return RoutedAction(name=ROUTING_CONTROLLER_NAME, action=LLM_ACTION_NAME, pools=llm_pools(accelerators, weights))
