@@ -1,0 +1,185 @@
+"""The serving stack's stored and watched state: the staged weights and compiled artifacts with their
+completion markers in S3, the dashboards and alarms, the web ACL on the load balancer, and the routing
+controllers' admission guard."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from app.model_store.layout import COMPLETE_MARKER
+from verify.context import Context
+from verify.kube import KubeError
+from verify.result import Check, Outcome, failed, passed, skipped, verdict
+from verify.stacks import SERVING, stack_resources
+
+# What the guard answers a change it does not allow (cdk/serving/routing_controller_workload.py's message).
+GUARD_DENIAL: Final = "the routing controller may change only the annotation"
+# An annotation no routing controller may change (docs/first-deploy.md's row).
+FORBIDDEN_CHANGE: Final = "alb.ingress.kubernetes.io/scheme=internet-facing"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, prefix ending in '/') of an `s3://bucket/prefix` output."""
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix.rstrip("/") + "/"
+
+
+def marker_at(ctx: Context, uri: str) -> Outcome:
+    """The completion marker under an S3 prefix: PASS with its key, FAIL naming the key that is missing."""
+    bucket, prefix = split_s3_uri(uri)
+    key = prefix + COMPLETE_MARKER
+    try:
+        ctx.client("s3").head_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        return failed(f"s3://{bucket}/{key}: {exc.response['Error']['Code']}")
+    return passed(f"s3://{bucket}/{key}")
+
+
+def model_weights(ctx: Context) -> Outcome:
+    """The staged weights' completion marker (the deploy staged the model: it was present and ungated)."""
+    uri = ctx.output(SERVING, "ModelWeightsUri")
+    return marker_at(ctx, uri) if uri else failed(f"stack {SERVING} has no ModelWeightsUri output")
+
+
+def neuron_artifacts(ctx: Context) -> Outcome:
+    """The Neuron compile's artifacts and their completion marker."""
+    uri = ctx.output(SERVING, "NeuronArtifactsUri")
+    if uri is None:
+        return skipped("no Neuron compile in this stack (no NeuronArtifactsUri output)")
+    bucket, prefix = split_s3_uri(uri)
+    listed = ctx.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=100).get("Contents", [])
+    files = [o["Key"] for o in listed if not o["Key"].endswith(COMPLETE_MARKER)]
+    if not files:
+        return failed(f"no artifacts under s3://{bucket}/{prefix}")
+    marker = marker_at(ctx, uri)
+    return verdict(marker.status == "PASS", f"{len(files)} files; {marker.evidence}")
+
+
+def dashboards(ctx: Context) -> Outcome:
+    """Every dashboard the serving stack created can be read."""
+    names = stack_resources(ctx.client("cloudformation"), SERVING, "AWS::CloudWatch::Dashboard")
+    if not names:
+        return failed(f"stack {SERVING} has no dashboard")
+    for name in names:
+        try:
+            ctx.client("cloudwatch").get_dashboard(DashboardName=name)
+        except ClientError as exc:
+            return failed(f"{name}: {exc.response['Error']['Code']}")
+    return passed(", ".join(names))
+
+
+def alarms(ctx: Context) -> Outcome:
+    """Every alarm the serving stack created exists; the evidence counts them by state."""
+    names = stack_resources(ctx.client("cloudformation"), SERVING, "AWS::CloudWatch::Alarm")
+    if not names:
+        return failed(f"stack {SERVING} has no alarm")
+    found: dict[str, str] = {}
+    for start in range(0, len(names), 100):  # DescribeAlarms takes at most 100 names
+        answer = ctx.client("cloudwatch").describe_alarms(AlarmNames=names[start : start + 100])
+        found |= {a["AlarmName"]: a["StateValue"] for a in answer["MetricAlarms"]}
+    missing = [n for n in names if n not in found]
+    if missing:
+        return failed(f"missing {', '.join(missing)}")
+    states = sorted(set(found.values()))
+    return passed(f"{len(found)} alarms: " + ", ".join(f"{list(found.values()).count(s)} {s}" for s in states))
+
+
+def ingress(ctx: Context) -> dict[str, Any]:
+    """The serving namespace's Ingress (the stack creates one)."""
+    items = ctx.kube.items("ingresses")
+    if not items:
+        raise KubeError(f"no Ingress in namespace {ctx.kube.namespace}")
+    return items[0]
+
+
+def load_balancer_arn(ctx: Context, hostname: str) -> str | None:
+    """The ARN of the load balancer whose DNS name is the Ingress's hostname."""
+    for page in ctx.client("elbv2").get_paginator("describe_load_balancers").paginate():
+        for lb in page["LoadBalancers"]:
+            if lb["DNSName"].lower() == hostname.lower():
+                return str(lb["LoadBalancerArn"])
+    return None
+
+
+def web_acl_on_alb(ctx: Context) -> Outcome:
+    """A web ACL (its rate rule and managed rule sets, the body limit) guards the Ingress's load balancer."""
+    entries = ingress(ctx).get("status", {}).get("loadBalancer", {}).get("ingress", [])
+    hostname = entries[0].get("hostname") if entries else None
+    if not hostname:
+        return failed("the Ingress has no load balancer hostname")
+    arn = load_balancer_arn(ctx, hostname)
+    if arn is None:
+        return failed(f"no load balancer named {hostname}")
+    acl = ctx.client("wafv2").get_web_acl_for_resource(ResourceArn=arn).get("WebACL")
+    return verdict(acl is not None, f"web ACL {acl['Name']}" if acl else f"no web ACL on {arn.rpartition('/')[0]}")
+
+
+def routing_controllers(ctx: Context) -> list[tuple[str, str]]:
+    """(Deployment, ServiceAccount) of each routing controller in the namespace."""
+    return [
+        (d["metadata"]["name"], d["spec"]["template"]["spec"].get("serviceAccountName", "default"))
+        for d in ctx.kube.items("deployments")
+        if d["metadata"]["name"].endswith("routing-controller")
+    ]
+
+
+def guard_type_checks(ctx: Context) -> Outcome:
+    """The API server type-checked the routing controllers' admission policies without warnings."""
+    policies = [
+        p
+        for p in ctx.kube.items("validatingadmissionpolicies.admissionregistration.k8s.io")
+        if "routing-controller" in p["metadata"]["name"]
+    ]
+    if not policies:
+        return skipped("no routing controller admission policy (routingMode is not cost-with-failover)")
+    warned = [
+        p["metadata"]["name"]
+        for p in policies
+        if (p.get("status", {}).get("typeChecking") or {}).get("expressionWarnings")
+    ]
+    unchecked = [p["metadata"]["name"] for p in policies if "typeChecking" not in p.get("status", {})]
+    if warned or unchecked:
+        return failed(
+            "; ".join(
+                [*(f"{n} has expressionWarnings" for n in warned), *(f"{n} not type-checked yet" for n in unchecked)]
+            )
+        )
+    return passed(f"{len(policies)} policies, no expressionWarnings")
+
+
+def guard_denies(ctx: Context) -> Outcome:
+    """Each routing controller's identity is denied a change to the Ingress outside its own annotation (a
+    server-side dry run, nothing changes)."""
+    controllers = routing_controllers(ctx)
+    if not controllers:
+        return skipped("no routing controller (routingMode is not cost-with-failover)")
+    name = ingress(ctx)["metadata"]["name"]
+    results: list[str] = []
+    admitted: list[str] = []
+    for deployment, account in controllers:
+        user = f"system:serviceaccount:{ctx.kube.namespace}:{account}"
+        try:
+            ctx.kube.run(
+                "annotate", "ingress", name, FORBIDDEN_CHANGE, "--overwrite", "--dry-run=server", f"--as={user}"
+            )
+        except KubeError as exc:
+            if GUARD_DENIAL in str(exc):
+                results.append(f"{deployment} denied")
+                continue
+            admitted.append(f"{deployment}: {exc}")
+            continue
+        admitted.append(f"{deployment} admitted")
+    return verdict(not admitted, "; ".join(admitted or results))
+
+
+CHECKS: Final = (
+    Check("model-weights-staged", model_weights),
+    Check("neuron-artifacts-compiled", neuron_artifacts),
+    Check("dashboards-exist", dashboards),
+    Check("alarms-exist", alarms),
+    Check("web-acl-on-alb", web_acl_on_alb),
+    Check("routing-guard-type-checked", guard_type_checks),
+    Check("routing-guard-denies", guard_denies),
+)
