@@ -15,6 +15,8 @@ from verify.front_door import TIMEOUT_S, has_programs_client
 from verify.result import Check, Outcome, failed, skipped, verdict
 from verify.stacks import SERVING
 
+# The model store's prefix of compiled LLM artifacts (cdk/llm/compile_job.py; tests/verify/test_names.py holds it).
+ARTIFACTS_ROOT: Final = "compiled-llm"
 PROMPT: Final = "Count from one to twenty, in words."
 MAX_TOKENS: Final = 32
 
@@ -23,8 +25,6 @@ def compiled_artifacts(ctx: Context) -> Outcome:
     """The LLM compile Job wrote files and a completion marker under the model store's compiled-llm/ prefix."""
     if ctx.output(SERVING, "LlmNeuronCompileRerunCommand") is None:
         return skipped("no LLM Neuron compile in this stack (no LlmNeuronCompileRerunCommand output)")
-    from cdk.llm.compile_job import ARTIFACTS_ROOT
-
     bucket = ctx.outputs[SERVING]["ModelStoreBucket"]
     pages = ctx.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{ARTIFACTS_ROOT}/")
     keys = [o["Key"] for page in pages for o in page.get("Contents", [])]

@@ -94,6 +94,41 @@ def codebuild_image(ctx: Context) -> Outcome:
     return verdict(found, f"{versions.CODEBUILD_IMAGE} {'curated' if found else 'not curated'}")
 
 
+def most_devices(ctx: Context, family: str) -> int | None:
+    """The most GPUs or Neuron devices any size of an instance family has in the region (None: no such family)."""
+    pages = (
+        ctx.client("ec2")
+        .get_paginator("describe_instance_types")
+        .paginate(Filters=[{"Name": "instance-type", "Values": [f"{family}.*"]}])
+    )
+    counts = [
+        sum(d.get("Count", 0) for d in (t.get("GpuInfo") or {}).get("Gpus", []))
+        + sum(d.get("Count", 0) for d in (t.get("NeuronInfo") or {}).get("NeuronDevices", []))
+        for page in pages
+        for t in page["InstanceTypes"]
+    ]
+    return max(counts) if counts else None
+
+
+def max_devices_per_family(ctx: Context) -> Outcome:
+    """The largest instance of each family has as many chips or GPUs as MAX_DEVICES_PER_FAMILY says (the LLM
+    tensor parallel check at synth relies on it)."""
+    from cdk.config.llm import MAX_DEVICES_PER_FAMILY  # its package imports aws-cdk-lib: only when this runs
+
+    wrong: list[str] = []
+    absent: list[str] = []
+    for family, pinned in MAX_DEVICES_PER_FAMILY.items():
+        found = most_devices(ctx, family)
+        if found is None:
+            absent.append(family)
+        elif found != pinned:
+            wrong.append(f"{family}: {found}, not {pinned}")
+    if wrong:
+        return failed("; ".join(wrong))
+    checked = len(MAX_DEVICES_PER_FAMILY) - len(absent)
+    return passed(f"{checked} families match" + (f"; not in {ctx.region}: {', '.join(absent)}" if absent else ""))
+
+
 def cli(ctx: Context, tool: str, args: Sequence[str], what: str) -> Outcome:
     """Run an optional CLI (helm, docker): PASS when it exits 0, SKIP when it is not installed."""
     path = ctx.which(tool)
@@ -125,6 +160,7 @@ CHECKS: Final = (
     Check("pin-pod-identity-agent-addon", pod_identity_agent_addon),
     Check("pin-cloudwatch-observability-addon", cloudwatch_observability_addon),
     Check("pin-codebuild-image", codebuild_image),
+    Check("pin-max-devices-per-family", max_devices_per_family),
     Check(
         "pin-karpenter-chart",
         lambda ctx: chart(ctx, versions.KARPENTER_CHART_REPOSITORY, versions.KARPENTER_CHART_VERSION),

@@ -12,13 +12,18 @@ from cdk import versions
 from verify.context import Context
 from verify.kube import KubeError
 from verify.result import Check, Outcome, failed, passed, skipped, verdict
-from verify.stacks import IMAGES
+from verify.stacks import CLUSTER, IMAGES
 
 # Pods' label for the image service (cdk/serving/workloads.py APP_LABEL) and the volume EKS Pod Identity's
 # webhook adds (docs/first-deploy.md).
 IMAGE_POD_SELECTOR: Final = "app.kubernetes.io/name=stable-diffusion"
 POD_IDENTITY_VOLUME: Final = "eks-pod-identity-token"
 SYSTEM_NAMESPACE: Final = "kube-system"
+# Names the stacks give, copied here because their modules import aws-cdk-lib (a Node process to start);
+# tests/verify/test_names.py holds each to its source.
+SPOT_ROLE_NAME: Final = "AWSServiceRoleForEC2Spot"  # cdk/constructs/spot_role.py
+DENY_INGRESS_NAME: Final = "default-deny-ingress"  # cdk/serving/network_policy.py
+ALLOW_SERVICE_NAME: Final = "allow-service-port-from-load-balancer"  # cdk/serving/network_policy.py
 LBC_DEPLOYMENT: Final = "aws-load-balancer-controller"
 KARPENTER_DEPLOYMENT: Final = "karpenter"
 
@@ -42,6 +47,29 @@ def writable_containers(pod: dict[str, Any]) -> list[str]:
         for c in [*spec.get("initContainers", []), *spec["containers"]]
         if not (c.get("securityContext") or {}).get("readOnlyRootFilesystem")
     ]
+
+
+def spot_role(ctx: Context) -> Outcome:
+    """Where the cluster stack made sure of the EC2 Spot service-linked role, its custom resource completed and
+    the role exists."""
+    pages = ctx.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=CLUSTER)
+    resources = [
+        r for page in pages for r in page["StackResourceSummaries"] if "SpotServiceLinkedRole" in r["LogicalResourceId"]
+    ]
+    if not resources:
+        return skipped("no Spot capacity type: the stack has no SpotServiceLinkedRole")
+    unfinished = [
+        f"{r['LogicalResourceId']} {r['ResourceStatus']}"
+        for r in resources
+        if not r["ResourceStatus"].endswith("_COMPLETE")
+    ]
+    if unfinished:
+        return failed("; ".join(unfinished))
+    try:
+        role = ctx.client("iam").get_role(RoleName=SPOT_ROLE_NAME)["Role"]
+    except ClientError as exc:
+        return failed(f"{SPOT_ROLE_NAME}: {exc.response['Error']['Code']}")
+    return passed(f"{role['RoleName']} exists; {len(resources)} resources complete")
 
 
 def pods_ready_read_only(ctx: Context) -> Outcome:
@@ -204,8 +232,6 @@ def keda_triggers(ctx: Context) -> Outcome:
 
 def network_policies(ctx: Context) -> Outcome:
     """The default deny and the load balancer's allowance are in the namespace."""
-    from cdk.serving.network_policy import ALLOW_SERVICE_NAME, DENY_INGRESS_NAME
-
     names = {p["metadata"]["name"] for p in ctx.kube.items("networkpolicies")}
     missing = [n for n in (DENY_INGRESS_NAME, ALLOW_SERVICE_NAME) if n not in names]
     return verdict(not missing, f"missing {', '.join(missing)}" if missing else f"{len(names)} policies, both there")
@@ -216,6 +242,7 @@ CHECKS: Final = (
     Check("pods-ready-read-only", pods_ready_read_only),
     Check("pod-identity-token", pod_identity_token),
     Check("load-balancer-controller-image", load_balancer_controller),
+    Check("spot-service-linked-role", spot_role),
     Check("karpenter-not-denied", karpenter_not_denied),
     Check("keda-triggers-read-metrics", keda_triggers),
     Check("network-policies", network_policies),

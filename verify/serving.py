@@ -11,11 +11,16 @@ from botocore.exceptions import ClientError
 from app.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.kube import KubeError
+from verify.platform import IMAGE_POD_SELECTOR, serving_pods
 from verify.result import Check, Outcome, failed, passed, skipped, verdict
 from verify.stacks import SERVING, stack_resources
 
 # What the guard answers a change it does not allow (cdk/serving/routing_controller_workload.py's message).
 GUARD_DENIAL: Final = "the routing controller may change only the annotation"
+# The sign-in settings' ConfigMap (cdk/serving/sign_in.py; tests/verify/test_names.py holds it to its source).
+CONFIG_MAP_NAME: Final = "sd-auth"
+# The readiness gate the load balancer controller injects (docs/first-deploy.md's row).
+READINESS_GATE_PREFIX: Final = "target-health.elbv2.k8s.aws/"
 # An annotation no routing controller may change (docs/first-deploy.md's row).
 FORBIDDEN_CHANGE: Final = "alb.ingress.kubernetes.io/scheme=internet-facing"
 
@@ -105,15 +110,60 @@ def load_balancer_arn(ctx: Context, hostname: str) -> str | None:
 
 def web_acl_on_alb(ctx: Context) -> Outcome:
     """A web ACL (its rate rule and managed rule sets, the body limit) guards the Ingress's load balancer."""
-    entries = ingress(ctx).get("status", {}).get("loadBalancer", {}).get("ingress", [])
-    hostname = entries[0].get("hostname") if entries else None
-    if not hostname:
-        return failed("the Ingress has no load balancer hostname")
-    arn = load_balancer_arn(ctx, hostname)
+    arn, hostname = load_balancer(ctx)
     if arn is None:
-        return failed(f"no load balancer named {hostname}")
+        return failed(f"no load balancer for the Ingress ({hostname or 'no hostname'})")
     acl = ctx.client("wafv2").get_web_acl_for_resource(ResourceArn=arn).get("WebACL")
     return verdict(acl is not None, f"web ACL {acl['Name']}" if acl else f"no web ACL on {arn.rpartition('/')[0]}")
+
+
+def load_balancer(ctx: Context) -> tuple[str | None, str]:
+    """(ARN, or None where there is none, and the Ingress's hostname) of the Ingress's load balancer."""
+    entries = ingress(ctx).get("status", {}).get("loadBalancer", {}).get("ingress", [])
+    hostname = entries[0].get("hostname", "") if entries else ""
+    return (load_balancer_arn(ctx, hostname) if hostname else None), hostname
+
+
+def alb_access_logs(ctx: Context) -> Outcome:
+    """The load balancer writes access logs, and they arrive in the log bucket (its policy admits the region's
+    ELB principal)."""
+    arn, hostname = load_balancer(ctx)
+    if arn is None:
+        return failed(f"no load balancer for the Ingress ({hostname or 'no hostname'})")
+    listed = ctx.client("elbv2").describe_load_balancer_attributes(LoadBalancerArn=arn)["Attributes"]
+    attributes = {a["Key"]: a.get("Value", "") for a in listed}
+    if attributes.get("access_logs.s3.enabled") != "true":
+        return failed("access_logs.s3.enabled is not true")
+    bucket, prefix = attributes.get("access_logs.s3.bucket", ""), attributes.get("access_logs.s3.prefix", "")
+    found = ctx.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1)
+    keys = [o["Key"] for o in found.get("Contents", [])]
+    return verdict(bool(keys), f"s3://{bucket}/{prefix}/: {'objects, e.g. ' + keys[0] if keys else 'no objects yet'}")
+
+
+def sign_in_before_pods(ctx: Context) -> Outcome:
+    """The image pods were created after the sign-in ConfigMap and carry the load balancer's readiness gate."""
+    try:
+        config_map = ctx.kube.get("configmap", CONFIG_MAP_NAME)
+    except KubeError as exc:
+        if "not found" in str(exc).lower():
+            return skipped(f"no ConfigMap {CONFIG_MAP_NAME} (sign-in is off)")
+        raise
+    created = config_map["metadata"]["creationTimestamp"]
+    pods = serving_pods(ctx, "--selector", IMAGE_POD_SELECTOR)
+    if not pods:
+        return failed(f"no pods with {IMAGE_POD_SELECTOR}")
+    # RFC 3339 UTC timestamps as the API server writes them compare as strings.
+    older = [p["metadata"]["name"] for p in pods if p["metadata"]["creationTimestamp"] <= created]
+    ungated = [
+        p["metadata"]["name"]
+        for p in pods
+        if not any(
+            g.get("conditionType", "").startswith(READINESS_GATE_PREFIX) for g in p["spec"].get("readinessGates", [])
+        )
+    ]
+    problems = [f"created before {CONFIG_MAP_NAME}: {', '.join(older)}"] if older else []
+    problems += [f"no load balancer readiness gate: {', '.join(ungated)}"] if ungated else []
+    return verdict(not problems, "; ".join(problems) or f"{len(pods)} pods after {CONFIG_MAP_NAME}, all gated")
 
 
 def routing_controllers(ctx: Context) -> list[tuple[str, str]]:
@@ -180,6 +230,8 @@ CHECKS: Final = (
     Check("dashboards-exist", dashboards),
     Check("alarms-exist", alarms),
     Check("web-acl-on-alb", web_acl_on_alb),
+    Check("alb-access-logs", alb_access_logs),
+    Check("sign-in-before-pods", sign_in_before_pods),
     Check("routing-guard-type-checked", guard_type_checks),
     Check("routing-guard-denies", guard_denies),
 )

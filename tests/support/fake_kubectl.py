@@ -108,7 +108,13 @@ def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
 
 
 # kubectl's singular names for the kinds the state lists by their plural.
-SINGULAR = {"deployment": "deployments", "namespace": "namespaces", "pod": "pods", "ingress": "ingresses"}
+SINGULAR = {
+    "configmap": "configmaps",
+    "deployment": "deployments",
+    "ingress": "ingresses",
+    "namespace": "namespaces",
+    "pod": "pods",
+}
 
 
 def option(rest: list[str], name: str) -> str | None:

@@ -44,7 +44,9 @@ def described(name: str, outputs: dict[str, str]) -> dict[str, Any]:
     return {"Stacks": [stack]}
 
 
-def cloudformation(outputs: dict[str, dict[str, str]], *, missing: str | None = None, listings: int = 0) -> Any:
+def cloudformation(
+    outputs: dict[str, dict[str, str]], *, missing: str | None = None, listings: tuple[str, ...] = ()
+) -> Any:
     """CloudFormation answering describe_stacks for each stack in turn (`missing` as CloudFormation does)."""
     cfn, stub = stubbed("cloudformation")
     for name in ALL:
@@ -59,8 +61,8 @@ def cloudformation(outputs: dict[str, dict[str, str]], *, missing: str | None = 
                 break
         else:
             stub.add_response("describe_stacks", described(name, outputs[name]), {"StackName": name})
-    for _ in range(listings):
-        stub.add_response("list_stack_resources", {"StackResourceSummaries": []}, {"StackName": SERVING})
+    for stack in listings:  # the stacks whose resources the checks list, in the checks' order
+        stub.add_response("list_stack_resources", {"StackResourceSummaries": []}, {"StackName": stack})
     return cfn
 
 
@@ -110,7 +112,7 @@ def test_a_missing_stack_is_named_with_its_region(aws, cluster, capsys):
 
 
 def test_the_network_stack_may_be_absent(aws, cluster, capsys):
-    cfn = cloudformation(OUTPUTS, listings=0)  # no NETWORK in OUTPUTS: an existing VPC
+    cfn = cloudformation(OUTPUTS)  # no NETWORK in OUTPUTS: an existing VPC
     cluster.add("networkpolicies", {"metadata": {"name": "x"}})
 
     assert command.main([*kubectl_args(cluster), "network-policies"], Session({"cloudformation": cfn})) == 1
@@ -130,10 +132,11 @@ def test_kubectl_without_a_cluster_names_the_update_kubeconfig_command(aws, clus
 
 
 def test_one_row_per_check_and_exit_1_on_a_failure(aws, cluster, capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no helm or docker: those checks skip
+    # Node for the one check that imports aws-cdk-lib, and no helm or docker: those checks skip.
+    monkeypatch.setenv("PATH", str(REPO / "node_modules" / ".bin"))
     outputs = {k: dict(v) for k, v in OUTPUTS.items()}
     outputs[SERVING]["ServiceUrl"] = "http://127.0.0.1:9/"  # loopback, nothing listens: never the internet
-    cfn = cloudformation(outputs, listings=2)
+    cfn = cloudformation(outputs, listings=(CLUSTER, SERVING, SERVING))
 
     assert command.main(kubectl_args(cluster), Session({"cloudformation": cfn})) == 1
     rows = capsys.readouterr().out.splitlines()

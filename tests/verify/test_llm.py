@@ -7,7 +7,6 @@ import json
 
 import boto3
 
-from cdk.llm.compile_job import ARTIFACTS_ROOT
 from tests.verify.conftest import OUTPUTS, REGION, run
 from verify import llm
 from verify.result import Status
@@ -22,7 +21,7 @@ def test_the_llm_compile_wrote_files_and_its_marker(aws, make_context):
     ctx = make_context(outputs=outputs)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
-    prefix = f"{ARTIFACTS_ROOT}/qwen--qwen2.5-1.5b-instruct/tp1-abc/"
+    prefix = f"{llm.ARTIFACTS_ROOT}/qwen--qwen2.5-1.5b-instruct/tp1-abc/"
 
     assert run(llm.compiled_artifacts, ctx).status == Status.FAIL
     s3.put_object(Bucket=BUCKET, Key=prefix + "model.pt", Body=b"x")

@@ -136,3 +136,33 @@ def test_charts_and_public_images_go_through_their_cli_or_skip(make_context, tmp
     broken = run(check, make_context(tools={tool: fake_cli(tmp_path / "no", tool, 1)}))
     assert broken.status == Status.FAIL and "could not find it" in broken.evidence
     assert CLI_PINS[name] in (tmp_path / "ok" / f"{tool}.args").read_text().split()
+
+
+def instance_types(gpus: int = 0, neuron: int = 0) -> dict:
+    info: dict = {"InstanceType": "x.48xlarge"}
+    if gpus:
+        info["GpuInfo"] = {"Gpus": [{"Name": "A10G", "Count": gpus}]}
+    if neuron:
+        info["NeuronInfo"] = {"NeuronDevices": [{"Name": "Inferentia2", "Count": neuron}]}
+    return {"InstanceTypes": [{"InstanceType": "x.xlarge"}, info]}
+
+
+def test_the_largest_instance_of_each_family_has_the_pinned_device_count(make_context):
+    from cdk.config.llm import MAX_DEVICES_PER_FAMILY
+
+    def stub_all(override: dict[str, int]) -> object:
+        ec2, stub = stubbed("ec2")
+        for family, count in MAX_DEVICES_PER_FAMILY.items():
+            count = override.get(family, count)
+            answer = instance_types(neuron=count) if family.startswith(("inf", "trn")) else instance_types(gpus=count)
+            if family == "gr6":  # a family this region lacks
+                answer = {"InstanceTypes": []}
+            stub.add_response(
+                "describe_instance_types", answer, {"Filters": [{"Name": "instance-type", "Values": [f"{family}.*"]}]}
+            )
+        return ec2
+
+    ok = run(pins.max_devices_per_family, make_context(clients={"ec2": stub_all({})}))
+    assert ok.status == Status.PASS and ok.evidence.endswith("not in us-east-1: gr6")
+    fewer = run(pins.max_devices_per_family, make_context(clients={"ec2": stub_all({"inf2": 6})}))
+    assert fewer.status == Status.FAIL and fewer.evidence == "inf2: 6, not 12"

@@ -8,9 +8,10 @@ import json
 import boto3
 
 from cdk import versions
-from tests.verify.conftest import NAMESPACE, REGION, REPOSITORY, REPOSITORY_URI, deployment, pod, run
+from tests.verify.conftest import NAMESPACE, REGION, REPOSITORY, REPOSITORY_URI, deployment, pod, run, stubbed
 from verify import platform
 from verify.result import Status
+from verify.stacks import CLUSTER
 
 
 def push(tag: str) -> str:
@@ -174,3 +175,36 @@ def test_the_network_policies_are_in_place(cluster, make_context):
 def test_kubectl_is_asked_in_the_serving_namespace(cluster, make_context):
     run(platform.pods_ready_read_only, make_context())
     assert cluster.calls()[-1][:3] == ["--namespace", NAMESPACE, "get"]
+
+
+def spot_resources(status: str) -> dict:
+    summary = {
+        "LogicalResourceId": "SpotServiceLinkedRoleResource1A2B3C",
+        "PhysicalResourceId": "x",
+        "ResourceType": "Custom::SpotServiceLinkedRole",
+        "LastUpdatedTimestamp": "2026-01-01T00:00:00Z",
+        "ResourceStatus": status,
+    }
+    return {"StackResourceSummaries": [summary]}
+
+
+def test_the_spot_role_exists_where_the_stack_asked_for_it(aws, make_context):
+    cfn, stub = stubbed("cloudformation")
+    for answer in (
+        spot_resources("CREATE_COMPLETE"),
+        spot_resources("CREATE_FAILED"),
+        spot_resources("CREATE_COMPLETE"),
+    ):
+        stub.add_response("list_stack_resources", answer, {"StackName": CLUSTER})
+    stub.add_response("list_stack_resources", {"StackResourceSummaries": []}, {"StackName": CLUSTER})
+    ctx = make_context(clients={"cloudformation": cfn})
+
+    no_role = run(platform.spot_role, ctx)
+    assert no_role.status == Status.FAIL and "NoSuchEntity" in no_role.evidence
+    assert run(platform.spot_role, ctx).evidence == "SpotServiceLinkedRoleResource1A2B3C CREATE_FAILED"
+    trust = {
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "spot.amazonaws.com"}, "Action": "sts:AssumeRole"}]
+    }
+    boto3.client("iam").create_role(RoleName="AWSServiceRoleForEC2Spot", AssumeRolePolicyDocument=json.dumps(trust))
+    assert run(platform.spot_role, ctx).status == Status.PASS
+    assert run(platform.spot_role, ctx).status == Status.SKIP

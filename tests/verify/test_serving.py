@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.verify.conftest import NAMESPACE, OUTPUTS, REGION, deployment, run, stubbed
+from tests.verify.conftest import NAMESPACE, OUTPUTS, REGION, deployment, pod, run, stubbed
 from verify import serving
 from verify.result import Status
 from verify.stacks import SERVING
@@ -144,7 +144,7 @@ def test_the_web_acl_must_guard_the_ingresses_load_balancer(aws, cluster, make_c
 
 def test_an_ingress_without_a_load_balancer_fails(aws, cluster, make_context):
     cluster.add("ingresses", {"metadata": {"name": "sd"}, "status": {}})
-    assert run(serving.web_acl_on_alb, make_context()).evidence == "the Ingress has no load balancer hostname"
+    assert run(serving.web_acl_on_alb, make_context()).evidence == "no load balancer for the Ingress (no hostname)"
 
 
 def policy(name: str, warnings: list[dict[str, str]] | None) -> dict[str, Any]:
@@ -193,3 +193,46 @@ def test_each_routing_controllers_forbidden_change_is_denied(cluster, make_conte
     assert both.status == Status.PASS and both.evidence == "sd-routing-controller denied; llm-routing-controller denied"
     dry_runs = [c for c in cluster.calls() if c[2] == "annotate"]
     assert all("--dry-run=server" in c and serving.FORBIDDEN_CHANGE in c for c in dry_runs)
+
+
+def test_the_alb_writes_access_logs_that_arrive(aws, cluster, make_context):
+    lb = load_balancer()
+    cluster.add("ingresses", ingress(lb["DNSName"]))
+    elbv2 = boto3.client("elbv2", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="sd-access-logs")
+    assert run(serving.alb_access_logs, make_context()).evidence == "access_logs.s3.enabled is not true"
+
+    logging = {"access_logs.s3.enabled": "true", "access_logs.s3.bucket": "sd-access-logs"}
+    logging["access_logs.s3.prefix"] = "alb"
+    elbv2.modify_load_balancer_attributes(
+        LoadBalancerArn=lb["LoadBalancerArn"], Attributes=[{"Key": k, "Value": v} for k, v in logging.items()]
+    )
+    waiting = run(serving.alb_access_logs, make_context())
+    assert waiting.status == Status.FAIL and waiting.evidence.endswith("no objects yet")
+
+    s3.put_object(Bucket="sd-access-logs", Key="alb/AWSLogs/123456789012/elasticloadbalancing/x.log.gz", Body=b"x")
+    assert run(serving.alb_access_logs, make_context()).status == Status.PASS
+
+
+def timed_pod(name: str, created: str, gated: bool = True) -> dict[str, Any]:
+    made = pod(name)
+    made["metadata"]["creationTimestamp"] = created
+    if gated:
+        made["spec"]["readinessGates"] = [{"conditionType": "target-health.elbv2.k8s.aws/k8s-sd-sdgpu-abc"}]
+    return made
+
+
+def test_the_pods_come_after_the_sign_in_config_map_and_carry_the_gate(cluster, make_context):
+    assert run(serving.sign_in_before_pods, make_context()).status == Status.SKIP
+    config_map = {"metadata": {"name": "sd-auth", "creationTimestamp": "2026-11-26T10:00:00Z"}}
+    cluster.add("configmaps", config_map)
+    cluster.add("pods", timed_pod("sd-gpu-1", "2026-11-26T10:05:00Z"))
+    assert run(serving.sign_in_before_pods, make_context()).evidence == "1 pods after sd-auth, all gated"
+
+    cluster.add(
+        "pods", timed_pod("sd-gpu-0", "2026-11-26T09:59:00Z"), timed_pod("sd-gpu-2", "2026-11-26T11:00:00Z", False)
+    )
+    bad = run(serving.sign_in_before_pods, make_context())
+    assert bad.status == Status.FAIL
+    assert bad.evidence == "created before sd-auth: sd-gpu-0; no load balancer readiness gate: sd-gpu-2"
