@@ -9,14 +9,17 @@ from typing import Final
 
 import httpx
 
+from app import metric_names
 from app.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.front_door import TIMEOUT_S, has_programs_client
-from verify.result import Check, Outcome, failed, skipped, verdict
+from verify.result import Check, Outcome, failed, passed, skipped, verdict
 from verify.stacks import SERVING
 
 # The model store's prefix of compiled LLM artifacts (cdk/llm/compile_job.py; tests/verify/test_names.py holds it).
 ARTIFACTS_ROOT: Final = "compiled-llm"
+# Every LLM pod's label (cdk/llm/workload.py APP_LABEL; tests/verify/test_names.py holds it).
+LLM_POD_LABEL: Final = ("app.kubernetes.io/name", "llm")
 PROMPT: Final = "Count from one to twenty, in words."
 MAX_TOKENS: Final = 32
 
@@ -33,6 +36,39 @@ def compiled_artifacts(ctx: Context) -> Outcome:
     if not markers:
         return failed(f"{files} files and no {COMPLETE_MARKER} under s3://{bucket}/{ARTIFACTS_ROOT}/")
     return verdict(files > 0, f"{files} files; {markers[0]}")
+
+
+def llm_deployments(ctx: Context) -> list[str]:
+    """The LLM Deployments: each one is a metrics DeploymentUnit (cdk/llm/names.py)."""
+    key, value = LLM_POD_LABEL
+    return [
+        d["metadata"]["name"]
+        for d in ctx.kube.items("deployments")
+        if d["spec"]["template"].get("metadata", {}).get("labels", {}).get(key) == value
+    ]
+
+
+def metrics_arrive(ctx: Context) -> Outcome:
+    """Each LLM deployment unit has published every LLM metric to CloudWatch."""
+    if ctx.output(SERVING, "LlmBaseUrl") is None:
+        return skipped("no LLM workload (llmEnabled is off: no LlmBaseUrl output)")
+    units = llm_deployments(ctx)
+    if not units:
+        return failed("no LLM Deployment in the namespace")
+    expected = {m.name for m in metric_names.LLM_METRICS}
+    missing: list[str] = []
+    for unit in units:
+        dimension = {"Name": metric_names.DIMENSION_DEPLOYMENT_UNIT, "Value": unit}
+        pages = (
+            ctx.client("cloudwatch")
+            .get_paginator("list_metrics")
+            .paginate(Namespace=metric_names.NAMESPACE, Dimensions=[dimension])
+        )
+        found = {m["MetricName"] for page in pages for m in page["Metrics"]}
+        missing += [f"{unit} {name}" for name in sorted(expected - found)]
+    if missing:
+        return failed(f"not yet in CloudWatch: {', '.join(missing)}")
+    return passed(f"{len(expected)} metrics for {', '.join(units)}")
 
 
 def streams(ctx: Context) -> Outcome:
@@ -80,4 +116,5 @@ def streams(ctx: Context) -> Outcome:
 CHECKS: Final = (
     Check("llm-compiled-artifacts", compiled_artifacts),
     Check("llm-front-door-streams", streams),
+    Check("llm-metrics-arrive", metrics_arrive),
 )

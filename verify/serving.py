@@ -175,6 +175,38 @@ def routing_controllers(ctx: Context) -> list[tuple[str, str]]:
     ]
 
 
+def pod_address(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """(IP, first container port) of a running pod, None before it has an address."""
+    ip = pod.get("status", {}).get("podIP")
+    ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
+    return (ip, ports[0]) if ip and ports else None
+
+
+# Run in another pod: a TCP connection to the serving pod, which the NetworkPolicies must drop (a timeout, not a
+# refusal: a refused connection reached the pod).
+PROBE = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    print("connected")
+except OSError as exc:
+    print("timed out" if isinstance(exc, TimeoutError) else f"failed: {exc}")
+"""
+
+
+def network_policy_blocks_pods(ctx: Context) -> Outcome:
+    """A pod that is not the load balancer (the routing controller's) cannot reach a serving pod's port."""
+    controllers = routing_controllers(ctx)
+    if not controllers:
+        return skipped("no routing controller to call from (routingMode is not cost-with-failover)")
+    addresses = [a for p in serving_pods(ctx, "--selector", IMAGE_POD_SELECTOR) if (a := pod_address(p))]
+    if not addresses:
+        return failed(f"no pod with {IMAGE_POD_SELECTOR} has an address")
+    (ip, port), source = addresses[0], controllers[0][0]
+    said = ctx.kube.run("exec", f"deployment/{source}", "--", "python", "-c", PROBE, ip, str(port)).strip()
+    return verdict(said == "timed out", f"{source} -> {ip}:{port}: {said}")
+
+
 def guard_type_checks(ctx: Context) -> Outcome:
     """The API server type-checked the routing controllers' admission policies without warnings."""
     policies = [
@@ -234,4 +266,5 @@ CHECKS: Final = (
     Check("sign-in-before-pods", sign_in_before_pods),
     Check("routing-guard-type-checked", guard_type_checks),
     Check("routing-guard-denies", guard_denies),
+    Check("network-policy-blocks-pods", network_policy_blocks_pods),
 )

@@ -9,7 +9,8 @@ CronJob (the first `flaky_gets` looks at a Job fail, as on a network blip), thei
 
 A state with `resources` is a cluster of plain objects instead (what `make verify` reads, tests/verify/):
 `resources[namespace][kind]` lists the objects `get` answers (by name, or all, filtered by `--selector k=v`),
-`container_logs["namespace/deployment/name"]` the logs, `admission[user]` the message the API server denies that
+`container_logs["namespace/deployment/name"]` the logs, `exec["namespace/deployment/name"]` what a command run
+in it prints, `admission[user]` the message the API server denies that
 user's server-side dry run with (admitted when absent), and `unreachable` makes every call fail as kubectl does
 without a cluster.
 """
@@ -128,7 +129,7 @@ def option(rest: list[str], name: str) -> str | None:
 
 
 def answer_objects(state: dict[str, Any], argv: list[str]) -> str:
-    """`make verify`'s verbs against `resources`: get (-o json), logs, and a server-side dry-run annotate."""
+    """`make verify`'s verbs against `resources`: get (-o json), logs, exec, and a server-side dry-run annotate."""
     if state.get("unreachable"):
         raise ConnectionError("Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout")
     assert argv[0] == "--namespace", argv
@@ -153,6 +154,11 @@ def answer_objects(state: dict[str, Any], argv: list[str]) -> str:
         if key not in state.get("container_logs", {}):
             raise LookupError(f'{kind}s.apps "{name}"')
         return str(state["container_logs"][key])
+    if verb == "exec":
+        key = f"{namespace}/{rest[0]}"
+        if key not in state.get("exec", {}):
+            raise LookupError(f'{rest[0].partition("/")[0]}s.apps "{rest[0].partition("/")[2]}"')
+        return str(state["exec"][key])
     if verb == "annotate":
         assert "--dry-run=server" in rest, "make verify changes nothing"
         user = option(rest, "--as")

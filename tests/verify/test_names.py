@@ -4,7 +4,7 @@ process) are the ones the stacks use."""
 from __future__ import annotations
 
 from cdk.constructs import spot_role
-from cdk.llm import compile_job
+from cdk.llm import compile_job, workload
 from cdk.serving import network_policy, sign_in
 from verify import llm, platform, serving
 
@@ -15,3 +15,4 @@ def test_the_copied_names_are_the_stacks():
     assert platform.ALLOW_SERVICE_NAME == network_policy.ALLOW_SERVICE_NAME
     assert serving.CONFIG_MAP_NAME == sign_in.CONFIG_MAP_NAME
     assert llm.ARTIFACTS_ROOT == compile_job.ARTIFACTS_ROOT
+    assert dict([llm.LLM_POD_LABEL]) == workload.APP_LABEL

@@ -5,6 +5,9 @@ controllers' admission guard (the stand-in kubectl)."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from typing import Any
 
 import boto3
@@ -236,3 +239,43 @@ def test_the_pods_come_after_the_sign_in_config_map_and_carry_the_gate(cluster, 
     bad = run(serving.sign_in_before_pods, make_context())
     assert bad.status == Status.FAIL
     assert bad.evidence == "created before sd-auth: sd-gpu-0; no load balancer readiness gate: sd-gpu-2"
+
+
+def serving_pod(ip: str | None) -> dict[str, Any]:
+    made = pod("sd-gpu-1")
+    made["spec"]["containers"][0]["ports"] = [{"containerPort": 8000}]
+    if ip:
+        made["status"]["podIP"] = ip
+    return made
+
+
+@pytest.mark.parametrize(
+    ("printed", "status"), [("timed out", Status.PASS), ("connected", Status.FAIL), ("failed: refused", Status.FAIL)]
+)
+def test_another_pod_cannot_reach_a_serving_pod(cluster, make_context, printed, status):
+    cluster.add("deployments", deployment("sd-routing-controller", service_account="sd-routing-controller"))
+    cluster.add("pods", serving_pod("10.0.3.7"))
+    cluster.state["exec"] = {f"{NAMESPACE}/deployment/sd-routing-controller": printed + "\n"}
+    cluster.save()
+
+    outcome = run(serving.network_policy_blocks_pods, make_context())
+    assert (outcome.status, outcome.evidence) == (status, f"sd-routing-controller -> 10.0.3.7:8000: {printed}")
+    probe = next(c for c in cluster.calls() if c[2] == "exec")
+    assert probe[-2:] == ["10.0.3.7", "8000"]
+
+
+def test_the_probe_tells_a_timeout_from_a_refusal():
+    """The probe as the pod runs it: a refused port is not a timeout (a dropped SYN is)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    said = subprocess.run(
+        [sys.executable, "-c", serving.PROBE, "127.0.0.1", str(port)], capture_output=True, text=True, check=True
+    )
+    assert said.stdout.startswith("failed: ")
+
+
+def test_without_a_serving_pod_address_the_network_check_fails(cluster, make_context):
+    cluster.add("deployments", deployment("sd-routing-controller"))
+    cluster.add("pods", serving_pod(None))
+    assert run(serving.network_policy_blocks_pods, make_context()).status == Status.FAIL
