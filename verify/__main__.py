@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from verify.context import Context
 from verify.kube import Kubectl, KubeError
+from verify.result import Status
 from verify.runner import run_checks, select, summary
 from verify.stacks import CLUSTER, SERVING, Stop, stack_outputs
 
@@ -69,10 +70,17 @@ def start(args: argparse.Namespace, session_for: Callable[..., Any] = boto3.sess
         raise Stop(f"make verify: cannot read the stacks in {region}: {exc}") from None
     if not args.namespace:
         raise Stop("make verify: no serving namespace (give --namespace, servingNamespace of your deploy)")
+    if shutil.which(args.kubectl) is None:
+        raise Stop(f"make verify: {args.kubectl} not found (install kubectl, or give --kubectl)")
     kube = Kubectl(args.namespace, args.kubectl)
     try:
         kube.get("namespace", args.namespace)
     except KubeError as exc:
+        if "NotFound" in str(exc):
+            raise Stop(
+                f"make verify: the cluster has no namespace {args.namespace} (give --namespace, the "
+                "servingNamespace you deployed with)"
+            ) from None
         command = outputs[CLUSTER].get("UpdateKubeconfig", f"the {CLUSTER} stack's UpdateKubeconfig output")
         raise Stop(f"make verify: kubectl cannot reach the cluster ({exc}); run `{command}`") from None
     return Context(
@@ -103,7 +111,7 @@ def main(argv: Sequence[str] | None = None, session_for: Callable[..., Any] = bo
         return 2
     results = run_checks(ctx, checks, sys.stdout)
     print(summary(results))
-    return 1 if any(r.status == "FAIL" for r in results) else 0
+    return 1 if any(r.status == Status.FAIL for r in results) else 0
 
 
 if __name__ == "__main__":

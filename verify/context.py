@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verify.kube import Kubectl
-from verify.stacks import CLUSTER, SERVING
+from verify.stacks import SERVING
 
 
 @dataclass
@@ -32,11 +32,6 @@ class Context:
     def output(self, stack: str, key: str) -> str | None:
         """A stack's output by key, None where the stack does not emit it (a setting turned it off)."""
         return self.outputs.get(stack, {}).get(key)
-
-    @property
-    def cluster_name(self) -> str:
-        """The EKS cluster's name (the cluster stack's ClusterName output)."""
-        return self.outputs[CLUSTER]["ClusterName"]
 
     @property
     def service_url(self) -> str:

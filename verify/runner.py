@@ -54,5 +54,5 @@ def select(names: Sequence[str]) -> list[Check]:
     known = {c.name: c for c in ALL_CHECKS}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"no check named {', '.join(unknown)}; the checks: {', '.join(known)}")
+        raise ValueError(f"make verify: no check named {', '.join(unknown)}; the checks: {', '.join(known)}")
     return [known[n] for n in names]

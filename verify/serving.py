@@ -12,7 +12,7 @@ from app.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.kube import KubeError
 from verify.platform import IMAGE_POD_SELECTOR, serving_pods
-from verify.result import Check, Outcome, failed, passed, skipped, verdict
+from verify.result import Check, Outcome, Status, failed, passed, skipped, verdict
 from verify.stacks import SERVING, stack_resources
 
 # What the guard answers a change it does not allow (cdk/serving/routing_controller_workload.py's message).
@@ -59,7 +59,7 @@ def neuron_artifacts(ctx: Context) -> Outcome:
     if not files:
         return failed(f"no artifacts under s3://{bucket}/{prefix}")
     marker = marker_at(ctx, uri)
-    return verdict(marker.status == "PASS", f"{len(files)} files; {marker.evidence}")
+    return verdict(marker.status == Status.PASS, f"{len(files)} files; {marker.evidence}")
 
 
 def dashboards(ctx: Context) -> Outcome:

@@ -131,6 +131,23 @@ def test_kubectl_without_a_cluster_names_the_update_kubeconfig_command(aws, clus
     assert err.endswith(f"run `{OUTPUTS[CLUSTER]['UpdateKubeconfig']}`")
 
 
+def test_a_namespace_the_cluster_lacks_is_named(aws, cluster, capsys):
+    argv = ["--kubectl", str(cluster.path.parent / "kubectl"), "--namespace", "other"]
+
+    assert command.main(argv, Session({"cloudformation": cloudformation(OUTPUTS)})) == 2
+    assert capsys.readouterr().err.startswith("make verify: the cluster has no namespace other (give --namespace")
+
+
+def test_a_missing_kubectl_is_named(aws, capsys, tmp_path):
+    argv = ["--kubectl", str(tmp_path / "kubectl"), "--namespace", NAMESPACE]
+
+    assert command.main(argv, Session({"cloudformation": cloudformation(OUTPUTS)})) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"make verify: {tmp_path / 'kubectl'} not found (install kubectl, or give --kubectl)"
+    )
+
+
 def test_one_row_per_check_and_exit_1_on_a_failure(aws, cluster, capsys, monkeypatch, tmp_path):
     # Node for the one check that imports aws-cdk-lib, and no helm or docker: those checks skip.
     monkeypatch.setenv("PATH", str(REPO / "node_modules" / ".bin"))
@@ -156,7 +173,7 @@ def test_a_passing_selection_exits_0(aws, cluster, capsys):
 
 def test_an_unknown_check_name_stops_with_the_known_ones(capsys):
     assert command.main(["no-such-check"]) == 2
-    assert "no check named no-such-check; the checks: pin-nvidia-base-image" in capsys.readouterr().err
+    assert "make verify: no check named no-such-check; the checks: pin-nvidia-base-image" in capsys.readouterr().err
 
 
 def test_a_check_that_breaks_is_its_own_fail_and_the_run_goes_on(make_context):
