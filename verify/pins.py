@@ -22,13 +22,15 @@ ALB_CONTROLLER_CHART_REPOSITORY: Final = "https://aws.github.io/eks-charts"
 def ecr_image(ctx: Context, uri: str) -> Outcome:
     """The image `registry/repository:tag` exists in its ECR registry (the registry's account, the stack's region)."""
     registry, _, rest = uri.replace("{region}", ctx.region).partition("/")
+    account = registry.split(".")[0]
     repository, _, tag = rest.rpartition(":")
     try:
         details = ctx.client("ecr").describe_images(
-            registryId=registry.split(".")[0], repositoryName=repository, imageIds=[{"imageTag": tag}]
+            registryId=account, repositoryName=repository, imageIds=[{"imageTag": tag}]
         )["imageDetails"]
     except ClientError as exc:
-        return failed(f"{repository}:{tag}: {exc.response['Error']['Code']}")
+        # Some regions' Deep Learning Containers live in another account (docs/platform.md): say which was asked.
+        return failed(f"{account}/{repository}:{tag}: {exc.response['Error']['Code']}")
     return verdict(bool(details), f"{repository}:{tag} {details[0]['imageDigest'][:19] if details else 'absent'}")
 
 
