@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test lint synth bench bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm test lint synth verify bench bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ lint: $(VENV)/.dev-installed
 ## finds credentials, else offline for the labelled, not deployable example environment.
 synth: $(VENV)/.dev-installed node_modules/.installed
 	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet -c exampleEnvironment=true
+
+## After a deploy: run the first-deploy checks (docs/first-deploy.md) against the stacks, one row per check; exits
+## non-zero on a FAIL. Needs the AWS credentials and region you deploy with and kubectl for the cluster (the
+## UpdateKubeconfig output). VERIFY_ARGS=... names checks or options (see `python -m verify --help`).
+verify: $(VENV)/.dev-installed
+	@$(BIN)/python -m verify $(VERIFY_ARGS)
 
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed

@@ -6,6 +6,13 @@ The cluster: CronJobs (as the stack applies them), ScaledObjects' annotations (K
 status.pausedReplicaCount), each Deployment's replicas (one when its ScaledObject is paused at one, unless
 `stuck`, else `replicas`), Jobs that finish after `polls` looks with the outcome the state names for their
 CronJob (the first `flaky_gets` looks at a Job fail, as on a network blip), their logs, and Secrets.
+
+A state with `resources` is a cluster of plain objects instead (what `make verify` reads, tests/verify/):
+`resources[namespace][kind]` lists the objects `get` answers (by name, or all, filtered by `--selector k=v`),
+`container_logs["namespace/deployment/name"]` the logs, `exec["namespace/deployment/name"]` what a command run
+in it prints, `admission[user]` the message the API server denies that
+user's server-side dry run with (admitted when absent), and `unreachable` makes every call fail as kubectl does
+without a cluster.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ def main(argv: list[str]) -> int:
 
 
 def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
+    if "resources" in state:
+        return answer_objects(state, argv)
     assert argv[:2] == ["--namespace", state["namespace"]], argv
     verb, *rest = argv[2:]
     if verb == "get" and rest[0] == "cronjobs":
@@ -96,6 +105,67 @@ def answer(state: dict[str, Any], argv: list[str], stdin: str | None) -> str:
         state["jobs"].pop(rest[1], None)
         state.setdefault("deleted_jobs", []).append(rest[1])
         return "job deleted"
+    raise AssertionError(f"the fake does not know: kubectl {' '.join(argv)}")
+
+
+# kubectl's singular names for the kinds the state lists by their plural.
+SINGULAR = {
+    "configmap": "configmaps",
+    "deployment": "deployments",
+    "ingress": "ingresses",
+    "namespace": "namespaces",
+    "pod": "pods",
+}
+
+
+def option(rest: list[str], name: str) -> str | None:
+    """The value of `--name value` or `--name=value`, None when absent."""
+    for i, arg in enumerate(rest):
+        if arg == name and i + 1 < len(rest):
+            return rest[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def answer_objects(state: dict[str, Any], argv: list[str]) -> str:
+    """`make verify`'s verbs against `resources`: get (-o json), logs, exec, and a server-side dry-run annotate."""
+    if state.get("unreachable"):
+        raise ConnectionError("Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout")
+    assert argv[0] == "--namespace", argv
+    namespace, verb, rest = argv[1], argv[2], argv[3:]
+    objects = state["resources"].get(namespace, {})
+    if verb == "get":
+        assert option(rest, "--output") == "json", argv
+        kind = SINGULAR.get(rest[0], rest[0])
+        items = objects.get(kind, [])
+        if len(rest) > 1 and not rest[1].startswith("--"):
+            for item in items:
+                if item["metadata"]["name"] == rest[1]:
+                    return json.dumps(item)
+            raise LookupError(f'{kind} "{rest[1]}"')
+        if selector := option(rest, "--selector"):
+            key, value = selector.split("=", 1)
+            items = [i for i in items if i["metadata"].get("labels", {}).get(key) == value]
+        return json.dumps({"kind": "List", "items": items})
+    if verb == "logs":
+        kind, _, name = rest[0].partition("/")
+        key = f"{namespace}/{kind}/{name}"
+        if key not in state.get("container_logs", {}):
+            raise LookupError(f'{kind}s.apps "{name}"')
+        return str(state["container_logs"][key])
+    if verb == "exec":
+        key = f"{namespace}/{rest[0]}"
+        if key not in state.get("exec", {}):
+            raise LookupError(f'{rest[0].partition("/")[0]}s.apps "{rest[0].partition("/")[2]}"')
+        return str(state["exec"][key])
+    if verb == "annotate":
+        assert "--dry-run=server" in rest, "make verify changes nothing"
+        user = option(rest, "--as")
+        denial = state.get("admission", {}).get(user)
+        if denial:
+            raise ValueError(f"admission webhook denied the request: {denial}")
+        return f"ingress.networking.k8s.io/{rest[1]} annotated (server dry run)"
     raise AssertionError(f"the fake does not know: kubectl {' '.join(argv)}")
 
 

@@ -1,0 +1,18 @@
+"""The names `make verify` copies from modules that import aws-cdk-lib (so that the command starts without a Node
+process) are the ones the stacks use."""
+
+from __future__ import annotations
+
+from cdk.constructs import spot_role
+from cdk.llm import compile_job, workload
+from cdk.serving import network_policy, sign_in
+from verify import llm, platform, serving
+
+
+def test_the_copied_names_are_the_stacks():
+    assert platform.SPOT_ROLE_NAME == spot_role.SPOT_ROLE_NAME
+    assert platform.DENY_INGRESS_NAME == network_policy.DENY_INGRESS_NAME
+    assert platform.ALLOW_SERVICE_NAME == network_policy.ALLOW_SERVICE_NAME
+    assert serving.CONFIG_MAP_NAME == sign_in.CONFIG_MAP_NAME
+    assert llm.ARTIFACTS_ROOT == compile_job.ARTIFACTS_ROOT
+    assert dict([llm.LLM_POD_LABEL]) == workload.APP_LABEL
