@@ -14,7 +14,7 @@ from verify.kube import KubeError
 from verify.result import Check, Outcome, failed, passed, skipped, verdict
 from verify.stacks import CLUSTER, IMAGES
 
-# Pods' label for the image service (cdk/serving/workloads.py APP_LABEL) and the volume EKS Pod Identity's
+# Pods' label for the image service (cdk/image/workload.py APP_LABEL) and the volume EKS Pod Identity's
 # webhook adds (docs/first-deploy.md).
 IMAGE_POD_SELECTOR: Final = "app.kubernetes.io/name=stable-diffusion"
 POD_IDENTITY_VOLUME: Final = "eks-pod-identity-token"

@@ -17,7 +17,7 @@ from verify.stacks import SERVING, stack_resources
 
 # What the guard answers a change it does not allow (cdk/serving/routing_controller_workload.py's message).
 GUARD_DENIAL: Final = "the routing controller may change only the annotation"
-# The sign-in settings' ConfigMap (cdk/serving/sign_in.py; tests/verify/test_names.py holds it to its source).
+# The sign-in settings' ConfigMap (cdk/front_door/sign_in.py; tests/verify/test_names.py holds it to its source).
 CONFIG_MAP_NAME: Final = "sd-auth"
 # The readiness gate the load balancer controller injects (docs/first-deploy.md's row).
 READINESS_GATE_PREFIX: Final = "target-health.elbv2.k8s.aws/"
