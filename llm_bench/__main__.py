@@ -152,15 +152,19 @@ def overhead(
     targets = {"direct": (engine_url, None), "gateway": (target.gateway_url, target.auth)}
     for concurrency in [int(c) for c in args.overhead_concurrency.split(",") if c]:
         load = Load(args.input_tokens, args.output_tokens, concurrency, max(args.overhead_requests, 2 * concurrency))
-        for url, auth in targets.values():  # warm-up, not measured: connections, first batches
-            asyncio.run(run_load(url, model, Load(args.input_tokens, 4, concurrency, concurrency), seed=99, auth=auth))
+        warm_up = Load(args.input_tokens, 4, concurrency, concurrency)
+        for name, (url, auth) in targets.items():  # warm-up, not measured: connections, first batches
+            asyncio.run(run_load(url, model, warm_up, seed=f"overhead warm-up {concurrency} {name}", auth=auth))
         runs: dict[str, list[dict[str, float]]] = {"direct": [], "gateway": []}
         for round_ in range(args.rounds):
             order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
             for name in order:
                 url, auth = targets[name]
                 cpu_before = cpu_seconds(target.gateway_pid) if target.gateway_pid else math.nan
-                figures = summarize(asyncio.run(run_load(url, model, load, seed=round_, auth=auth)), slo)
+                # Prompts of their own per target and round: vLLM's prefix cache would serve the second target's
+                # prefill of prompts the first had sent (finding 11: a spurious +518 % TTFT at 1 stream).
+                seed = f"overhead {concurrency} {round_} {name}"
+                figures = summarize(asyncio.run(run_load(url, model, load, seed=seed, auth=auth)), slo)
                 if name == "gateway" and target.gateway_pid:
                     tokens = figures["output_tokens_per_s"] * figures["duration_s"]
                     figures["gateway_cpu_ms_per_1k_tokens"] = (
@@ -216,7 +220,7 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
 
     shape = Load(args.input_tokens, args.output_tokens, args.concurrency, args.requests or 2 * args.concurrency)
     print(f"shape run: {shape}", file=sys.stderr)
-    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape, auth=target.auth)), slo)
+    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape, seed="shape", auth=target.auth)), slo)
     ours = [
         "completed", "errors", "input_tokens_mean", "output_tokens_mean", "ttft_ms_p50", "ttft_ms_p90",
         "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "e2e_s_p50",
@@ -237,7 +241,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     offered = OVERLOAD_FACTOR * args.max_num_seqs
     overload_load = Load(args.input_tokens, args.output_tokens, offered, offered)
     print(f"overload: {offered} at once", file=sys.stderr)
-    overload = summarize(asyncio.run(run_load(target.gateway_url, model, overload_load, seed=7, auth=target.auth)), slo)
+    overloaded = run_load(target.gateway_url, model, overload_load, seed="overload", auth=target.auth)
+    overload = summarize(asyncio.run(overloaded), slo)
     overload_table = table(
         ["offered at once", "completed", "lost", "5xx", "429", "TTFT p50 (ms)", "TTFT p99 (ms)", "0 lost, 0 5xx"],
         [
@@ -321,7 +326,7 @@ def sweep_point(args: argparse.Namespace, target: Target, model: str, slo: Slo, 
     if url is None:
         raise ValueError("the sweep's target has no URL")
     if args.sweep_client == "builtin":
-        figures = summarize(asyncio.run(run_load(url, model, point, seed=concurrency, auth=auth)), slo)
+        figures = summarize(asyncio.run(run_load(url, model, point, seed=f"sweep {concurrency}", auth=auth)), slo)
         counts = [int(figures["completed"]), int(figures["errors"])]
         latencies = [figures[k] for k in ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "tpot_ms_p50")]
         tokens_per_s, per_min = figures["output_tokens_per_s"], figures["requests_per_min"]
