@@ -38,6 +38,7 @@ from app.bench.results_file import update_section
 from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
 from llm_bench.local import cpu_seconds
+from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve
 from llm_bench.token import TokenFile
@@ -126,22 +127,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.input_tokens < 1 or args.output_tokens < 2 or args.concurrency < 1:
         parser.error("--input-tokens, --output-tokens (at least 2) and --concurrency must be positive")
     return args
-
-
-def cpu_name() -> str:
-    """This machine's CPU model and thread count."""
-    name = "CPU"
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return f"{name}, {os.cpu_count()} threads"
-
-
-def load_average() -> str:
-    """The 1-minute load average (the machine is shared: figures are only as steady as this)."""
-    return f"{os.getloadavg()[0]:.2f}"
 
 
 def overhead(

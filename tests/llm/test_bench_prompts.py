@@ -5,49 +5,20 @@ directly and through a real gateway; nothing is timed here."""
 
 from __future__ import annotations
 
-import asyncio
 import random
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from llm_bench import __main__ as bench
 from llm_bench.load import CALIBRATION_WORDS, prompt
 from llm_bench.report import Slo
-from llm_bench.standin_engine import STANDIN_MODEL, Pace, StandinEngine
-from tests.llm.stack import run_gateway
-from tests.support.app_process import free_port
-
-
-@contextmanager
-def recording_standin() -> Iterator[tuple[str, StandinEngine]]:
-    """A full-speed stand-in engine in a thread of its own that records the prompts it gets; (URL, engine)."""
-    engine = StandinEngine(Pace(ttft_s=0.0, gap_s=0.0), record=True)
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    started = asyncio.Event()
-    task = loop.create_task(engine.serve("127.0.0.1", port, started))
-
-    def run() -> None:
-        with suppress(asyncio.CancelledError):
-            loop.run_until_complete(task)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        asyncio.run_coroutine_threadsafe(asyncio.wait_for(started.wait(), 10), loop).result(timeout=15)
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        loop.call_soon_threadsafe(task.cancel)
-        thread.join(timeout=10)
-        loop.close()
+from llm_bench.standin_engine import STANDIN_MODEL
+from tests.llm.stack import run_gateway, run_standin
 
 
 def test_no_two_targets_or_rounds_share_a_prompt_prefix(tmp_path: Path) -> None:
     with (
-        recording_standin() as (direct_url, direct),
-        recording_standin() as (behind_url, behind),
+        run_standin(record=True) as (direct_url, direct),
+        run_standin(record=True) as (behind_url, behind),
         run_gateway(behind_url, tmp_path) as gateway,
     ):
         args = bench.parse_args(
