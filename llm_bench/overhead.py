@@ -10,11 +10,12 @@ client run on one core, the proxy on the other (taskset), so the proxy's CPU nev
 
 In front of one stand-in: nothing (direct), the gateway (`python -m llm_gateway` with its pod's settings, from
 cdk/llm/workload.py's gateway_env: METRICS=emf, since there is no CloudWatch here, and sign-in off) and, with
---router, vLLM's Rust router (`vllm-router`, never a dependency of the project) as the peer. At each stream count
-every target runs once per round, the order rotating between rounds so that drift falls on all; the table gives
-medians over the rounds of the per-round differences to direct: TTFT p50 and p99 added, tokens/s as a share of
-direct, and the proxy's CPU time per 1,000 tokens (/proc). Then a full-speed run (a stand-in that streams as fast
-as it can) gives tokens/s per core of proxy CPU time.
+--router, vLLM's Rust router (`vllm-router`, never a dependency of the project) as the peer; --proxy adds any
+other candidate. At each stream count every target runs once per round, the order rotating between rounds so
+that drift falls on all; the table gives medians over the rounds of the per-round differences to direct: TTFT
+p50 and p99 added, tokens/s as a share of direct, and the proxy's CPU time per 1,000 tokens (/proc, its child
+processes included). Then a full-speed run (a stand-in that streams as fast as it can) gives tokens/s per core
+of proxy CPU time.
 
 Targets: added TTFT p50 <= 2 ms and p99 <= 5 ms, tokens/s >= 99.8 % of direct, and at full speed at least the
 router's tokens/s per proxy core.
@@ -78,7 +79,8 @@ class Run:
     tokens_per_s: float
     cpu_s: float  # the proxy's CPU seconds during the run (nan for direct)
     wall_s: float
-    errors: int
+    errors: int  # requests not answered 200 to their end
+    refused: int  # of them, refused with a 429 (an admission bound)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -97,6 +99,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--full-speed-rounds", type=int, default=2)
     parser.add_argument("--full-speed-tokens", type=int, default=256, help="tokens per answer at full speed")
     parser.add_argument("--router", type=Path, help="the vllm-router command (pip install vllm-router elsewhere)")
+    parser.add_argument(
+        "--proxy",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="another proxy to measure beside them (repeatable): a command line with {port} (where it listens) and "
+        "{upstream} (the stand-in's URL); ready when its /v1/models answers",
+    )
     parser.add_argument("--cores", help="two CPUs: the client's and stand-in's, then the proxy's (default: the first "
                         "two this process may use)")  # fmt: skip
     parser.add_argument("--results-file", type=Path, help="write the section into this markdown file")
@@ -110,6 +120,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--rounds and --full-speed-rounds must be positive, --output-tokens at least 2")
     if args.router is not None and not os.access(args.router, os.X_OK):
         parser.error(f"--router {args.router} is not an executable")
+    names = [spec.partition("=")[0] for spec in args.proxy]
+    taken = {DIRECT, GATEWAY, ROUTER}
+    if (
+        any("=" not in spec for spec in args.proxy)
+        or not all(names)
+        or len(set(names)) < len(names)
+        or taken & {*names}
+    ):
+        parser.error(f"--proxy takes NAME=COMMAND, each name once and none of {', '.join(sorted(taken))}")
     return args
 
 
@@ -199,7 +218,36 @@ def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path)
                        "--policy=round_robin", f"--prometheus-port={free_port()}", "--log-level=warning"]  # fmt: skip
             pid = stack.enter_context(process(command, proxy_core, folder / "router.log", f"{router}/v1/models"))
             targets.append(Target(ROUTER, router, pid))
+        for spec in args.proxy:
+            name, _, line = spec.partition("=")
+            port = free_port()
+            command = shlex.split(line.format(port=port, upstream=standin))
+            url = f"http://127.0.0.1:{port}"
+            pid = stack.enter_context(process(command, proxy_core, folder / f"{name}.log", f"{url}/v1/models"))
+            targets.append(Target(name, url, pid))
         yield targets
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of process `pid` and every process below it: a server may run its workers as child processes
+    (granian does), and their time is the proxy's too."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        todo += children.get(current, [])
+    return total
 
 
 def run_client(coroutine: Coroutine[Any, Any, list[Timing]]) -> list[Timing]:
@@ -215,14 +263,16 @@ def run_client(coroutine: Coroutine[Any, Any, list[Timing]]) -> list[Timing]:
 
 def measure(target: Target, load: StreamLoad, seed: str) -> Run:
     """One run of `load` against `target`, with the proxy's CPU time over it."""
-    cpu_before = cpu_seconds(target.pid) if target.pid else math.nan
+    cpu_before = tree_cpu_seconds(target.pid) if target.pid else math.nan
     timings = run_client(run_streams(target.url, STANDIN_MODEL, load, seed=seed))
-    cpu = cpu_seconds(target.pid) - cpu_before if target.pid else math.nan
+    cpu = tree_cpu_seconds(target.pid) - cpu_before if target.pid else math.nan
     done = [t for t in timings if t.ok]
     ttfts = [t.ttft_s * 1000 for t in done if t.ttft_s is not None]
     tokens = sum(t.output_tokens for t in done)
     wall = max(t.end for t in timings) - min(t.start for t in timings)
-    return Run(percentile(ttfts, 50), percentile(ttfts, 99), tokens, tokens / wall, cpu, wall, len(timings) - len(done))
+    refused = sum(1 for t in timings if t.status == 429)
+    p50, p99 = percentile(ttfts, 50), percentile(ttfts, 99)
+    return Run(p50, p99, tokens, tokens / wall, cpu, wall, len(timings) - len(done), refused)
 
 
 def rounds(targets: list[Target], load: StreamLoad, count: int, label: str) -> dict[str, list[Run]]:
@@ -254,6 +304,7 @@ def paced_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[obj
             share = statistics.median(p.tokens_per_s / d.tokens_per_s for p, d in zip(proxied, direct, strict=True))
             cpu = statistics.median(p.cpu_s * 1e6 / p.tokens if p.tokens else math.nan for p in proxied)
             errors = sum(r.errors for r in proxied) + sum(r.errors for r in direct)
+            refused = sum(r.refused for r in proxied)
             met = (
                 added_p50 <= TTFT_P50_TARGET_MS
                 and added_p99 <= TTFT_P99_TARGET_MS
@@ -270,7 +321,7 @@ def paced_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[obj
                     statistics.median(d.tokens_per_s for d in direct),
                     f"{share:.2%}",
                     cpu,
-                    errors,
+                    f"{errors} ({refused} 429)" if refused else errors,
                     "yes" if met else "no",
                 ]
             )
@@ -298,9 +349,10 @@ def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[lis
                 met = "n/a (no router)" if router is None else ("yes" if per_core[GATEWAY] >= router else "no")
             else:
                 met = ""
-            errors = sum(r.errors for r in mine)
+            errors, refused = sum(r.errors for r in mine), sum(r.refused for r in mine)
+            errors_cell = f"{errors} ({refused} 429)" if refused else errors
             tokens_per_s = statistics.median(r.tokens_per_s for r in mine)
-            rows.append([streams, target.name, tokens_per_s, cores, per_core[target.name], errors, met])
+            rows.append([streams, target.name, tokens_per_s, cores, per_core[target.name], errors_cell, met])
             print(f"  {target.name}: {tokens_per_s:,.0f} tok/s, {cores:.2f} proxy cores", file=sys.stderr)
     return rows
 
@@ -308,7 +360,9 @@ def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[lis
 def section(args: argparse.Namespace, command: str, started: str, loads: tuple[str, str], paced: str, full: str) -> str:
     """The markdown section for docs/benchmarks.md."""
     client_core, proxy_core = args.core_lists
-    router = "and vLLM's Rust router (`vllm-router`, `--policy round_robin`) " if args.router else ""
+    peers = ["vLLM's Rust router (`vllm-router`, `--policy round_robin`)"] if args.router else []
+    peers += [f"`{spec.partition('=')[0]}` (`{spec.partition('=')[2]}`)" for spec in args.proxy]
+    router = f"and {', '.join(peers)} " if peers else ""
     return "\n\n".join(
         [
             "### LLM gateway overhead, apart from the engine (pace stand-in)",
@@ -320,7 +374,10 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             f"the client on CPU {client_core}, the proxy on CPU {proxy_core}. Each stream count: a warm-up, then "
             f"{args.rounds} rounds of every target in rotating order; medians over the rounds of the differences to "
             f"direct in the same round. Targets: TTFT p50 +{TTFT_P50_TARGET_MS:g} ms and p99 "
-            f"+{TTFT_P99_TARGET_MS:g} ms at most, tokens/s at least {TOKENS_SHARE_TARGET:.1%} of direct.",
+            f"+{TTFT_P99_TARGET_MS:g} ms at most, tokens/s at least {TOKENS_SHARE_TARGET:.1%} of direct. Errors: "
+            "requests of all rounds not answered 200 to their end (429: refused by the proxy's admission bound, "
+            "which a client holding as many streams as the bound can meet when its next request comes in before "
+            "the proxy has let go of the last one).",
             paced,
             f"**Full speed** (the stand-in streams as fast as it can, {args.full_speed_tokens} tokens an answer, "
             f"{args.full_speed_s:g} s per target and round, {args.full_speed_rounds} rounds; medians). Tokens/s is "

@@ -5,6 +5,7 @@ end to end (stand-in, gateway, pinned cores, rotating rounds, the section it wri
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import openai
@@ -63,6 +64,8 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
         "--full-speed-streams=2",
         "--full-speed-s=0.3",
         "--full-speed-rounds=1",
+        # Any other server measured beside: here a second stand-in of the same pace, answering by itself.
+        f"--proxy=twin={sys.executable} -m llm_bench.standin_engine --port={{port}} --ttft-ms=5 --gap-ms=1",
         f"--results-file={results}",
     ]
     assert overhead.main(argv) == 0
@@ -70,14 +73,28 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     assert section is not None and results.read_text(encoding="utf-8").startswith("# Benchmarks\n")
     assert "`python -m llm_bench.overhead --streams=1,3 --rounds=2" in section and "load average (1 min)" in section
     paced = [line.split(" | ") for line in section.splitlines() if line.startswith(("| 1 | ", "| 3 | "))]
-    assert [(row[0], row[1]) for row in paced] == [("| 1", "gateway"), ("| 3", "gateway")]
+    assert [(row[0], row[1]) for row in paced] == [
+        ("| 1", "gateway"),
+        ("| 1", "twin"),
+        ("| 3", "gateway"),
+        ("| 3", "twin"),
+    ]
     assert all(row[-2] == "0" and row[-1] in ("yes |", "no |") for row in paced)  # no errors; a verdict per row
     full = [line.split(" | ") for line in section.splitlines() if line.startswith("| 2 | ")]
-    assert [row[1] for row in full] == ["direct", "gateway"]
+    assert [row[1] for row in full] == ["direct", "gateway", "twin"]
     assert full[1][-1] == "n/a (no router) |"  # the per-core target needs the router's figure
 
 
-def test_the_router_must_be_a_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--router=/nonexistent/vllm-router"], "is not an executable"),
+        (["--proxy=no-command"], "--proxy takes NAME=COMMAND"),
+        (["--proxy=gateway=python -m llm_gateway"], "none of direct, gateway, vllm-router"),
+        (["--proxy=a=x {port}", "--proxy=a=y {port}"], "each name once"),
+    ],
+)
+def test_a_bad_command_line_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        overhead.parse_args([f"--router={tmp_path / 'absent'}"])
-    assert "is not an executable" in capsys.readouterr().err
+        overhead.parse_args(argv)
+    assert message in capsys.readouterr().err
