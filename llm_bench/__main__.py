@@ -265,7 +265,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             shape_table,
             llmperf_table,
             f"**Gateway overhead** (at least {args.overhead_requests} requests, or 2x the streams, per target and "
-            f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds). Here the "
+            f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds; prompts of "
+            "their own per target and round, so that vLLM's prefix cache serves neither from the other). Here the "
             "gateway shares the engine's CPU cores, so its own CPU time per streamed token competes with the "
             "engine's; on an accelerator the engine's step does not. The gateway's CPU time per 1,000 output "
             "tokens (--local only, from /proc) is the figure that does not depend on the machine's other load:",
