@@ -38,6 +38,7 @@ from app.bench.results_file import update_section
 from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
 from llm_bench.local import cpu_seconds
+from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve
 from llm_bench.token import TokenFile
@@ -128,22 +129,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def cpu_name() -> str:
-    """This machine's CPU model and thread count."""
-    name = "CPU"
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return f"{name}, {os.cpu_count()} threads"
-
-
-def load_average() -> str:
-    """The 1-minute load average (the machine is shared: figures are only as steady as this)."""
-    return f"{os.getloadavg()[0]:.2f}"
-
-
 def overhead(
     args: argparse.Namespace, target: Target, engine_url: str, model: str, slo: Slo
 ) -> tuple[str, list[list[object]]]:
@@ -152,15 +137,19 @@ def overhead(
     targets = {"direct": (engine_url, None), "gateway": (target.gateway_url, target.auth)}
     for concurrency in [int(c) for c in args.overhead_concurrency.split(",") if c]:
         load = Load(args.input_tokens, args.output_tokens, concurrency, max(args.overhead_requests, 2 * concurrency))
-        for url, auth in targets.values():  # warm-up, not measured: connections, first batches
-            asyncio.run(run_load(url, model, Load(args.input_tokens, 4, concurrency, concurrency), seed=99, auth=auth))
+        warm_up = Load(args.input_tokens, 4, concurrency, concurrency)
+        for name, (url, auth) in targets.items():  # warm-up, not measured: connections, first batches
+            asyncio.run(run_load(url, model, warm_up, seed=f"overhead warm-up {concurrency} {name}", auth=auth))
         runs: dict[str, list[dict[str, float]]] = {"direct": [], "gateway": []}
         for round_ in range(args.rounds):
             order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
             for name in order:
                 url, auth = targets[name]
                 cpu_before = cpu_seconds(target.gateway_pid) if target.gateway_pid else math.nan
-                figures = summarize(asyncio.run(run_load(url, model, load, seed=round_, auth=auth)), slo)
+                # Prompts of their own per target and round: vLLM's prefix cache would serve the second target's
+                # prefill of prompts the first had sent (finding 11: a spurious +518 % TTFT at 1 stream).
+                seed = f"overhead {concurrency} {round_} {name}"
+                figures = summarize(asyncio.run(run_load(url, model, load, seed=seed, auth=auth)), slo)
                 if name == "gateway" and target.gateway_pid:
                     tokens = figures["output_tokens_per_s"] * figures["duration_s"]
                     figures["gateway_cpu_ms_per_1k_tokens"] = (
@@ -216,7 +205,7 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
 
     shape = Load(args.input_tokens, args.output_tokens, args.concurrency, args.requests or 2 * args.concurrency)
     print(f"shape run: {shape}", file=sys.stderr)
-    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape, auth=target.auth)), slo)
+    main = summarize(asyncio.run(run_load(target.gateway_url, model, shape, seed="shape", auth=target.auth)), slo)
     ours = [
         "completed", "errors", "input_tokens_mean", "output_tokens_mean", "ttft_ms_p50", "ttft_ms_p90",
         "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "e2e_s_p50",
@@ -237,7 +226,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     offered = OVERLOAD_FACTOR * args.max_num_seqs
     overload_load = Load(args.input_tokens, args.output_tokens, offered, offered)
     print(f"overload: {offered} at once", file=sys.stderr)
-    overload = summarize(asyncio.run(run_load(target.gateway_url, model, overload_load, seed=7, auth=target.auth)), slo)
+    overloaded = run_load(target.gateway_url, model, overload_load, seed="overload", auth=target.auth)
+    overload = summarize(asyncio.run(overloaded), slo)
     overload_table = table(
         ["offered at once", "completed", "lost", "5xx", "429", "TTFT p50 (ms)", "TTFT p99 (ms)", "0 lost, 0 5xx"],
         [
@@ -275,7 +265,8 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
             shape_table,
             llmperf_table,
             f"**Gateway overhead** (at least {args.overhead_requests} requests, or 2x the streams, per target and "
-            f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds). Here the "
+            f"round after a warm-up; {args.rounds} rounds of alternating order; means of the rounds; prompts of "
+            "their own per target and round, so that vLLM's prefix cache serves neither from the other). Here the "
             "gateway shares the engine's CPU cores, so its own CPU time per streamed token competes with the "
             "engine's; on an accelerator the engine's step does not. The gateway's CPU time per 1,000 output "
             "tokens (--local only, from /proc) is the figure that does not depend on the machine's other load:",
@@ -321,7 +312,7 @@ def sweep_point(args: argparse.Namespace, target: Target, model: str, slo: Slo, 
     if url is None:
         raise ValueError("the sweep's target has no URL")
     if args.sweep_client == "builtin":
-        figures = summarize(asyncio.run(run_load(url, model, point, seed=concurrency, auth=auth)), slo)
+        figures = summarize(asyncio.run(run_load(url, model, point, seed=f"sweep {concurrency}", auth=auth)), slo)
         counts = [int(figures["completed"]), int(figures["errors"])]
         latencies = [figures[k] for k in ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "tpot_ms_p50")]
         tokens_per_s, per_min = figures["output_tokens_per_s"], figures["requests_per_min"]

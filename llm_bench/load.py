@@ -91,10 +91,10 @@ async def one_request(client: httpx.AsyncClient, model: str, text: str, output_t
 
 
 async def run_load(
-    base_url: str, model: str, load: Load, *, seed: int = 1, auth: httpx.Auth | None = None
+    base_url: str, model: str, load: Load, *, seed: int | str = 1, auth: httpx.Auth | None = None
 ) -> list[Timing]:
     """Run `load` against `base_url` (a server's root, /v1 is added) and return every request's timing;
-    `auth` signs each request (llm_bench/token.py)."""
+    `auth` signs each request (llm_bench/token.py). Runs with different seeds send different prompts."""
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
     timeout = httpx.Timeout(connect=30.0, read=None, write=60.0, pool=None)
     async with httpx.AsyncClient(base_url=base_url.rstrip("/"), limits=limits, timeout=timeout, auth=auth) as client:

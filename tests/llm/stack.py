@@ -1,26 +1,31 @@
 """The local LLM stack as real processes for the tests: `python -m llm_local` (make run-llm: vLLM's CPU
 engine and the gateway, once per session) and extra gateways (`python -m llm_gateway`, one per test that
-needs its own settings), each on free loopback ports."""
+needs its own settings), each on free loopback ports; and the pace stand-in engine (llm_bench/standin_engine.py)
+in a thread."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from llm_bench.standin_engine import Pace, StandinEngine
 from tests.support.app_process import ROOT, free_port
 
 GATEWAY_READY_TIMEOUT_S = 60
+FULL_SPEED = Pace(ttft_s=0.0, gap_s=0.0)
 ENGINE_READY_TIMEOUT_S = 900  # two shared cores: the engine's start is measured in tens of seconds, often more
 
 
@@ -161,3 +166,28 @@ def wait_until(predicate: Any, timeout_s: float, what: str) -> float:
         assert time.monotonic() - started < timeout_s, f"not within {timeout_s} s: {what}"
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+@contextmanager
+def run_standin(*, record: bool = False, pace: Pace = FULL_SPEED) -> Iterator[tuple[str, StandinEngine]]:
+    """The pace stand-in engine (llm_bench/standin_engine.py; default: full speed) on a free port, in a thread of
+    its own; (URL, engine). With `record`, the engine keeps the prompts it gets."""
+    engine = StandinEngine(pace, record=record)
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    started = asyncio.Event()
+    task = loop.create_task(engine.serve("127.0.0.1", port, started))
+
+    def run() -> None:
+        with suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(started.wait(), 10), loop).result(timeout=15)
+        yield f"http://127.0.0.1:{port}", engine
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=10)
+        loop.close()

@@ -1,0 +1,427 @@
+"""`python -m llm_bench.overhead`: the gateway's own overhead, measured apart from the engine.
+
+    python -m llm_bench.overhead                                   # gateway vs direct
+    python -m llm_bench.overhead --router /tmp/router-venv/bin/vllm-router --results-file docs/benchmarks.md
+
+`python -m llm_bench`'s overhead part measures the real engine, and a CPU engine on shared cores changes pace
+whatever is in front of it. Here the engine is the pace stand-in (llm_bench/standin_engine.py: a first token
+after --ttft-ms, then one every --gap-ms), so any latency beyond the pace is the proxy's. The stand-in and this
+client run on one core, the proxy on the other (taskset), so the proxy's CPU never competes with what measures it.
+
+In front of one stand-in: nothing (direct), the gateway (`python -m llm_gateway` with its pod's settings, from
+cdk/llm/workload.py's gateway_env: METRICS=emf, since there is no CloudWatch here, and sign-in off) and, with
+--router, vLLM's Rust router (`vllm-router`, never a dependency of the project) as the peer; --proxy adds any
+other candidate. At each stream count every target runs once per round, the order rotating between rounds so
+that drift falls on all; the table gives medians over the rounds of the per-round differences to direct: TTFT
+p50 and p99 added, tokens/s as a share of direct, and the proxy's CPU time per 1,000 tokens (/proc, its child
+processes included). Then a full-speed run (a stand-in that streams as fast as it can) gives tokens/s per core
+of proxy CPU time.
+
+Targets: added TTFT p50 <= 2 ms and p99 <= 5 ms, tokens/s >= 99.8 % of direct, and at full speed at least the
+router's tokens/s per proxy core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.bench.results_file import update_section
+from llm_bench.local import ROOT, cpu_seconds, free_port
+from llm_bench.machine import cpu_name, load_average
+from llm_bench.report import Timing, percentile, table
+from llm_bench.standin_engine import STANDIN_MODEL
+from llm_bench.stream_client import StreamLoad, run_streams
+
+TTFT_P50_TARGET_MS = 2.0
+TTFT_P99_TARGET_MS = 5.0
+TOKENS_SHARE_TARGET = 0.998
+RESULTS_KEY = "llm gateway overhead, stand-in engine"
+READY_TIMEOUT_S = 60.0
+DIRECT = "direct"
+GATEWAY = "gateway"
+ROUTER = "vllm-router"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the client calls: the stand-in itself, or a proxy in front of it (with its process, for its CPU)."""
+
+    name: str
+    url: str
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One target's run in one round."""
+
+    ttft_ms_p50: float
+    ttft_ms_p99: float
+    tokens: int
+    tokens_per_s: float
+    cpu_s: float  # the proxy's CPU seconds during the run (nan for direct)
+    wall_s: float
+    errors: int  # requests not answered 200 to their end
+    refused: int  # of them, refused with a 429 (an admission bound)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m llm_bench.overhead", description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", default="1,8,22,64", help="comma-separated concurrent stream counts")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per stream count (the order rotates)")
+    parser.add_argument("--requests-per-stream", type=int, default=3, help="requests per target and round, per stream")
+    parser.add_argument("--min-requests", type=int, default=16, help="at least this many per target and round")
+    parser.add_argument("--ttft-ms", type=float, default=50.0, help="the stand-in's time to the first token")
+    parser.add_argument("--gap-ms", type=float, default=10.0, help="the stand-in's time between tokens")
+    parser.add_argument("--output-tokens", type=int, default=64, help="tokens per answer (paced runs)")
+    parser.add_argument("--input-words", type=int, default=512, help="prompt words (the stand-in: a token each)")
+    parser.add_argument("--full-speed-streams", default="8,64", help="stream counts of the full-speed run ('' skips)")
+    parser.add_argument("--full-speed-s", type=float, default=5.0, help="seconds per target and round at full speed")
+    parser.add_argument("--full-speed-rounds", type=int, default=2)
+    parser.add_argument("--full-speed-tokens", type=int, default=256, help="tokens per answer at full speed")
+    parser.add_argument("--router", type=Path, help="the vllm-router command (pip install vllm-router elsewhere)")
+    parser.add_argument(
+        "--proxy",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="another proxy to measure beside them (repeatable): a command line with {port} (where it listens) and "
+        "{upstream} (the stand-in's URL); ready when its /v1/models answers",
+    )
+    parser.add_argument("--cores", help="two CPUs: the client's and stand-in's, then the proxy's (default: the first "
+                        "two this process may use)")  # fmt: skip
+    parser.add_argument("--results-file", type=Path, help="write the section into this markdown file")
+    args = parser.parse_args(argv)
+    usable = sorted(os.sched_getaffinity(0))
+    cores = [int(c) for c in args.cores.split(",")] if args.cores else usable[:2]
+    if len(cores) != 2 or not set(cores) <= set(usable) or cores[0] == cores[1]:
+        parser.error(f"needs two different CPUs this process may use (usable: {usable})")
+    args.core_lists = cores
+    if args.rounds < 1 or args.full_speed_rounds < 1 or args.output_tokens < 2:
+        parser.error("--rounds and --full-speed-rounds must be positive, --output-tokens at least 2")
+    if args.router is not None and not os.access(args.router, os.X_OK):
+        parser.error(f"--router {args.router} is not an executable")
+    names = [spec.partition("=")[0] for spec in args.proxy]
+    taken = {DIRECT, GATEWAY, ROUTER}
+    if (
+        any("=" not in spec for spec in args.proxy)
+        or not all(names)
+        or len(set(names)) < len(names)
+        or taken & {*names}
+    ):
+        parser.error(f"--proxy takes NAME=COMMAND, each name once and none of {', '.join(sorted(taken))}")
+    return args
+
+
+def pod_gateway_env(upstream_url: str, port: int) -> dict[str, str]:
+    """The gateway's environment on its pod (cdk/llm/workload.py, default cdk.json), made local: loopback
+    addresses, METRICS=emf (the same recording; JSON lines instead of PutMetricData) and sign-in off."""
+    from cdk.accelerators import NVIDIA  # the CDK only where this runner runs, not in the image
+    from cdk.config.llm import LlmConfig
+    from cdk.config.serving import ServingConfig
+    from cdk.llm.workload import gateway_env
+
+    context = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    llm = LlmConfig.from_context(context | {"llmEnabled": True})
+    if llm is None:
+        raise RuntimeError("cdk.json's LLM settings did not load")
+    env = {item["name"]: item["value"] for item in gateway_env(NVIDIA, llm, ServingConfig.from_context(context), "")}
+    env.pop("AWS_REGION", None)
+    env.pop("AWS_DEFAULT_REGION", None)
+    return env | {
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "UPSTREAM_URL": upstream_url,
+        "METRICS": "emf" if env.get("METRICS") != "off" else "off",
+        "AUTH": "off",
+    }
+
+
+@contextmanager
+def process(
+    command: list[str], core: int, log: Path, ready_url: str, env: dict[str, str] | None = None
+) -> Iterator[int]:
+    """Start `command` on CPU `core` (its threads included); yield its process id once `ready_url` answers 200."""
+    with log.open("w", encoding="utf-8") as out:
+        child = subprocess.Popen(
+            ["taskset", "-c", str(core), *command],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if child.poll() is not None:
+                raise RuntimeError(f"{shlex.join(command)} exited ({child.returncode}); see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{shlex.join(command)} did not answer {ready_url}; see {log}")
+            try:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        yield child.pid  # taskset execs the command: the same process
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+@contextmanager
+def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path) -> Iterator[list[Target]]:
+    """The stand-in at this pace on the first core and the proxies in front of it on the second."""
+    client_core, proxy_core = args.core_lists
+    with ExitStack() as stack:
+        port = free_port()
+        standin = f"http://127.0.0.1:{port}"
+        engine = [sys.executable, "-m", "llm_bench.standin_engine", f"--port={port}", f"--ttft-ms={ttft_ms}"]
+        stack.enter_context(process([*engine, f"--gap-ms={gap_ms}"], client_core, folder / "standin.log",
+                                    f"{standin}/health"))  # fmt: skip
+        targets = [Target(DIRECT, standin)]
+        port = free_port()
+        gateway = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "-m", "llm_gateway"]
+        pid = stack.enter_context(
+            process(command, proxy_core, folder / "gateway.log", f"{gateway}/readiness", pod_gateway_env(standin, port))
+        )
+        targets.append(Target(GATEWAY, gateway, pid))
+        if args.router is not None:
+            port = free_port()
+            router = f"http://127.0.0.1:{port}"
+            command = [str(args.router), "--host=127.0.0.1", f"--port={port}", "--worker-urls", standin,
+                       "--policy=round_robin", f"--prometheus-port={free_port()}", "--log-level=warning"]  # fmt: skip
+            pid = stack.enter_context(process(command, proxy_core, folder / "router.log", f"{router}/v1/models"))
+            targets.append(Target(ROUTER, router, pid))
+        for spec in args.proxy:
+            name, _, line = spec.partition("=")
+            port = free_port()
+            command = shlex.split(line.format(port=port, upstream=standin))
+            url = f"http://127.0.0.1:{port}"
+            pid = stack.enter_context(process(command, proxy_core, folder / f"{name}.log", f"{url}/v1/models"))
+            targets.append(Target(name, url, pid))
+        yield targets
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of process `pid` and every process below it: a server may run its workers as child processes
+    (granian does), and their time is the proxy's too."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        todo += children.get(current, [])
+    return total
+
+
+def run_client(coroutine: Coroutine[Any, Any, list[Timing]]) -> list[Timing]:
+    """Run the client's coroutine on uvloop where installed (less of the shared core), else asyncio."""
+    try:
+        import uvloop  # optional: the gateway's image has it, a bare environment may not
+
+        runner: Callable[[Coroutine[Any, Any, list[Timing]]], list[Timing]] = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    return runner(coroutine)
+
+
+def measure(target: Target, load: StreamLoad, seed: str) -> Run:
+    """One run of `load` against `target`, with the proxy's CPU time over it."""
+    cpu_before = tree_cpu_seconds(target.pid) if target.pid else math.nan
+    timings = run_client(run_streams(target.url, STANDIN_MODEL, load, seed=seed))
+    cpu = tree_cpu_seconds(target.pid) - cpu_before if target.pid else math.nan
+    done = [t for t in timings if t.ok]
+    ttfts = [t.ttft_s * 1000 for t in done if t.ttft_s is not None]
+    tokens = sum(t.output_tokens for t in done)
+    wall = max(t.end for t in timings) - min(t.start for t in timings)
+    refused = sum(1 for t in timings if t.status == 429)
+    p50, p99 = percentile(ttfts, 50), percentile(ttfts, 99)
+    return Run(p50, p99, tokens, tokens / wall, cpu, wall, len(timings) - len(done), refused)
+
+
+def rounds(targets: list[Target], load: StreamLoad, count: int, label: str) -> dict[str, list[Run]]:
+    """`count` rounds of every target in rotating order (each after one warm-up run); the runs by target."""
+    warm_up = StreamLoad(load.streams, 4, load.input_words, requests=load.streams)
+    for target in targets:
+        measure(target, warm_up, seed=f"{label} warm-up {target.name}")
+    runs: dict[str, list[Run]] = {target.name: [] for target in targets}
+    for round_ in range(count):
+        shift = round_ % len(targets)
+        for target in targets[shift:] + targets[:shift]:
+            runs[target.name].append(measure(target, load, seed=f"{label} {round_} {target.name}"))
+    return runs
+
+
+def paced_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[object]]:
+    """The paced table: per stream count and proxy, medians over rounds of the differences to direct."""
+    rows: list[list[object]] = []
+    for streams in [int(s) for s in args.streams.split(",") if s]:
+        requests = max(args.min_requests, args.requests_per_stream * streams)
+        load = StreamLoad(streams, args.output_tokens, args.input_words, requests=requests)
+        print(f"paced: {streams} streams, {requests} requests per target and round", file=sys.stderr)
+        runs = rounds(targets, load, args.rounds, f"paced {streams}")
+        direct = runs[DIRECT]
+        for target in targets[1:]:
+            proxied = runs[target.name]
+            added_p50 = statistics.median(p.ttft_ms_p50 - d.ttft_ms_p50 for p, d in zip(proxied, direct, strict=True))
+            added_p99 = statistics.median(p.ttft_ms_p99 - d.ttft_ms_p99 for p, d in zip(proxied, direct, strict=True))
+            share = statistics.median(p.tokens_per_s / d.tokens_per_s for p, d in zip(proxied, direct, strict=True))
+            cpu = statistics.median(p.cpu_s * 1e6 / p.tokens if p.tokens else math.nan for p in proxied)
+            errors = sum(r.errors for r in proxied) + sum(r.errors for r in direct)
+            refused = sum(r.refused for r in proxied)
+            met = (
+                added_p50 <= TTFT_P50_TARGET_MS
+                and added_p99 <= TTFT_P99_TARGET_MS
+                and share >= TOKENS_SHARE_TARGET
+                and errors == 0
+            )
+            rows.append(
+                [
+                    streams,
+                    target.name,
+                    statistics.median(d.ttft_ms_p50 for d in direct),
+                    f"{added_p50:+.2f}",
+                    f"{added_p99:+.2f}",
+                    statistics.median(d.tokens_per_s for d in direct),
+                    f"{share:.2%}",
+                    cpu,
+                    f"{errors} ({refused} 429)" if refused else errors,
+                    "yes" if met else "no",
+                ]
+            )
+            print(f"  {target.name}: TTFT p50 {added_p50:+.2f} ms, p99 {added_p99:+.2f} ms, tok/s {share:.2%}, "
+                  f"{cpu:.1f} CPU ms / 1k tokens", file=sys.stderr)  # fmt: skip
+    return rows
+
+
+def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[object]]:
+    """The full-speed table: tokens/s, the proxy's CPU use and tokens/s per proxy core, medians over rounds."""
+    rows: list[list[object]] = []
+    for streams in [int(s) for s in args.full_speed_streams.split(",") if s]:
+        load = StreamLoad(streams, args.full_speed_tokens, args.input_words, duration_s=args.full_speed_s)
+        print(f"full speed: {streams} streams, {args.full_speed_s:g} s per target and round", file=sys.stderr)
+        runs = rounds(targets, load, args.full_speed_rounds, f"full {streams}")
+        per_core = {
+            name: statistics.median(r.tokens / r.cpu_s if r.cpu_s > 0 else math.nan for r in runs[name])
+            for name in runs
+        }
+        for target in targets:
+            mine = runs[target.name]
+            cores = statistics.median(r.cpu_s / r.wall_s for r in mine)
+            if target.name == GATEWAY:
+                router = per_core.get(ROUTER)
+                met = "n/a (no router)" if router is None else ("yes" if per_core[GATEWAY] >= router else "no")
+            else:
+                met = ""
+            errors, refused = sum(r.errors for r in mine), sum(r.refused for r in mine)
+            errors_cell = f"{errors} ({refused} 429)" if refused else errors
+            tokens_per_s = statistics.median(r.tokens_per_s for r in mine)
+            rows.append([streams, target.name, tokens_per_s, cores, per_core[target.name], errors_cell, met])
+            print(f"  {target.name}: {tokens_per_s:,.0f} tok/s, {cores:.2f} proxy cores", file=sys.stderr)
+    return rows
+
+
+def section(args: argparse.Namespace, command: str, started: str, loads: tuple[str, str], paced: str, full: str) -> str:
+    """The markdown section for docs/benchmarks.md."""
+    client_core, proxy_core = args.core_lists
+    peers = ["vLLM's Rust router (`vllm-router`, `--policy round_robin`)"] if args.router else []
+    peers += [f"`{spec.partition('=')[0]}` (`{spec.partition('=')[2]}`)" for spec in args.proxy]
+    router = f"and {', '.join(peers)} " if peers else ""
+    return "\n\n".join(
+        [
+            "### LLM gateway overhead, apart from the engine (pace stand-in)",
+            f"Measured {started} with `{command}` on {cpu_name()}; load average (1 min) {loads[0]} at the start, "
+            f"{loads[1]} at the end (a shared machine: the figures are as steady as that). The gateway "
+            f"(`python -m llm_gateway` with its pod's settings, METRICS=emf, sign-in off) {router}in front of "
+            f"llm_bench/standin_engine.py, which streams a first token after {args.ttft_ms:g} ms and one every "
+            f"{args.gap_ms:g} ms ({args.output_tokens} tokens, prompts of {args.input_words} words); the stand-in and "
+            f"the client on CPU {client_core}, the proxy on CPU {proxy_core}. Each stream count: a warm-up, then "
+            f"{args.rounds} rounds of every target in rotating order; medians over the rounds of the differences to "
+            f"direct in the same round. Targets: TTFT p50 +{TTFT_P50_TARGET_MS:g} ms and p99 "
+            f"+{TTFT_P99_TARGET_MS:g} ms at most, tokens/s at least {TOKENS_SHARE_TARGET:.1%} of direct. Errors: "
+            "requests of all rounds not answered 200 to their end (429: refused by the proxy's admission bound, "
+            "which a client holding as many streams as the bound can meet when its next request comes in before "
+            "the proxy has let go of the last one).",
+            paced,
+            f"**Full speed** (the stand-in streams as fast as it can, {args.full_speed_tokens} tokens an answer, "
+            f"{args.full_speed_s:g} s per target and round, {args.full_speed_rounds} rounds; medians). Tokens/s is "
+            "bounded by the client's and stand-in's core; tokens per second of proxy CPU time is the proxy's own "
+            "figure. Target: at least the router's.",
+            full,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Pin, start the stand-in and the proxies, measure, print and write the section."""
+    args = parse_args(argv)
+    command = "python -m llm_bench.overhead " + shlex.join(sys.argv[1:] if argv is None else argv)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    started_load = load_average()
+    usable = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {args.core_lists[0]})  # this client beside the stand-in
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            with stack(args, args.ttft_ms, args.gap_ms, Path(folder)) as targets:
+                paced = paced_rows(args, targets)
+            full: list[list[object]] = []
+            if args.full_speed_streams.strip(","):
+                with stack(args, 0.0, 0.0, Path(folder)) as targets:
+                    full = full_speed_rows(args, targets)
+    finally:
+        os.sched_setaffinity(0, usable)
+    paced_table = table(
+        ["streams", "proxy", "TTFT p50 direct (ms)", "TTFT p50 added (ms)", "TTFT p99 added (ms)", "tok/s direct",
+         "tok/s share of direct", "proxy CPU ms / 1k tokens", "errors", "within target"],
+        paced,
+    )  # fmt: skip
+    full_table = table(
+        ["streams", "target", "tok/s", "proxy CPU (cores)", "tok/s per proxy core", "errors",
+         "within target (per core >= router's)"],
+        full,
+    ) if full else "(skipped: --full-speed-streams '')"  # fmt: skip
+    text = section(args, command, started, (started_load, load_average()), paced_table, full_table)
+    print(text)
+    if args.results_file:
+        update_section(args.results_file, RESULTS_KEY, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

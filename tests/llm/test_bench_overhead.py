@@ -1,0 +1,100 @@
+"""`python -m llm_bench.overhead` and its parts: the pace stand-in as the official `openai` client and the gateway
+see it (vLLM's stream layout, usage counted), the light stream client through a real gateway, and the runner
+end to end (stand-in, gateway, pinned cores, rotating rounds, the section it writes). Nothing is timed here."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from app.bench.results_file import read_section
+from llm_bench import overhead
+from llm_bench.standin_engine import STANDIN_MODEL
+from llm_bench.stream_client import StreamLoad, run_streams
+from tests.llm.stack import run_gateway, run_standin
+
+
+def test_the_standin_streams_as_vllm_does_to_the_official_client() -> None:
+    with run_standin() as (url, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+        assert [model.id for model in client.models.list()] == [STANDIN_MODEL]
+        whole = client.completions.create(model=STANDIN_MODEL, prompt="one two three", max_tokens=5)
+        assert whole.usage is not None and (whole.usage.prompt_tokens, whole.usage.completion_tokens) == (3, 5)
+        chunks = list(
+            client.completions.create(
+                model=STANDIN_MODEL,
+                prompt="one two",
+                max_tokens=7,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+    tokens, usage = chunks[:-1], chunks[-1]
+    assert len(tokens) == 7 and all(chunk.choices[0].text for chunk in tokens)
+    assert [chunk.choices[0].finish_reason for chunk in tokens] == [None] * 6 + ["length"]
+    assert usage.choices == [] and usage.usage is not None and usage.usage.completion_tokens == 7
+
+
+def test_the_stream_client_counts_every_token_through_the_gateway(tmp_path: Path) -> None:
+    with run_standin() as (url, _), run_gateway(url, tmp_path) as gateway:
+        load = StreamLoad(streams=3, output_tokens=9, input_words=20, requests=7)
+        timings = asyncio.run(run_streams(gateway.url, STANDIN_MODEL, load, seed="test"))
+        records = gateway.wait_record(7)
+    assert len(timings) == 7 and all(t.ok and t.output_tokens == 9 for t in timings)
+    # The gateway counted the same tokens from the usage chunk the client asked for.
+    assert [r["completion_tokens"] for r in records] == [9] * 7 and {r["prompt_tokens"] for r in records} == {21}
+
+
+def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(tmp_path: Path) -> None:
+    results = tmp_path / "benchmarks.md"
+    results.write_text("# Benchmarks\n", encoding="utf-8")
+    argv = [
+        "--streams=1,3",
+        "--rounds=2",
+        "--min-requests=2",
+        "--requests-per-stream=1",
+        "--ttft-ms=5",
+        "--gap-ms=1",
+        "--output-tokens=4",
+        "--input-words=8",
+        "--full-speed-streams=2",
+        "--full-speed-s=0.3",
+        "--full-speed-rounds=1",
+        # Any other server measured beside: here a second stand-in of the same pace, answering by itself.
+        f"--proxy=twin={sys.executable} -m llm_bench.standin_engine --port={{port}} --ttft-ms=5 --gap-ms=1",
+        f"--results-file={results}",
+    ]
+    assert overhead.main(argv) == 0
+    section = read_section(results, overhead.RESULTS_KEY)
+    assert section is not None and results.read_text(encoding="utf-8").startswith("# Benchmarks\n")
+    assert "`python -m llm_bench.overhead --streams=1,3 --rounds=2" in section and "load average (1 min)" in section
+    paced = [line.split(" | ") for line in section.splitlines() if line.startswith(("| 1 | ", "| 3 | "))]
+    assert [(row[0], row[1]) for row in paced] == [
+        ("| 1", "gateway"),
+        ("| 1", "twin"),
+        ("| 3", "gateway"),
+        ("| 3", "twin"),
+    ]
+    assert all(row[-2] == "0" and row[-1] in ("yes |", "no |") for row in paced)  # no errors; a verdict per row
+    full = [line.split(" | ") for line in section.splitlines() if line.startswith("| 2 | ")]
+    assert [row[1] for row in full] == ["direct", "gateway", "twin"]
+    assert full[1][-1] == "n/a (no router) |"  # the per-core target needs the router's figure
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--router=/nonexistent/vllm-router"], "is not an executable"),
+        (["--proxy=no-command"], "--proxy takes NAME=COMMAND"),
+        (["--proxy=gateway=python -m llm_gateway"], "none of direct, gateway, vllm-router"),
+        (["--proxy=a=x {port}", "--proxy=a=y {port}"], "each name once"),
+    ],
+)
+def test_a_bad_command_line_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        overhead.parse_args(argv)
+    assert message in capsys.readouterr().err
