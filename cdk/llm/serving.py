@@ -23,8 +23,6 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from app import metric_names
-from app.model_store.layout import weights_prefix
 from cdk import versions
 from cdk.accelerators import NEURON, Accelerator
 from cdk.config.llm import LlmConfig
@@ -45,6 +43,8 @@ from cdk.serving.service_identity import (
     write_statement,
 )
 from cdk.serving.workloads import service
+from common import metric_names
+from common.model_store.layout import weights_prefix
 
 CAPACITY_SERVICE_NAME = "llm"  # capacity mode: one Service over every LLM pod
 NETWORK_POLICY_NAME = "allow-llm-gateway-from-load-balancer"

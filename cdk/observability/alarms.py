@@ -10,13 +10,13 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
 from cdk.observability import service_metrics as sm
 from cdk.observability.dashboard import DashboardInputs, JobQueues, alb_metric, healthy_hosts_query, sqs_metric
 from cdk.observability.llm_dashboard import LlmDashboardInputs, LlmUnit, error_rate
 from cdk.observability.widgets import percent_of, service_metric
+from common import metric_names
 
 
 class ServingAlarms(Construct):

@@ -14,7 +14,6 @@ from typing import Final
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.observability import service_metrics as sm
 from cdk.observability.llm_dashboard import LlmDashboardInputs, llm_rows
@@ -26,6 +25,7 @@ from cdk.observability.widgets import (
     running_pods,
     service_metric,
 )
+from common import metric_names
 
 ALB_NAMESPACE: Final = "AWS/ApplicationELB"
 

@@ -2,7 +2,7 @@
 
 Time to first token and inter-token latency (p50/p90), tokens per second, requests and errors, vLLM's
 queue and KV cache, running pods, and the cost per million output tokens. Every series is a metric the
-gateway publishes (app.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
+gateway publishes (common.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
 Container Insights' pods behind its Service.
 """
 

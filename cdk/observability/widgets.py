@@ -1,6 +1,6 @@
 """The metric queries, math expressions and graph widget that both workloads' dashboards and alarms are built from.
 
-The image service's and the LLM gateway's Deployments publish the same way (app/metric_names.py), so a
+The image service's and the LLM gateway's Deployments publish the same way (common/metric_names.py), so a
 `DeploymentUnit` is all a query needs to know about either.
 """
 

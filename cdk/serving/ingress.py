@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.probe_paths import HEALTH_PATH
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import (
     CAPACITY_SERVICE_NAME,
@@ -19,6 +18,7 @@ from cdk.serving.routing import (
     WEIGHTED_ACTION_NAME,
     weighted_action_annotation,
 )
+from common.probe_paths import HEALTH_PATH
 from routing_controller import annotation
 
 INGRESS_NAME: Final = "sd"

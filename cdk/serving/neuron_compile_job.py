@@ -33,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.model_store.layout import CompileShape, compiled_prefix
 from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.checkov import k8s_skip_annotations
@@ -49,6 +48,7 @@ from cdk.serving.workloads import (
     pod_security_context,
     scratch_volumes,
 )
+from common.model_store.layout import CompileShape, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
 # The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.

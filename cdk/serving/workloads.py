@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from cdk import versions
 from cdk.accelerators import Accelerator
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import CAPACITY_SERVICE_NAME, CONTAINER_PORT, PORT_NAME, SERVICE_PORT
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 APP_LABEL: Final = {"app.kubernetes.io/name": "stable-diffusion"}  # shared by every accelerator's pods
 INSTANCE_LABEL_KEY: Final = "app.kubernetes.io/instance"

@@ -20,8 +20,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from app import metric_names
-from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk import deploy_limits
 from cdk.accelerators import Accelerator
 from cdk.config.context import ConfigError
@@ -53,6 +51,8 @@ from cdk.serving.service_identity import (
 )
 from cdk.serving.sign_in import CONFIG_MAP_NAME, RESOURCE_SERVER_ID, SignIn
 from cdk.serving.waf import ServingWebAcl
+from common import metric_names
+from common.model_store.layout import is_s3_uri, s3_uri, weights_location
 from routing_controller.decision import normalize
 
 

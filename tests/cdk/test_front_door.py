@@ -8,13 +8,13 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from app.auth import env
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.serving.edge import VIEWER_IP_HEADER
 from cdk.serving.ingress import LLM_PROMPT_PATHS
 from cdk.serving.sign_in import CONFIG_MAP_NAME
 from cdk.serving.waf import COMMON_RULE_SET, MANAGED_RULE_GROUPS, RATE_RULE_NAME
+from common.auth import env
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from app.auth import env as auth_env
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NEURON, NVIDIA, Accelerator
 from cdk.config.llm import LlmConfig
@@ -19,7 +18,8 @@ from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
 from cdk.serving import workloads as sd
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
 from cdk.serving.sign_in import CONFIG_MAP_NAME
-from llm_gateway.routes import HEALTH_PATH, READINESS_PATH
+from common.auth import env as auth_env
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from llm_gateway.settings import GatewaySettings, load_settings
 from tests.cdk.conftest import DEFAULT_CONTEXT
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from app import metric_names
 from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.serving import ServingConfig
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.ingress import INGRESS_NAME, LLM_ACTION_NAME, LlmRoutes, ingress
 from cdk.serving.routing import SERVICE_PORT, WEIGHTED_ACTION_NAME
+from common import metric_names
 from routing_controller import annotation
 from routing_controller.loop import Controller
 from routing_controller.settings import Pool, Settings

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from app import metric_names
-from app.model_store.layout import weights_prefix
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 from cdk.serving import neuron_compile_job as njob
 from cdk.serving import routing_controller_workload as rcw
+from common import metric_names
+from common.model_store.layout import weights_prefix
 
 
 def statements(template, role_prefix):
