@@ -24,6 +24,7 @@ class GatewaySettings(ServiceSettings):
         64, ge=1, le=10000, description="generations in flight (streams included); more get a 429"
     )
     retry_after_s: int = Field(1, ge=1, le=3600, description="the Retry-After of a 429 and of a 503 while draining")
+    # Larger than the image service's: a chat request carries the whole conversation so far.
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="larger request bodies get a 413")
     request_timeout_s: float = Field(
         0.0,
