@@ -11,12 +11,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 def main() -> int:
     """Start the service; exit 2 with one readable line when a setting is invalid."""
-    from app.http_protocol import ensure_descriptors, server_config
-    from app.logs import configure_logging
-    from app.port_check import port_problem
     from app.server import create_app
-    from app.settings import SettingsError, load_settings
-    from app.shutdown import DrainingServer
+    from app.settings import load_settings
+    from common.http.port_check import port_problem
+    from common.http.protocol import ensure_descriptors, server_config
+    from common.http.server import DrainingServer
+    from common.logs import configure_logging
+    from common.settings import SettingsError
 
     try:
         settings = load_settings()

@@ -28,7 +28,8 @@ from app.backends.selection import load_backend as default_backend_loader
 from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
-from app.settings import Settings, SettingsError
+from app.settings import Settings
+from common.settings import SettingsError
 
 # Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
 GRADIO_UPLOAD_PATH = "/gradio_api/upload"
@@ -88,14 +89,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     ui = _build_ui(service) if settings.ui else None
     if ui is not None:
         app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
-    app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=settings.max_body_bytes,
-        max_discard_bytes=settings.max_discard_bytes,
-        # Half the body time: a refused body's 413 leaves before the protocol's body clock runs out.
-        discard_timeout_s=settings.body_timeout_s / 2,
-        refused_paths=(GRADIO_UPLOAD_PATH,),
-    )
+    app.add_middleware(BodyLimitMiddleware, limits=settings.body_limits, refused_paths=(GRADIO_UPLOAD_PATH,))
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any
     # http://localhost:* origin credentialed access to every route, /v1 included; it stands aside when

@@ -14,15 +14,15 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from app.api.disconnect import CLIENT_CLOSED_REQUEST
 from app.backends.base import Backend, GenerationParams
 from app.batching import Batcher, BatchResult, StepListener
-from app.logs import log_failure
 from app.metrics.aggregator import MetricsAggregator
-from app.metrics.flusher import make_publisher, run_flusher
 from app.model_store.source import public_model_name
 from app.models.builtin import BUILTIN_PREFIX
 from app.settings import Settings
+from common.http.disconnect import CLIENT_CLOSED_REQUEST
+from common.logs import log_failure
+from common.metrics.flusher import make_publisher, run_flusher
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
-"""The service's settings: one typed object read from environment variables.
+"""The image service's settings: one typed object read from environment variables.
 
 Every field has a safe default for a laptop (`make run`), and the Kubernetes manifests set the
-same variable names. `load_settings()` turns a bad value into one readable error that names the
-variable, instead of a traceback.
+same variable names. What every service shares (network, HTTP bounds, drain, logs, metrics, token
+sign-in) is common/settings.py's `ServiceSettings`; `load_settings()` turns a bad value into one
+readable error that names the variable, instead of a traceback.
 """
 
 from __future__ import annotations
@@ -10,29 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, model_validator
 
-from app.metrics.publishers import MetricsMode
+from common.settings import ServiceSettings, https_or_loopback, read_settings
 
 Backend = Literal["auto", "neuron", "cuda", "cpu"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
-AuthMode = Literal["off", "cognito"]
 JobsMode = Literal["off", "local", "aws"]
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 MAX_SCHEDULE_STEPS = 999  # the largest MAX_STEPS (see max_steps)
 
 
-class SettingsError(ValueError):
-    """A setting has a value the service cannot start with."""
-
-
-class Settings(BaseSettings):
+class Settings(ServiceSettings):
     """All run-time settings of the service; environment variable = field name in upper case."""
-
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
 
     # Where the model comes from and what runs it.
     model_id: str = Field(
@@ -44,37 +36,7 @@ class Settings(BaseSettings):
         Path.home() / ".cache" / "sd-on-eks", description="where built-in and downloaded models are kept"
     )
 
-    # Network.
-    host: str = Field("0.0.0.0", description="bind address; make run uses 127.0.0.1")
-    port: int = Field(8000, ge=1, le=65535)
-    keep_alive_s: float = Field(
-        5.0,
-        gt=0.0,
-        le=4000.0,
-        description="how long an idle keep-alive connection stays open; behind a load balancer, longer than its "
-        "idle timeout, or it may reuse a connection the service just closed (a 502)",
-    )
-
-    # Bounds on a request.
-    max_header_bytes: int = Field(
-        16 * 1024, ge=1024, le=1024 * 1024, description="request line + headers; larger gets a 431 and is closed"
-    )
-    header_timeout_s: float = Field(
-        10.0, gt=0.0, le=300.0, description="a connection that does not finish its headers in time is closed"
-    )
-    body_timeout_s: float = Field(
-        10.0,
-        gt=0.0,
-        le=300.0,
-        description="a request whose body has not arrived this long after its headers gets a 408 and is closed",
-    )
-    max_connections: int = Field(
-        512,
-        ge=8,
-        le=100000,
-        description="open connections; past it the oldest one idle or still sending its request is closed, "
-        "and only the probes are served on a connection beyond it",
-    )
+    # Bounds on a request (the HTTP ones are ServiceSettings').
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
     default_steps: int = Field(25, ge=1)
     # Stable Diffusion's schedules have 1,000 training timesteps and steps_offset 1, so a 1,000-step run
@@ -86,19 +48,12 @@ class Settings(BaseSettings):
     default_height: int | None = Field(None, ge=64, description="unset: the model's native size")
     min_size: int = Field(64, ge=8)
     max_size: int = Field(1024, ge=64, le=4096)
-    max_body_bytes: int = Field(64 * 1024, ge=1024, description="larger request bodies get a 413 (every route)")
-    max_discard_bytes: int = Field(
-        8 * 1024 * 1024,
-        ge=0,
-        description="how much of a refused body is read and dropped before the 413, so the client can read it",
-    )
 
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
     batch_wait_ms: float = Field(50.0, ge=0.0, le=10000.0)
     queue_size: int = Field(32, ge=1, le=10000, description="requests that may wait; more get a 429")
     request_timeout_s: float = Field(120.0, gt=0.0, description="a request waiting longer gets a 504")
-    shutdown_grace_s: float = Field(30.0, ge=0.0, description="time in-flight work gets after SIGTERM")
 
     # Neuron: the compiled static shape (the artifacts' own config wins when it states one).
     neuron_batch_size: int = Field(1, ge=1, le=64)
@@ -118,11 +73,6 @@ class Settings(BaseSettings):
 
     # Capacity planning: `python -m app.bench breaking-point` ramps load until p90 latency passes this.
     slo_p90_ms: float = Field(10000.0, gt=0.0, description="the p90 latency a deployment must stay under")
-
-    # Metrics.
-    metrics: MetricsMode = Field("off", description="emf: JSON to stdout; cloudwatch: PutMetricData")
-    metrics_flush_s: float = Field(10.0, gt=0.0, le=300.0)
-    deployment_unit: str = Field("local", min_length=1, max_length=255)
 
     # Asynchronous jobs (app/jobs): `local` keeps queue and results on disk; `aws` uses SQS, S3 and SNS.
     jobs: JobsMode = Field("local", description="off, local (embedded queue under JOBS_DIR) or aws")
@@ -165,13 +115,8 @@ class Settings(BaseSettings):
     ui_file_ttl_s: int = Field(
         60, ge=1, le=86400, description="the UI's generated image files are deleted after this many seconds"
     )
-    log_level: LogLevel = Field("INFO", description="JSON logs on stderr at this level")
 
-    # Sign-in (app/auth/; variable names in app/auth/env.py): off for `make run` on 127.0.0.1, the
-    # cluster's pods get AUTH=cognito and the rest from their ConfigMap (cdk/serving/sign_in.py).
-    auth: AuthMode = Field("off", description="cognito: every route but the probes needs a Cognito access token")
-    auth_issuer: str = Field("", description="https://cognito-idp.<region>.amazonaws.com/<user pool id>")
-    auth_client_ids: str = Field("", description="comma-separated app client ids whose access tokens are accepted")
+    # The browser's sign-in (app/auth/), beside ServiceSettings' token sign-in; variable names in common/auth/env.py.
     auth_ui_client_id: str = Field("", description="the browser sign-in's app client (public, PKCE)")
     auth_login_url: str = Field(
         "", description="the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com"
@@ -180,20 +125,15 @@ class Settings(BaseSettings):
         "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
     )
 
-    @property
-    def auth_client_id_list(self) -> tuple[str, ...]:
-        """AUTH_CLIENT_IDS as a tuple."""
-        return tuple(part.strip() for part in self.auth_client_ids.split(",") if part.strip())
-
     @model_validator(mode="after")
-    def _check_sign_in(self) -> Self:
+    def _check_browser_sign_in(self) -> Self:
         if self.auth == "off":
             return self
-        for name in ("auth_issuer", "auth_client_ids", "auth_ui_client_id", "auth_login_url", "public_url"):
+        for name in ("auth_ui_client_id", "auth_login_url", "public_url"):
             if not getattr(self, name):
                 raise ValueError(f"{name.upper()} is required when AUTH={self.auth}")
-        for name in ("auth_issuer", "auth_login_url", "public_url"):
-            if not _https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
+        for name in ("auth_login_url", "public_url"):
+            if not https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
                 raise ValueError(f"{name.upper()} must be an https:// URL (plain http only on 127.0.0.1)")
         if self.auth_ui_client_id not in self.auth_client_id_list:
             raise ValueError("AUTH_UI_CLIENT_ID must be one of AUTH_CLIENT_IDS")
@@ -240,17 +180,6 @@ class Settings(BaseSettings):
         return self
 
 
-def _https_or_loopback(url: str) -> bool:
-    return url.startswith("https://") or url.startswith(("http://127.0.0.1:", "http://localhost:"))
-
-
 def load_settings(**overrides: object) -> Settings:
     """Read the settings from the environment (overrides win) or raise one readable SettingsError."""
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"]).upper() or "settings"
-            problems.append(f"{where}: {error['msg']}")
-        raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+    return read_settings(Settings, **overrides)

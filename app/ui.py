@@ -15,14 +15,14 @@ import gradio as gr
 from PIL.Image import Image
 from pydantic import BaseModel, ValidationError
 
-from app.api.disconnect import CLIENT_CLOSED_REQUEST
 from app.api.errors import describe_errors
 from app.api.schemas import make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import BatchResult, DeadlineExceeded, QueueFull, ShutdownCut
-from app.logs import log_failure, new_error_id
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
+from common.http.disconnect import CLIENT_CLOSED_REQUEST
+from common.logs import log_failure, new_error_id
 
 log = logging.getLogger(__name__)
 

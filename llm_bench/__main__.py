@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from app.bench.results_file import update_section
+from common.bench.results_file import update_section
 from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
 from llm_bench.local import cpu_seconds

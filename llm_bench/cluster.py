@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.results_file import update_section
+from common.bench.results_file import update_section
 from llm_bench.job import CONTAINER, CRONJOB_SUFFIX, NAME_LABEL, TOKEN_FLAG, TOKEN_KEY, TOKEN_SECRET
 
 BENCH_SELECTOR = ",".join(f"{key}={value}" for key, value in NAME_LABEL.items())

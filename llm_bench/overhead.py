@@ -43,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from app.bench.results_file import update_section
+from common.bench.results_file import update_section
 from llm_bench.local import ROOT, cpu_seconds, free_port
 from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Timing, percentile, table

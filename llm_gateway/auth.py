@@ -1,6 +1,6 @@
 """Who is calling: the image service's Cognito access tokens (`Authorization: Bearer`), checked by its verifier.
 
-`app.auth.tokens` imports only httpx and PyJWT (and the `app`/`app.auth` package docstrings), so the
+`common.auth.tokens` imports only httpx and PyJWT (and the `app`/`app.auth` package docstrings), so the
 gateway reuses it without the Stable Diffusion service. Programs only: the gateway has no browser sign-in
 (a chat page served beside it would send the same bearer token). The official `openai` client sends its
 `api_key` as that bearer token.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+from common.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
 
 log = logging.getLogger(__name__)
 CHALLENGE = (b"www-authenticate", b'Bearer realm="llm", error="invalid_token"')

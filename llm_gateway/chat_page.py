@@ -13,7 +13,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from llm_gateway.asgi import Send
+from common.http.asgi import Send
 
 PAGE_FILE = Path(__file__).with_name("chat_page.html")
 

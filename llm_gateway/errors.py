@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from llm_gateway.asgi import Send
+from common.http.asgi import Send
 
 # The `type` of each status the gateway answers itself.
 ERROR_TYPES = {

@@ -19,25 +19,21 @@ from typing import Any
 
 import httpx
 
-from app.auth.tokens import TokenVerifier
-from app.logs import log_failure
-from app.metrics.flusher import run_flusher
-from app.metrics.publishers import Publisher
-from app.metrics.recorder import MetricsRecorder
+from common.auth.tokens import TokenVerifier
+from common.http.asgi import Message, Receive, Scope, Send
+from common.http.body import BodyTooLarge, read_body
+from common.http.disconnect import ClientDisconnected, WorkCut, unless_disconnected
+from common.logs import log_failure
+from common.metrics.flusher import run_flusher
+from common.metrics.publishers import Publisher
+from common.metrics.recorder import MetricsRecorder
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from llm_gateway.admission import Admission, Ticket
-from llm_gateway.asgi import Message, Receive, Scope, Send
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.metrics_bridge import MetricsBridge
-from llm_gateway.routes import (
-    CHAT_PAGE_PATH,
-    FORWARDED,
-    GENERATION_PATHS,
-    HEALTH_PATH,
-    READINESS_PATH,
-    UPSTREAM_HEALTH_PATH,
-)
+from llm_gateway.routes import CHAT_PAGE_PATH, FORWARDED, GENERATION_PATHS, UPSTREAM_HEALTH_PATH
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.usage import EventStream, RequestRecord
 
@@ -49,10 +45,6 @@ READINESS_TIMEOUT_S = 2.0
 FORWARDED_REQUEST_HEADERS = (b"x-request-id",)
 # Response headers passed back: the body's type and vLLM's request id.
 FORWARDED_RESPONSE_HEADERS = ("content-type", "x-request-id")
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body was in."""
 
 
 @dataclass
@@ -194,10 +186,10 @@ class Gateway:
     async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
         try:
-            body = await _read_body(receive, headers, self.settings.max_body_bytes, self.settings.max_discard_bytes)
-        except ClientGone:
+            body = await read_body(receive, headers, self.settings.body_limits)
+        except ClientDisconnected:
             return
-        if body is None:
+        except BodyTooLarge:
             await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
             return
         try:
@@ -257,36 +249,29 @@ class Gateway:
             {name.decode(): headers[name].decode("latin-1") for name in FORWARDED_REQUEST_HEADERS if name in headers}
         )
         reply = Reply()
-        forward = asyncio.create_task(
-            self._forward(path, body, upstream_headers, record, reply, send, client_wants_usage=client_wants_usage)
+        forward = self._forward(
+            path, body, upstream_headers, record, reply, send, client_wants_usage=client_wants_usage
         )
-        gone = asyncio.create_task(_wait_disconnect(receive))
-        cut = asyncio.create_task(ticket.cut.wait())
         try:
-            done, _ = await asyncio.wait({forward, gone, cut}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (forward, gone, cut):
-                if not task.done():
-                    task.cancel()
-            for task in (gone, cut):
-                with suppress(asyncio.CancelledError):
-                    await task
-            with suppress(asyncio.CancelledError):
-                await forward  # its `async with` closes the upstream connection: vLLM aborts the request
-        if forward in done:
-            forward.result()
-        elif reply.finished:  # the client read the whole answer and left before the upstream closed
-            record.outcome = "completed" if (record.status or 500) < 400 else "rejected"
-        elif gone in done:
-            record.outcome = "client_gone"
-        else:
-            record.outcome = "cut"
-            message = "the server shut down before the generation finished; retry"
-            if reply.streaming:
-                await send({"type": "http.response.body", "body": sse_error_event(503, message), "more_body": False})
-            elif not reply.started:
-                record.status = 503
-                await send_error(send, 503, message)
+            # A cancelled forwarding leaves its `async with`, which closes the upstream connection: vLLM aborts.
+            await unless_disconnected(receive, forward, cut=ticket.cut)
+        except (ClientDisconnected, WorkCut) as stopped:
+            if reply.finished:  # the client read the whole answer and left before the upstream closed
+                record.outcome = "completed" if (record.status or 500) < 400 else "rejected"
+            elif isinstance(stopped, ClientDisconnected):
+                record.outcome = "client_gone"
+            else:
+                record.outcome = "cut"
+                await self._answer_cut(record, reply, send)
+
+    async def _answer_cut(self, record: RequestRecord, reply: Reply, send: Send) -> None:
+        """Tell the client that the drain cut its generation: an error event ends a stream, else a 503."""
+        message = "the server shut down before the generation finished; retry"
+        if reply.streaming:
+            await send({"type": "http.response.body", "body": sse_error_event(503, message), "more_body": False})
+        elif not reply.started:
+            record.status = 503
+            await send_error(send, 503, message)
 
     async def _forward(
         self,
@@ -403,37 +388,6 @@ async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> Asyn
             first.cancel()
             with suppress(asyncio.CancelledError, Exception):
                 await first
-
-
-async def _read_body(receive: Receive, headers: dict[bytes, bytes], limit: int, discard_limit: int) -> bytes | None:
-    """The request body, or None when it is over `limit` (the rest, up to `discard_limit`, is read and
-    dropped first, so that the client gets to read the 413 instead of a reset connection)."""
-    declared = headers.get(b"content-length", b"")
-    too_large = declared.isdigit() and int(declared) > limit
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        part = message.get("body", b"")
-        size += len(part)
-        more = message.get("more_body", False)
-        if size > limit:
-            too_large = True
-        if too_large:
-            if size > limit + discard_limit:
-                break
-            continue
-        chunks.append(part)
-    return None if too_large else b"".join(chunks)
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    """Return once the client has gone (the body is already read, so only a disconnect can arrive)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def _asks_for_usage(request: dict[str, Any]) -> bool:

@@ -4,7 +4,7 @@ Per request (when it ends): Requests, Errors, Latency, PromptTokens, OutputToken
 TimeToFirstToken and TimePerOutputToken as its client saw them. These are samples per request, so CloudWatch
 can draw their p50 and p90; vLLM's latency histograms give only bucket counts. Per flush, sampled from
 vLLM's /metrics: QueueDepth (requests waiting for the engine), RequestsRunning and KvCacheUsage, which
-KEDA and the dashboards read. Names and units come from app.metric_names, as for the image service.
+KEDA and the dashboards read. Names and units come from common.metric_names, as for the image service.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 
 import httpx
 
-from app import metric_names as m
-from app.metrics.recorder import MetricsRecorder
+from common import metric_names as m
+from common.metrics.recorder import MetricsRecorder
 from llm_gateway.engine_metrics import read_engine_metrics
 from llm_gateway.routes import UPSTREAM_METRICS_PATH
 from llm_gateway.usage import RequestRecord

@@ -1,11 +1,11 @@
-"""The paths the gateway serves: the probes of its own and the OpenAI paths it forwards to vLLM."""
+"""The paths the gateway serves besides the probes: its chat page and the OpenAI paths it forwards to vLLM."""
 
 from __future__ import annotations
 
 from typing import Final
 
-HEALTH_PATH: Final = "/health"  # liveness: the gateway's process and event loop answer
-READINESS_PATH: Final = "/readiness"  # 200 only while vLLM answers its /health and the gateway is not draining
+# The probes (/health, /readiness) are every service's: common.probe_paths. The gateway's readiness is 200 only
+# while vLLM answers its /health and the gateway is not draining.
 CHAT_PAGE_PATH: Final = "/"  # the chat page, when CHAT_PAGE is on
 MODELS_PATH: Final = "/v1/models"
 COMPLETIONS_PATH: Final = "/v1/completions"

@@ -24,8 +24,10 @@ def _exit_on_signal(sig: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     """Build what is missing, start the engine, wait for it, then serve the gateway until stopped."""
-    from llm_gateway.server import build_gateway, build_server, configure_logging
-    from llm_gateway.settings import SettingsError, load_settings
+    from common.logs import configure_logging
+    from common.settings import SettingsError
+    from llm_gateway.server import build_gateway, build_server
+    from llm_gateway.settings import load_settings
     from llm_local.engine import EngineOptions, EngineProcess, build_tiny_model
     from llm_local.vllm_env import ensure_env
 

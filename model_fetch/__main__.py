@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.logs import configure_logging
-from app.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker
+from common.logs import configure_logging
+from common.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker
 from model_fetch.fetch import Transfer, fetch, log
 
 EXIT_FAILED = 1

@@ -1,4 +1,4 @@
-"""Mirror S3 prefixes into local folders (after app.model_store.marker.wait_for_marker, when asked)."""
+"""Mirror S3 prefixes into local folders (after common.model_store.marker.wait_for_marker, when asked)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.model_store.download import download_s3_prefix
+from common.model_store.download import download_s3_prefix
 
 log = logging.getLogger("model_fetch")
 

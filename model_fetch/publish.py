@@ -4,7 +4,7 @@
         [--meta key=value ...]
 
 The LLM's Neuron compile Job runs this as its last step, after the compile wrote the artifacts into `--src`.
-The marker (app/model_store/marker.py) goes last, so a reader that sees it sees every file; it records the
+The marker (common/model_store/marker.py) goes last, so a reader that sees it sees every file; it records the
 files and the `--meta` pairs (what the artifacts were compiled for). A prefix that already has its marker is
 left as it is (a re-run publishes nothing twice), and an empty or missing `--src` is an error, never a
 marker over nothing: that would make every serving pod load an empty directory.
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.model_store.marker import marker_exists, write_marker
-from app.model_store.upload import upload_files
+from common.model_store.marker import marker_exists, write_marker
+from common.model_store.upload import upload_files
 
 log = logging.getLogger("model_fetch.publish")
 

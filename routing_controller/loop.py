@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol
 
 from kubernetes import client
 
-from app import metric_names
+from common import metric_names
 from routing_controller import annotation
 from routing_controller.cluster import ClusterReader
 from routing_controller.decision import Decision, Hysteresis, PoolObservation, RoutingState, decide

@@ -1,4 +1,4 @@
-"""`python -m routing_controller.simulate`: the three routing modes on one failure, side by side.
+"""The three routing modes on one failure, side by side (`python -m tools.routing_simulation` runs it).
 
 A fixed-rate request stream goes to two pools (Neuron and NVIDIA) for 50 minutes; at minute 20 the
 Neuron pool loses every node and gets none back for 10 minutes (a Spot reclaim with no capacity
@@ -10,27 +10,19 @@ scale-down stabilization) and new pods wait for a node and a model load before t
 - `cost-with-failover`: the cost weights moved by `routing_controller.decision.decide`, called every
   controller period, applied by the load balancer controller a few seconds later.
 
-It prints a table and writes it into docs/serving.md between the routing-simulation markers. The
-prices, seconds per image, scaling bounds and controller settings come from cdk.json.
+`table` makes the results a Markdown table. The pools and the scenario are arguments: the command that
+reads them from cdk.json (tools/routing_simulation.py) sits above the CDK, so this package never imports it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 from routing_controller.decision import Hysteresis, PoolObservation, RoutingState, decide
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[1]
-DOC: Final = REPO_ROOT / "docs" / "serving.md"
-BEGIN: Final = "<!-- routing-simulation:begin -->"
-END: Final = "<!-- routing-simulation:end -->"
 MODES: Final = ("cost", "capacity", "cost-with-failover")
 
 
@@ -243,73 +235,3 @@ def table(results: list[Result], pools: tuple[PoolSpec, ...], scenario: Scenario
             f"| {r.cost_run:.3f} | {r.weight_changes} |"
         )
     return "\n".join(lines)
-
-
-def write_into_doc(text: str, doc: Path = DOC) -> None:
-    """Replace what stands between the markers in docs/serving.md."""
-    content = doc.read_text()
-    if BEGIN not in content or END not in content:
-        raise SystemExit(f"{doc} has no {BEGIN} ... {END} section to write into")
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    doc.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}\n{END}", content, count=1))
-
-
-def pools_from_cdk_json(path: Path = REPO_ROOT / "cdk.json") -> tuple[tuple[PoolSpec, ...], Scenario]:
-    """Prices, seconds per image, cost weights, KEDA bounds and controller settings as cdk.json has them."""
-    from cdk.accelerators import ACCELERATORS
-    from cdk.config.serving import ServingConfig
-    from cdk.serving.routing import CostInput, resolve_weights
-
-    context = json.loads(path.read_text())["context"]
-    cfg = ServingConfig.from_context(context, accelerators=("neuron", "nvidia"))
-    per = cfg.per_accelerator
-    accs = tuple(ACCELERATORS[n] for n in ("neuron", "nvidia"))
-    weights = resolve_weights(
-        accs,
-        {a.name: per[a.name].routing_weight for a in accs},
-        {a.name: CostInput(per[a.name].price_per_hour, per[a.name].seconds_per_image) for a in accs},
-    )
-    # Node launch and model load: typical figures for inf2/g5 with a cached image (not from cdk.json).
-    timing = {"neuron": (90.0, 120.0), "nvidia": (90.0, 150.0)}
-    pools = tuple(
-        PoolSpec(
-            name=a.name,
-            price_per_hour=per[a.name].price_per_hour,
-            seconds_per_image=per[a.name].seconds_per_image,
-            cost_weight=weights[a.name],
-            target_per_pod=per[a.name].scaling_target,
-            min_replicas=per[a.name].min_replicas,
-            max_replicas=per[a.name].max_replicas,
-            node_s=timing[a.name][0],
-            load_s=timing[a.name][1],
-        )
-        for a in accs
-    )
-    rc = cfg.routing_controller
-    scenario = Scenario(
-        keda_polling_s=cfg.scaling_polling_s,
-        keda_cooldown_s=cfg.scaling_cooldown_s,
-        controller_period_s=rc.period_s,
-        hold_s=rc.hold_s,
-        band_pods=rc.band_pods,
-    )
-    return pools, scenario
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the three modes, print the table, write it into docs/serving.md unless --no-write."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-write", action="store_true", help="only print the table")
-    args = parser.parse_args(argv)
-    pools, scenario = pools_from_cdk_json()
-    results = [simulate(mode, pools, scenario) for mode in MODES]
-    text = table(results, pools, scenario)
-    print(text)
-    if not args.no_write:
-        write_into_doc(text)
-        print(f"\nwritten into {DOC.relative_to(REPO_ROOT)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

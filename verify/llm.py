@@ -9,8 +9,8 @@ from typing import Final
 
 import httpx
 
-from app import metric_names
-from app.model_store.layout import COMPLETE_MARKER
+from common import metric_names
+from common.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.front_door import TIMEOUT_S, has_programs_client
 from verify.result import Check, Outcome, failed, passed, skipped, verdict

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from app.model_store.layout import COMPLETE_MARKER
+from common.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.kube import KubeError
 from verify.platform import IMAGE_POD_SELECTOR, serving_pods

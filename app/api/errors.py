@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from app.api.schemas import ErrorResponse
-from app.logs import log_failure
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

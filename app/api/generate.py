@@ -13,14 +13,14 @@ from fastapi.responses import JSONResponse
 from PIL.Image import Image
 
 from app.api.dependencies import get_service
-from app.api.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
 from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
-from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
+from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -11,9 +9,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.disconnect import CLIENT_CLOSED_REQUEST
-from app.http_protocol import CUT_STATUS_STATE_KEY
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
+from common.http.body import BodyLimits, BodyTooLarge, discard_body, read_body
+from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected
+from common.http.protocol import CUT_STATUS_STATE_KEY
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger("app.requests")
 
@@ -23,28 +22,6 @@ def _log_level(path: str) -> int:
     if path in (HEALTH_PATH, READINESS_PATH):
         return logging.DEBUG
     return logging.INFO if path == "/" or path.startswith("/v1/") else logging.DEBUG
-
-
-async def _discard_body(receive: Receive, already: int, max_discard_bytes: int, timeout_s: float) -> None:
-    """Read and drop the rest of a refused body, up to `max_discard_bytes` and `timeout_s`.
-
-    A client that writes its whole body before reading (Python's urllib, a load balancer) sees a
-    connection reset instead of our answer if we answer and close while it is still writing; reading
-    the body first lets it read the 413. The bounds keep a huge or slow body from costing more.
-    """
-
-    async def drain() -> None:
-        seen = already
-        while seen <= max_discard_bytes:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            seen += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                return
-
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(drain(), timeout_s)
 
 
 async def send_json_error(
@@ -60,26 +37,16 @@ async def send_json_error(
 
 
 class BodyLimitMiddleware:
-    """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than `max_bytes`.
+    """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than `limits.max_bytes`.
 
-    The body is read with a cap before anything parses it and replayed to the app; a refused body is
-    read and discarded (bounded) before the 413 so that clients that write it all first can read it.
-    Gradio's upload route is refused outright (403): the UI takes no files, and uploads would be kept
-    on the pod's disk.
+    The body is read with the shared bounded reader (common/http/body.py) before anything parses it, and
+    replayed to the app. Gradio's upload route is refused outright (403): the UI takes no files, and
+    uploads would be kept on the pod's disk.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        max_bytes: int,
-        max_discard_bytes: int,
-        discard_timeout_s: float = 10.0,
-        refused_paths: tuple[str, ...] = (),
-    ):
+    def __init__(self, app: ASGIApp, limits: BodyLimits, refused_paths: tuple[str, ...] = ()):
         self.app = app
-        self.max_bytes = max_bytes
-        self.max_discard_bytes = max_discard_bytes
-        self.discard_timeout_s = discard_timeout_s
+        self.limits = limits
         self.refused_paths = refused_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -87,39 +54,19 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        # A client that sent `Expect: 100-continue` waits for an invitation before it sends the body;
-        # the first `receive()` would send uvicorn's 100 Continue, so a refusal must come before it.
-        waiting = headers.get(b"expect", b"").lower() == b"100-continue"
         if scope["path"].rstrip("/") in self.refused_paths:
-            if not waiting:
-                await _discard_body(receive, 0, self.max_discard_bytes, self.discard_timeout_s)
+            await discard_body(receive, headers, self.limits)
             await send_json_error(send, 403, "this service accepts no file uploads")
             return
-        declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._reject(receive, send, -1 if waiting else 0)
+        try:
+            body = await read_body(receive, headers, self.limits)
+        except ClientDisconnected:
             return
-        # Read the (possibly chunked) body with a cap, then replay it to the app.
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                await self._reject(receive, send, len(body) if more else -1)
-                return
-        whole = {"type": "http.request", "body": bytes(body), "more_body": False}
+        except BodyTooLarge:
+            await send_json_error(send, 413, f"request body larger than {self.limits.max_bytes} bytes")
+            return
+        whole = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, replaying(whole, receive), send)
-
-    async def _reject(self, receive: Receive, send: Send, already: int) -> None:
-        """413 after discarding the rest of the body (`already` bytes read; -1: nothing to read, because
-        it was all read or because the client waits for a 100 Continue it will not get)."""
-        if already >= 0:
-            await _discard_body(receive, already, self.max_discard_bytes, self.discard_timeout_s)
-        await send_json_error(send, 413, f"request body larger than {self.max_bytes} bytes")
 
 
 def replaying(first: Message, receive: Receive) -> Receive:

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from app.api.dependencies import get_service
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from app.service import GenerationService
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 router = APIRouter(tags=["probes"])
 

@@ -25,9 +25,9 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app.auth.env import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH
-from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
-from app.logs import log_failure
+from common.auth.env import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH
+from common.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

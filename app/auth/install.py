@@ -7,8 +7,8 @@ from fastapi import FastAPI
 
 from app.auth.browser import BrowserSignIn
 from app.auth.middleware import AuthMiddleware
-from app.auth.tokens import TokenVerifier
 from app.settings import Settings
+from common.auth.tokens import TokenVerifier
 
 
 def install_sign_in(app: FastAPI, settings: Settings) -> None:

@@ -2,7 +2,7 @@
 
 Order of checks: the probes (the kubelet and the ALB health check carry no token) and the /auth/*
 routes are open; otherwise an `Authorization: Bearer <access token>` header, else the browser's
-session cookie, must verify (app/auth/tokens.py). A page load without a valid session is sent to
+session cookie, must verify (common/auth/tokens.py). A page load without a valid session is sent to
 the sign-in; anything else gets a 401 JSON message. Nothing unauthenticated reaches the routes, so
 nothing unauthenticated reaches the batching queue.
 """
@@ -18,9 +18,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.middleware import send_json_error
 from app.auth.browser import SESSION_COOKIE, BrowserSignIn
-from app.auth.env import LOGIN_PATH
-from app.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
+from common.auth.env import LOGIN_PATH
+from common.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger(__name__)
 # Where the verified caller goes: request.state.caller_id (app/api/dependencies.get_caller_id reads it).

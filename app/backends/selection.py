@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.backends.base import Backend
-from app.logs import quiet_model_libraries
 from app.settings import Settings
+from common.logs import quiet_model_libraries
 
 
 def neuron_device_present() -> bool:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.cost import cost_per_1000_images
 from app.bench.report import format_table, percentile
-from app.bench.results_file import update_section
 from app.settings import load_settings
+from common.bench.cost import cost_per_1000_images
+from common.bench.results_file import update_section
 
 BACKOFF_ON_REJECT_S = 0.05  # a client told "queue full" waits this long, so it does not spin
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import uvicorn
 
-from app.http_protocol import server_config
 from app.settings import Settings, load_settings
+from common.http.protocol import server_config
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from app.bench.report import format_table, percentile
-from app.bench.results_file import update_section
+from common.bench.results_file import update_section
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -36,12 +36,12 @@ from app.backends.cuda_tuning import (
 )
 from app.bench.flops import DEFAULT_PEAK_TFLOPS, ImageFlops, pipeline_image_flops
 from app.bench.report import format_table
-from app.bench.results_file import update_section
 from app.bench.stages import stage_timer
 from app.models.builtin import BUILTIN_PREFIX, builtin_spec
 from app.models.random_pipeline import materialize
 from app.models.sd21_base import BENCH_MODEL_NAME, SD21_BASE
 from app.settings import Settings, load_settings
+from common.bench.results_file import update_section
 
 PROMPT = "a photograph of an astronaut riding a horse"
 # The plain diffusers pipeline the ratios are against: fp16 on a GPU (fp32 on a CPU, where

@@ -20,7 +20,7 @@ from typing import Any
 
 from app.bench.pipeline import git_commit, software_versions
 from app.bench.report import format_table, percentile
-from app.bench.results_file import update_section
+from common.bench.results_file import update_section
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ import threading
 import time
 
 from app.jobs.ports import Delivery, JobQueue
-from app.logs import log_failure
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

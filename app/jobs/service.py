@@ -17,10 +17,10 @@ from app.jobs.model import (
 )
 from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore
 from app.jobs.signing import UrlSigner
-from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService
 from app.settings import Settings
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

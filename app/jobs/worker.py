@@ -34,10 +34,10 @@ from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.long_poll import LongPoll
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
-from app.logs import log_failure
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
+from common.logs import log_failure
 
 log = logging.getLogger(__name__)
 

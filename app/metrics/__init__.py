@@ -1,1 +1,2 @@
-"""Service metrics: aggregated in memory on the request path, published in the background."""
+"""The image service's metrics: what one request or batch adds (`aggregator`); recording and publishing
+are in `common.metrics`."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app import metric_names as m
-from app.api.disconnect import CLIENT_CLOSED_REQUEST
-from app.metrics.recorder import MetricsRecorder
+from common import metric_names as m
+from common.http.disconnect import CLIENT_CLOSED_REQUEST
+from common.metrics.recorder import MetricsRecorder
 
 
 class MetricsAggregator(MetricsRecorder):

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.model_store.download import download_s3_prefix
-from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_location
-from app.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker, write_marker
-from app.model_store.upload import upload_files
+from common.model_store.download import download_s3_prefix
+from common.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_location
+from common.model_store.marker import MarkerTimeout, marker_exists, wait_for_marker, write_marker
+from common.model_store.upload import upload_files
 
 log = logging.getLogger("neuron_compile")
 

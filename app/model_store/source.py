@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.model_store.download import download_s3_prefix, parse_s3_uri
 from app.models.builtin import BUILTIN_PREFIX, builtin_spec
 from app.models.random_pipeline import materialize
+from common.model_store.download import download_s3_prefix, parse_s3_uri
 
 _HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 

@@ -140,7 +140,7 @@ class ServingConfig:
     @property
     def stages_weights(self) -> bool:
         """True when the deploy copies the model from the Hub (not for s3:// ids, which are read where they are)."""
-        from app.model_store.layout import is_s3_uri
+        from common.model_store.layout import is_s3_uri
 
         return self.stage_weights and not is_s3_uri(self.model_id)
 
@@ -280,7 +280,7 @@ class ServingConfig:
         self._check_async_only()
         self._check_volume_sizes()
         try:
-            from app.model_store.layout import is_s3_uri, model_slug, split_s3_uri
+            from common.model_store.layout import is_s3_uri, model_slug, split_s3_uri
 
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:

@@ -27,21 +27,24 @@ from cdk.retention import RETAINED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDSPEC = "buildspecs/image.yml"
+# Every image copies the shared runtime, common/, whole, beside its own package.
+SHARED_RUNTIME = ["!common", "!common/**"]
 # The Dockerfile builds with the repository root as context but needs only app/ (its locks are under
-# app/requirements/) and its buildspec: a change anywhere else (the tests' or the CDK's requirements, the other
-# images' buildspecs) leaves the image's tag, and so the image, as it is.
+# app/requirements/), common/ and its buildspec: a change anywhere else (the tests' or the CDK's requirements, the
+# other images' buildspecs) leaves the image's tag, and so the image, as it is.
 SOURCE_EXCLUDES = [
     "*",
     ".*",  # "*" does not match dot-files (.git, caches)
     "!app",
     "!app/**",
+    *SHARED_RUNTIME,
     "!buildspecs",
     f"!{BUILDSPEC}",
     "**/__pycache__",
     "**/*.pyc",
 ]
-# The routing controller's image: its own package, the metric names module and its buildspec only,
-# so a change to the service does not rebuild it and it does not carry the service.
+# The routing controller's image: its own package, the shared runtime and its buildspec only, so a change to the
+# service does not rebuild it and it does not carry the service.
 ROUTING_CONTROLLER_BUILD = "routingController"  # its `Accelerator` key in the custom resource's Builds
 ROUTING_CONTROLLER_KIND = "routing-controller"  # its tag prefix, beside the accelerators' names
 ROUTING_CONTROLLER_BUILDSPEC = "buildspecs/routing-controller.yml"
@@ -50,48 +53,25 @@ ROUTING_CONTROLLER_EXCLUDES = [
     ".*",
     "!routing_controller",
     "!routing_controller/**",
-    "!app",
-    "!app/__init__.py",
-    "!app/metric_names.py",
+    *SHARED_RUNTIME,
     "!buildspecs",
     f"!{ROUTING_CONTROLLER_BUILDSPEC}",
     "**/__pycache__",
     "**/*.pyc",
 ]
 # The LLM gateway's image (llm_gateway/Dockerfile): its own package, the LLM pods' model fetch (model_fetch/), the
-# image service's modules they import (the Dockerfile's COPY lines; tests/llm/test_gateway_image.py keeps the
-# three in step) and its buildspec.
+# LLM benchmark's client (llm_bench/), the shared runtime and its buildspec; nothing of the image service.
 LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
 LLM_GATEWAY_EXCLUDES = [
     "*",
     ".*",
     "!llm_gateway",
     "!llm_gateway/**",
-    "!app",
-    "!app/__init__.py",
-    "!app/logs.py",
-    "!app/metric_names.py",
-    "!app/bench",
-    "!app/bench/__init__.py",
-    "!app/bench/results_file.py",
-    "!app/auth",
-    "!app/auth/__init__.py",
-    "!app/auth/tokens.py",
-    "!app/metrics",
-    "!app/metrics/__init__.py",
-    "!app/metrics/flusher.py",
-    "!app/metrics/publishers.py",
-    "!app/metrics/recorder.py",
-    "!app/model_store",
-    "!app/model_store/__init__.py",
-    "!app/model_store/download.py",
-    "!app/model_store/layout.py",
-    "!app/model_store/marker.py",
-    "!app/model_store/upload.py",
     "!model_fetch",
     "!model_fetch/**",
     "!llm_bench",
     "!llm_bench/**",
+    *SHARED_RUNTIME,
     "!buildspecs",
     f"!{LLM_GATEWAY_BUILDSPEC}",
     "**/__pycache__",
@@ -175,7 +155,7 @@ def build_args(accelerator: str) -> dict[str, str]:
 def image_tag(accelerator: str, *, source_hash: str, base_image: str, args: Mapping[str, str]) -> str:
     """`<accelerator>-<sha256>` of everything that goes into the image, so that any change rebuilds it.
 
-    `source_hash` covers the asset (app/, the Dockerfile, the requirement and lock files, the
+    `source_hash` covers the asset (app/, common/, the Dockerfile, the requirement and lock files, the
     buildspec); `base_image` is the base as configured (already resolved for the stack's region);
     `args` are the build args. Tags are immutable: an unchanged input set reuses the pushed image.
     """

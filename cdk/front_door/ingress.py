@@ -10,9 +10,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from app.probe_paths import HEALTH_PATH
 from cdk.config.serving import ServingConfig
 from cdk.front_door.routes import Routes
+from common.probe_paths import HEALTH_PATH
 
 INGRESS_NAME: Final = "sd"
 ACCESS_LOG_PREFIX: Final = "alb"

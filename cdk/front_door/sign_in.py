@@ -10,7 +10,7 @@
   `aws cognito-idp describe-user-pool-client` shows it to whoever may read it (docs/serving.md).
 
 The service verifies the access tokens of both clients itself (app/auth/), configured by the
-ConfigMap `config_map()` builds; the names of its keys come from app/auth/env.py.
+ConfigMap `config_map()` builds; the names of its keys come from common/auth/env.py.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from aws_cdk import Acknowledgment, Aws, Duration, SecretValue, Stack, Validatio
 from aws_cdk import aws_cognito as cognito
 from constructs import Construct
 
-from app.auth import env
 from cdk.config.serving import ServingConfig
 from cdk.retention import data_removal_policy
+from common.auth import env
 
 CONFIG_MAP_NAME: Final = "sd-auth"
 RESOURCE_SERVER_ID: Final = "sd-api"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from app.model_store.layout import CompileShape, compiled_prefix
 from cdk import versions
 from cdk.config.serving import ServingConfig
 from cdk.serving.compile_job import CompileJob, hashed_name, neuron_resources, rerun_command_for, service_account_for
@@ -39,6 +38,7 @@ from cdk.serving.pod_shape import (
     pod_security_context,
     scratch_volumes,
 )
+from common.model_store.layout import CompileShape, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
 # The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.

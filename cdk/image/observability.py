@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_cloudwatch as cw
 
-from app import metric_names
 from cdk.accelerators import Accelerator
 from cdk.chassis.workload import (
     AlarmSection,
@@ -34,6 +33,7 @@ from cdk.observability.widgets import (
     service_metric,
     sqs_metric,
 )
+from common import metric_names
 
 
 @dataclass(frozen=True)

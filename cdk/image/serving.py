@@ -17,8 +17,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from app import metric_names
-from app.model_store.layout import is_s3_uri, s3_uri, weights_location
 from cdk.accelerators import Accelerator
 from cdk.chassis.workload import (
     AlarmSection,
@@ -50,6 +48,8 @@ from cdk.serving.service_identity import (
     read_statements,
     write_statement,
 )
+from common import metric_names
+from common.model_store.layout import is_s3_uri, s3_uri, weights_location
 from routing_controller.decision import normalize
 
 # The image routes' weighted action (cost modes) and the routing controller instance that moves it.

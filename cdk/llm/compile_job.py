@@ -37,7 +37,6 @@ import hashlib
 import json
 from typing import Any, Final
 
-from app.model_store.layout import model_slug
 from cdk import versions
 from cdk.accelerators import NEURON
 from cdk.config.llm import LlmConfig
@@ -46,6 +45,7 @@ from cdk.llm.engine import engine_args, neuron_kv_cache
 from cdk.llm.names import DEPLOYMENT_NAMES, ENGINE_PORT, MODEL_ROOT, WEIGHTS_DIR
 from cdk.serving.compile_job import CompileJob, neuron_resources
 from cdk.serving.pod_shape import SHM_DIR, TMP_DIR, container_security_context, pod_security_context
+from common.model_store.layout import model_slug
 
 COMPILE_NAME: Final = f"{DEPLOYMENT_NAMES['neuron']}-compile"  # ServiceAccount, pod label, re-run CronJob
 ARTIFACTS_ROOT: Final = "compiled-llm"

@@ -2,7 +2,7 @@
 
 Time to first token and inter-token latency (p50/p90), tokens per second, requests and errors, vLLM's
 queue and KV cache, running pods, and the cost per million output tokens. Every series is a metric the
-gateway publishes (app.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
+gateway publishes (common.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
 Container Insights' pods behind its Service. Alarms: each LLM deployment unit's TTFT p90 and error rate.
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_cloudwatch as cw
 
-from app import metric_names
 from cdk.accelerators import ACCELERATORS, Accelerator
 from cdk.chassis.workload import AlarmSection, AlarmSpec, DashboardSection, DashboardView, Observed
 from cdk.config.llm import LlmConfig
@@ -21,6 +20,7 @@ from cdk.config.serving import ServingConfig
 from cdk.llm import names
 from cdk.observability import service_metrics as sm
 from cdk.observability.widgets import PERIOD, cost_per_output, graph, percent_of, running_pods, service_metric
+from common import metric_names
 
 # The percentiles the issue asks for: the typical request and the slow tail short of outliers.
 PERCENTILES = ("p50", "p90")

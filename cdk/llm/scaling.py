@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import metric_names as m
 from cdk.accelerators import Accelerator
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.names import deployment_name
 from cdk.serving.scaling import metric_trigger, scaled_deployment
+from common import metric_names as m
 
 
 def dimensions(acc: Accelerator) -> dict[str, str]:

@@ -26,8 +26,6 @@ from aws_cdk import CfnOutput
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from app import metric_names
-from app.model_store.layout import weights_prefix
 from cdk import versions
 from cdk.accelerators import NEURON, Accelerator
 from cdk.chassis.workload import (
@@ -63,6 +61,8 @@ from cdk.serving.service_identity import (
     read_statements,
     write_statement,
 )
+from common import metric_names
+from common.model_store.layout import weights_prefix
 
 NETWORK_POLICY_NAME: Final = "allow-llm-gateway-from-load-balancer"
 VLLM_IMAGES: Final = {"neuron": versions.VLLM_NEURON_IMAGE, "nvidia": versions.VLLM_NVIDIA_IMAGE}

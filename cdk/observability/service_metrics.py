@@ -1,4 +1,4 @@
-"""The service's CloudWatch metrics as the stacks address them: names from app/metric_names.py.
+"""The service's CloudWatch metrics as the stacks address them: names from common/metric_names.py.
 
 Dashboards, alarms and KEDA triggers all take their namespace, metric names and dimensions from
 here, and this module takes them from the service's own contract module, so they cannot drift.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app import metric_names as m
 from cdk.accelerators import Accelerator
+from common import metric_names as m
 
 
 @dataclass(frozen=True)

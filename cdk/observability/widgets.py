@@ -1,7 +1,7 @@
 """The metric queries, math expressions and graph widget that every workload's dashboard rows and alarms are built
 from.
 
-Every workload's Deployments publish the same way (app/metric_names.py), so a `DeploymentUnit` is all a query
+Every workload's Deployments publish the same way (common/metric_names.py), so a `DeploymentUnit` is all a query
 needs to know about any of them.
 """
 
@@ -13,8 +13,8 @@ from typing import Final
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 
-from app import metric_names
 from cdk.observability import service_metrics as sm
+from common import metric_names
 
 PERIOD: Final = Duration.minutes(1)
 COST_PERIOD_S: Final = 300

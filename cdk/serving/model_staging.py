@@ -1,7 +1,7 @@
 """Stage the model's weights into the model store during `cdk deploy`, so nothing waits on a manual copy.
 
-A CodeBuild project runs the project's own `python -m app.model_store.stage` (from a small source
-asset: `app/model_store/` and `requirements-stage.txt`), and a `Custom::ModelStaging` resource
+A CodeBuild project runs the project's own `python -m common.model_store.stage` (from a small source
+asset: `common/model_store/` and `requirements-stage.txt`), and a `Custom::ModelStaging` resource
 starts it and waits for it with the same handler as the image builds (`lambdas/codebuild_runner.py`).
 The compile Job and the serving workloads depend on that resource, so they are applied only once
 the weights are complete. The program skips a model whose completion marker exists, so a redeploy
@@ -26,26 +26,26 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from app.model_store.layout import model_slug, s3_uri, weights_prefix
 from cdk import deploy_limits, versions
 from cdk.constructs.build_runner import build_runner
 from cdk.constructs.log_groups import encrypted_log_group
 from cdk.retention import RETAINED
+from common.model_store.layout import model_slug, s3_uri, weights_prefix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Only what `python -m app.model_store.stage` imports, so a service change does not re-run staging.
+# Only what `python -m common.model_store.stage` imports, so a service change does not re-run staging.
 SOURCE_EXCLUDES = [
     "*",
     ".*",
-    "!app",
-    "!app/__init__.py",
-    "!app/model_store",
-    "!app/model_store/**",
+    "!common",
+    "!common/__init__.py",
+    "!common/model_store",
+    "!common/model_store/**",
     "!requirements-stage.txt",
     "**/__pycache__",
     "**/*.pyc",
 ]
-HUB_AUTH_ENV_NAME = "HF_TOKEN"  # huggingface_hub's own variable name; app/model_store/stage.py reads it
+HUB_AUTH_ENV_NAME = "HF_TOKEN"  # huggingface_hub's own variable name; common/model_store/stage.py reads it
 
 
 def buildspec(program_args: Sequence[str] = ()) -> dict[str, object]:
@@ -65,8 +65,9 @@ def buildspec(program_args: Sequence[str] = ()) -> dict[str, object]:
             },
             "build": {
                 "commands": [
-                    '.stage-venv/bin/python -m app.model_store.stage --bucket "$MODEL_BUCKET" --model-id "$MODEL_ID" '
-                    '--revision "$MODEL_REVISION"' + "".join(f" {shlex.quote(arg)}" for arg in program_args),
+                    '.stage-venv/bin/python -m common.model_store.stage --bucket "$MODEL_BUCKET" '
+                    '--model-id "$MODEL_ID" --revision "$MODEL_REVISION"'
+                    + "".join(f" {shlex.quote(arg)}" for arg in program_args),
                 ]
             },
         },
@@ -87,7 +88,7 @@ class WeightsStaging(Construct):
         token_secret: str | None,
         program_args: Sequence[str] = (),
     ) -> None:
-        """`program_args`: more arguments of `python -m app.model_store.stage` (`--layout transformers ...`)."""
+        """`program_args`: more arguments of `python -m common.model_store.stage` (`--layout transformers ...`)."""
         super().__init__(scope, construct_id)
         prefix = weights_prefix(model_id)
         self.weights_uri = s3_uri(bucket.bucket_name, prefix)

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from cdk import versions
 from cdk.accelerators import Accelerator, needs_neuron_scheduler
 from cdk.checkov import k8s_skip_annotations
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 INSTANCE_LABEL_KEY: Final = "app.kubernetes.io/instance"
 CACHE_DIR: Final = "/cache"

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.bench.cost import cost_per_1000_images
 from cdk.accelerators import Accelerator
+from common.bench.cost import cost_per_1000_images
 from routing_controller import annotation
 from routing_controller.decision import WEIGHT_TOTAL  # the controller's weights sum to the same total
 

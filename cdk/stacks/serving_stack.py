@@ -23,7 +23,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from app import metric_names
 from cdk import deploy_limits
 from cdk.chassis.workload import (
     DashboardView,
@@ -51,6 +50,7 @@ from cdk.serving import network_policy, pod_shape, scaling
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.model_store import ModelStore
 from cdk.serving.service_identity import put_metrics_statement
+from common import metric_names
 
 
 def load_balancer_subnets(cfg: ServingConfig, vpc: ec2.IVpc) -> ec2.SelectedSubnets:

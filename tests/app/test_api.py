@@ -97,7 +97,7 @@ def test_ui_is_served_at_the_root(client):
 def test_each_api_request_is_one_json_log_line(client, caplog):
     import json
 
-    from app.logs import JsonFormatter
+    from common.logs import JsonFormatter
 
     caplog.set_level("INFO", logger="app.requests")
     assert generate(client, seed=1).status_code == 200

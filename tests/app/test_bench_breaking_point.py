@@ -15,7 +15,7 @@ import pytest
 
 from app.bench import breaking_point
 from app.bench.breaking_point import LevelResult, concurrency_levels
-from app.bench.cost import cost_per_1000_images
+from common.bench.cost import cost_per_1000_images
 
 PNG = b"\x89PNG\r\n\x1a\n"  # only the signature: the client never decodes the image
 

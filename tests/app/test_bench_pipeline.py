@@ -11,11 +11,11 @@ from diffusers import StableDiffusionPipeline
 
 from app.bench import pipeline as bench_pipeline
 from app.bench.flops import pipeline_image_flops
-from app.bench.results_file import read_section, update_section
 from app.bench.stages import stage_timer
 from app.models.builtin import TINY
 from app.models.random_pipeline import materialize
 from app.settings import load_settings
+from common.bench.results_file import read_section, update_section
 
 
 @pytest.fixture(scope="module")

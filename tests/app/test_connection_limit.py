@@ -112,7 +112,7 @@ def test_a_soft_descriptor_limit_below_max_connections_is_raised(tmp_path):
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
     code = (
-        "import resource; from app.http_protocol import ensure_descriptors; from app.settings import load_settings;"
+        "import resource; from common.http.protocol import ensure_descriptors; from app.settings import load_settings;"
         "ensure_descriptors(load_settings()); print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
     result = subprocess.run(

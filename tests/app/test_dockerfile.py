@@ -105,9 +105,9 @@ def test_neuron_image_resets_the_dlc_entrypoint_so_sigterm_reaches_the_service()
     assert all(keyword not in ("ENTRYPOINT", "CMD") for keyword, _ in stages()["nvidia"])
 
 
-def test_copies_only_the_service_and_its_locks():
+def test_copies_only_the_service_its_locks_and_the_shared_runtime():
     copies = [rest for keyword, rest in instructions() if keyword == "COPY"]
-    assert copies == ["app/requirements /srv/requirements", "app /srv/app"]
+    assert copies == ["app/requirements /srv/requirements", "common /srv/common", "app /srv/app"]
 
 
 def test_runs_as_a_non_root_user_and_starts_the_service():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import SettingsError, load_settings
+from app.settings import load_settings
+from common.settings import SettingsError
 
 
 def test_the_aws_backend_names_the_settings_it_lacks():

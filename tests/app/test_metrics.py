@@ -11,11 +11,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app import metric_names as m
 from app.metrics.aggregator import MetricsAggregator
-from app.metrics.flusher import flush_once, make_publisher, run_flusher
-from app.metrics.publishers import CloudWatchPublisher, EmfPublisher
-from app.metrics.recorder import MetricsRecorder
+from common import metric_names as m
+from common.metrics.flusher import flush_once, make_publisher, run_flusher
+from common.metrics.publishers import CloudWatchPublisher, EmfPublisher
+from common.metrics.recorder import MetricsRecorder
 
 
 def recorded() -> MetricsAggregator:

@@ -8,8 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.model_store.download import download_s3_prefix, parse_s3_uri
 from app.model_store.source import resolve_model_source
+from common.model_store.download import download_s3_prefix, parse_s3_uri
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from app.model_store import neuron_compile as nc
-from app.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
+from common.model_store.layout import COMPLETE_MARKER, CompileShape, compiled_prefix, weights_prefix
 
 BUCKET = "model-store"
 MODEL = "org/tiny-sd"

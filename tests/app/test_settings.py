@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from app.settings import SettingsError, load_settings
+from app.settings import load_settings
+from common.settings import SettingsError
 
 
 def test_defaults_are_safe_for_a_laptop(monkeypatch):

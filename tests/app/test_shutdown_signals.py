@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 
-from app.http_protocol import server_config
 from app.server import create_app
 from app.settings import load_settings
-from app.shutdown import DrainingServer
+from common.http.protocol import server_config
+from common.http.server import DrainingServer
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import TEST_SETTINGS
 from tests.support.app_process import run_app
@@ -70,7 +70,7 @@ def stop_and_time(server: DrainingServer) -> float:
 
 
 def test_an_idle_service_stops_at_once_whatever_the_job_poll(tmp_path, caplog):
-    caplog.set_level("INFO", logger="app.shutdown")
+    caplog.set_level("INFO", logger="common.http.server")
     with draining_service(tmp_path, FakeBackend(), shutdown_grace_s=30) as (server, _):
         elapsed = stop_and_time(server)
     assert elapsed < 1.5, f"{elapsed:.1f} s"

@@ -13,8 +13,9 @@ import jwt
 import pytest
 
 from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE, BrowserSignIn
-from app.auth.tokens import TokenVerifier
-from app.settings import SettingsError, load_settings
+from app.settings import load_settings
+from common.auth.tokens import TokenVerifier
+from common.settings import SettingsError
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
 from tests.support.fake_user_pool import UI_CLIENT, FakeUserPool, new_key

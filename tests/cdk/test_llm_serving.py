@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 
-from app.metrics.recorder import MetricsRecorder
-from app.model_store.layout import weights_prefix
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.names import deployment_name
 from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
 from cdk.llm.serving import cost_weights
+from common.metrics.recorder import MetricsRecorder
+from common.model_store.layout import weights_prefix
 from tests.cdk.conftest import resources_of
 
 SERVING = "SdOnEksServing"

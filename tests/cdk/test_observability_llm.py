@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from app import metric_names
-from app.metrics.recorder import MetricsRecorder
 from cdk.accelerators import ACCELERATORS
 from cdk.llm import names
 from cdk.observability.dashboard_svg import dashboard_body_from_template
+from common import metric_names
+from common.metrics.recorder import MetricsRecorder
 from tests.cdk.observability_stack import (
     GOLDEN,
     LLM,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import metric_names
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
+from common import metric_names
 from tests.cdk.conftest import as_list
 
 # Actions that support no resource-level permissions (AWS Service Authorization Reference), so "*"

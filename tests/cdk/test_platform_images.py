@@ -116,11 +116,14 @@ def test_source_asset_holds_only_what_the_dockerfile_needs(tmp_path):
     FileSystem.copy_directory(
         str(REPO_ROOT), str(copied), CopyOptions(exclude=SOURCE_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
     )
-    # app/ (the service and its image locks) and the image's own buildspec: not the repository's requirement
-    # files, which the tests and the CDK app read, nor the other images' buildspecs.
-    assert {p.name for p in copied.iterdir()} == {"app", "buildspecs"}
+    # app/ (the service and its image locks), the shared runtime common/ (whole, as the Dockerfile copies it) and
+    # the image's own buildspec: not the repository's requirement files, which the tests and the CDK app read, nor
+    # the other images' packages or buildspecs.
+    assert {p.name for p in copied.iterdir()} == {"app", "common", "buildspecs"}
     assert [p.name for p in (copied / "buildspecs").iterdir()] == ["image.yml"]
     assert (copied / "app" / "requirements").is_dir() and (copied / "app" / "Dockerfile").is_file()
+    shared = {str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "common").rglob("*.py")}
+    assert {str(p.relative_to(copied)) for p in (copied / "common").rglob("*.py")} == shared
     assert not list(copied.rglob("__pycache__"))
 
 

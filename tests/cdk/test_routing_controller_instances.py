@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from app import metric_names
 from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.serving import ServingConfig
@@ -27,6 +26,7 @@ from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
 from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.routing import SERVICE_PORT
+from common import metric_names
 from routing_controller import annotation
 from routing_controller.loop import Controller
 from routing_controller.settings import Pool, Settings

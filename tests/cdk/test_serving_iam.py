@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from app import metric_names
-from app.model_store.layout import weights_prefix
 from cdk.constructs.pod_identity import POD_IDENTITY_PRINCIPAL
 from cdk.image import neuron_compile_job as njob
 from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
 from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
+from common import metric_names
+from common.model_store.layout import weights_prefix
 
 
 def statements(template, role_prefix):

@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from app import metric_names
 from app.settings import Settings
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError
@@ -20,6 +19,7 @@ from cdk.image import serving as image_serving
 from cdk.image.jobs import JOBS_PREFIX, QUEUE_MAX_RECEIVES_FLOOR, queue_max_receives
 from cdk.image.serving import routing_weights
 from cdk.image.workload import deployment_name
+from common import metric_names
 from tests.cdk.conftest import DEFAULT_CONTEXT, as_list, service_deployments
 from tests.cdk.test_serving_metrics_contract import alarm_metrics
 from tests.support.k8s_schema import validate_custom_resources

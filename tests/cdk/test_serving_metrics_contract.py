@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from app import metric_names
 from app.metrics.aggregator import MetricsAggregator
 from cdk.accelerators import ACCELERATORS
 from cdk.image.workload import deployment_name as image_deployment_name
 from cdk.llm.names import deployment_name
+from common import metric_names
 
 # The service's metrics and the routing controller's (cost-with-failover, the default): the default synth shows
 # all of them.

@@ -12,13 +12,13 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes import client
 
-from app import metric_names
 from cdk import versions
 from cdk.front_door.ingress import INGRESS_NAME
 from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
 from cdk.image.serving import WEIGHTED_ACTION_NAME
 from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.routing import WEIGHT_TOTAL
+from common import metric_names
 from routing_controller import annotation
 from routing_controller.loop import Controller
 from routing_controller.settings import Settings
@@ -287,11 +287,10 @@ def test_controller_source_holds_only_the_controller(tmp_path):
         str(ROOT), str(copied), CopyOptions(exclude=ROUTING_CONTROLLER_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
     )
     files = {str(p.relative_to(copied)) for p in copied.rglob("*") if p.is_file()}
-    assert {f for f in files if not f.startswith("routing_controller/")} == {
-        "app/__init__.py",
-        "app/metric_names.py",
-        "buildspecs/routing-controller.yml",
-    }
+    shared = {str(p.relative_to(ROOT)) for p in (ROOT / "common").rglob("*.py")}
+    own = ("routing_controller/", "common/")
+    assert {f for f in files if not f.startswith(own)} == {"buildspecs/routing-controller.yml"}
+    assert {f for f in files if f.startswith("common/")} == shared  # the shared runtime, whole
     assert "routing_controller/Dockerfile" in files and "routing_controller/requirements.lock" in files
 
 

@@ -50,7 +50,7 @@ def test_the_deploy_runs_the_projects_own_staging_program_in_codebuild(platform_
     install = " ".join(spec["phases"]["install"]["commands"])
     assert "--no-deps" in install and "-r requirements-stage.txt" in install
     (run,) = spec["phases"]["build"]["commands"]
-    assert "-m app.model_store.stage" in run and '--model-id "$MODEL_ID"' in run
+    assert "-m common.model_store.stage" in run and '--model-id "$MODEL_ID"' in run
     assert '--revision "$MODEL_REVISION"' in run
     env = {v["Name"]: v for v in project["Environment"]["EnvironmentVariables"]}
     assert env["MODEL_ID"]["Value"] == platform_synth.config.serving.model_id
@@ -183,9 +183,9 @@ def test_the_staging_source_holds_only_the_staging_program(tmp_path):
         str(copied),
         CopyOptions(exclude=model_staging.SOURCE_EXCLUDES, ignore_mode=IgnoreMode.GLOB),
     )
-    assert {p.name for p in copied.iterdir()} == {"app", "requirements-stage.txt"}
-    assert {p.name for p in (copied / "app").iterdir()} == {"__init__.py", "model_store"}
-    assert (copied / "app" / "model_store" / "stage.py").is_file()
+    assert {p.name for p in copied.iterdir()} == {"common", "requirements-stage.txt"}
+    assert {p.name for p in (copied / "common").iterdir()} == {"__init__.py", "model_store"}
+    assert (copied / "common" / "model_store" / "stage.py").is_file()
     assert not list(copied.rglob("__pycache__"))
 
 

@@ -147,10 +147,10 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
     import optimum.exporters.neuron.__main__ as export_main
     import optimum.neuron.modeling_diffusion as modeling_diffusion
 
-    from app.model_store.layout import CompileShape
     from app.model_store.neuron_compile import optimum_compile
     from app.models.builtin import TINY
     from app.models.random_pipeline import materialize
+    from common.model_store.layout import CompileShape
 
     recorded: dict[str, Any] = {}
     export: dict[str, Any] = {}

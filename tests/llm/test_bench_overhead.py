@@ -11,7 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.bench.results_file import read_section
+from common.bench.results_file import read_section
 from llm_bench import overhead
 from llm_bench.standin_engine import STANDIN_MODEL
 from llm_bench.stream_client import StreamLoad, run_streams

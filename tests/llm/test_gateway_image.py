@@ -1,10 +1,10 @@
 """The LLM gateway's own image (it cannot be built here: no Docker engine). Its recipe is parsed for the
-contract, its lock is checked to be the complete install set, and the files it copies are started from an
-environment made of exactly that lock, in a read-only sandbox with no network."""
+contract (its own packages and the shared runtime, whole; nothing of the image service), its lock is checked to
+be the complete install set, and the files it copies are started from an environment made of exactly that lock,
+in a read-only sandbox with no network."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -12,7 +12,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable
@@ -33,57 +32,14 @@ DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
 LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
 REQUIREMENTS = REPO_ROOT / "llm_gateway" / "requirements.txt"
 BUILDSPEC = REPO_ROOT / "buildspecs" / "llm-gateway.yml"
-# The modules the image's programs import before they work: `python -m llm_gateway` (its __main__ imports the server
-# lazily) and the LLM pods' init container, `python -m model_fetch` (cdk/llm/workload.py).
-ENTRY_MODULES = (
-    "llm_gateway.__main__",
-    "llm_gateway.server",
-    "model_fetch.__main__",
-    "model_fetch.fetch",
-    "model_fetch.publish",  # the Neuron compile Job's last step (cdk/llm/compile_job.py)
-    "llm_bench.__main__",  # the LLM benchmark Job (cdk/llm/benchmark_job.py)
-)
-# The image's own packages, whose every source file is scanned for `app...` imports.
-IMAGE_PACKAGES = ("llm_gateway", "model_fetch", "llm_bench")
+# What the image copies into its WORKDIR, each folder whole at its own name: the gateway, the LLM pods' model fetch
+# (`python -m model_fetch`, cdk/llm/workload.py), the LLM benchmark's client (`python -m llm_bench`,
+# cdk/llm/benchmark_job.py) and the shared runtime they stand on. Never the image service (app/).
+IMAGE_PACKAGES = ("common", "llm_gateway", "model_fetch", "llm_bench")
 VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
 PYPI = "https://pypi.org/simple"
 GATEWAY_UID = 10001
-
-
-def runtime_app_files() -> set[str]:
-    """The image service's files (repository-relative) that the gateway and the model fetch have imported when
-    they start: measured by importing their entry modules in a fresh interpreter, never listed by hand."""
-    probe = (
-        "import json, sys\n"
-        f"for name in {ENTRY_MODULES!r}: __import__(name)\n"
-        "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items()"
-        " if n == 'app' or n.startswith('app.')}))"
-    )
-    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    files = set()
-    for name, file in json.loads(run.stdout).items():
-        if file is not None:  # a namespace package has no file: the COPY of its modules makes the folder
-            path = Path(file).resolve()
-            assert path.is_relative_to(REPO_ROOT / "app"), f"{name} is imported from {path}, not from app/"
-            files.add(path.relative_to(REPO_ROOT).as_posix())
-    return files
-
-
-def app_modules_named_in_gateway_source() -> set[str]:
-    """Every `app...` module any source file of the image's packages imports, at its top or inside a function."""
-    named = set()
-    for source in (path for package in IMAGE_PACKAGES for path in (REPO_ROOT / package).glob("*.py")):
-        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            named |= {name for name in names if name == "app" or name.startswith("app.")}
-    return named
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -110,29 +66,11 @@ def copies_into_workdir() -> dict[str, str]:
     return found
 
 
-def test_copies_exactly_the_app_modules_the_gateway_imports():
-    needed = runtime_app_files()
-    assert "app/__init__.py" in needed  # the probe saw the image service's package at all
-    copied = {source: target for source, target in copies_into_workdir().items() if source.startswith("app")}
-    assert set(copied) == needed
-    assert all(source == target for source, target in copied.items())  # each at its own path under /srv
-    assert copies_into_workdir()["llm_gateway"] == "llm_gateway"
-    assert copies_into_workdir()["model_fetch"] == "model_fetch"
+def test_copies_its_packages_and_the_shared_runtime_whole():
+    assert copies_into_workdir() == {package: package for package in IMAGE_PACKAGES}
 
 
-def test_the_computed_set_holds_the_model_fetchs_imports():
-    # model_fetch reads the store with the image service's download and marker code: the probe must see them.
-    assert {"app/model_store/download.py", "app/model_store/marker.py"} <= runtime_app_files()
-
-
-def test_no_gateway_source_imports_an_app_module_the_start_does_not():
-    # A lazy import (inside a function) would escape the measured set and fail only on the cluster.
-    modules = {Path(file).with_suffix("").as_posix().replace("/", ".") for file in runtime_app_files()}
-    modules = {name.removesuffix(".__init__") for name in modules}
-    assert app_modules_named_in_gateway_source() <= modules
-
-
-def test_build_context_holds_the_gateway_and_exactly_the_copied_app_modules(tmp_path):
+def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_path):
     from aws_cdk import CopyOptions, FileSystem, IgnoreMode
 
     from cdk.constructs.image_builds import LLM_GATEWAY_BUILDSPEC, LLM_GATEWAY_EXCLUDES
@@ -142,11 +80,13 @@ def test_build_context_holds_the_gateway_and_exactly_the_copied_app_modules(tmp_
         str(REPO_ROOT), str(copied), CopyOptions(exclude=LLM_GATEWAY_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
     )
     files = {p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()}
-    app_files = {source for source in copies_into_workdir() if source.startswith("app")}
-    own = ("llm_gateway/", "model_fetch/", "llm_bench/")
-    assert {f for f in files if not f.startswith(own)} == app_files | {LLM_GATEWAY_BUILDSPEC}
+    assert {f for f in files if not f.startswith(tuple(f"{package}/" for package in IMAGE_PACKAGES))} == {
+        LLM_GATEWAY_BUILDSPEC
+    }
+    shared = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "common").rglob("*.py")}
+    assert {f for f in files if f.startswith("common/")} == shared
     assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
-    assert {"model_fetch/__main__.py", "model_fetch/fetch.py"} <= files
+    assert {"model_fetch/__main__.py", "llm_bench/__main__.py"} <= files
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     assert BUILDSPEC == REPO_ROOT / LLM_GATEWAY_BUILDSPEC
 
@@ -192,17 +132,19 @@ def test_lock_is_resolved_for_the_base_images_python():
 def test_lock_pins_the_inputs_and_is_closed():
     site = [str(lock_site(LOCK, versions.LLM_GATEWAY_PYTHON))]
     assert lock_closure_problems(LOCK, REQUIREMENTS, versions.LLM_GATEWAY_PYTHON, path=site) == []
-    # The service's pins: the gateway runs the image service's modules and is tested in one environment with it.
+    # The service's pins: the gateway runs the shared runtime with the image service and is tested in one
+    # environment with it.
     service = {r.name.lower(): r.specifier for r in read_requirements(REPO_ROOT / "requirements.txt")}
     shared = [r for r in read_requirements(REQUIREMENTS) if r.name.lower() in service]
     assert {r.name.lower() for r in shared} >= {"uvicorn", "httpx", "pydantic-settings", "pyjwt"}
     assert [(r.name, r.specifier) for r in shared] == [(r.name, service[r.name.lower()]) for r in shared]
 
 
-def test_uvicorn_runs_on_uvloop_and_httptools_without_the_extras_it_does_not_use():
+def test_uvicorn_runs_on_uvloop_and_h11_without_the_extras_it_does_not_use():
     pins = read_lock(LOCK).pins
-    assert {"uvloop", "httptools", "h11"} <= set(pins)
-    assert not {"websockets", "watchfiles", "pyyaml", "vllm", "torch", "fastapi", "gradio"} & set(pins)
+    assert {"uvloop", "h11"} <= set(pins)  # the shared server's protocol is h11's (common/http/protocol.py)
+    unused = {"httptools", "websockets", "watchfiles", "pyyaml"}
+    assert not (unused | {"vllm", "torch", "diffusers", "fastapi", "gradio"}) & set(pins)
 
 
 def _broken_lock(tmp_path: Path, edit: Callable[[str], str]) -> Path:
@@ -369,5 +311,5 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     # ends by SIGTERM (as tests/llm/test_cancel_and_drain.py allows), never by the harness's kill.
     assert outcome.returncode in (0, -signal.SIGTERM) and "killed" not in outcome.report, outcome
     assert '"message": "Finished server process' in outcome.log, outcome
-    first = json.loads(outcome.log.splitlines()[0])  # the image service's JSON log format, from the copied module
+    first = json.loads(outcome.log.splitlines()[0])  # the shared JSON log format (common/logs.py)
     assert first["message"] == "serving" and first["url"] == f"http://127.0.0.1:{port}/"

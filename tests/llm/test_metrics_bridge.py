@@ -16,7 +16,7 @@ import openai
 import pytest
 from moto.server import ThreadedMotoServer
 
-from app import metric_names as m
+from common import metric_names as m
 from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import GatewayProcess, run_gateway
 

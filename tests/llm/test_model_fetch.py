@@ -18,8 +18,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from app.model_store.layout import COMPLETE_MARKER
-from app.model_store.marker import write_marker
+from common.model_store.layout import COMPLETE_MARKER
+from common.model_store.marker import write_marker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.model_store.layout import COMPLETE_MARKER
+from common.model_store.layout import COMPLETE_MARKER
 from model_fetch import publish
 
 BUCKET = "model-store"

@@ -31,13 +31,9 @@ DOCKERFILES: Final = {
 }
 # What the images copy from the repository (their Dockerfiles' COPY lines into WORKDIR /srv).
 IMAGE_FILES: Final = {
-    "neuron": {"app": "app"},
-    "nvidia": {"app": "app"},
-    "routing-controller": {
-        "app/__init__.py": "app/__init__.py",
-        "app/metric_names.py": "app/metric_names.py",
-        "routing_controller": "routing_controller",
-    },
+    "neuron": {"app": "app", "common": "common"},
+    "nvidia": {"app": "app", "common": "common"},
+    "routing-controller": {"common": "common", "routing_controller": "routing_controller"},
 }
 REHEARSAL_CACHE: Final = REPO_ROOT / ".cache" / "rehearsal"
 

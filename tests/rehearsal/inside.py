@@ -43,9 +43,9 @@ def _client(service: str, region: str) -> Any:
 
 def seed(plan: dict[str, Any]) -> None:
     """Create what the deploy creates, and what it leaves in S3 before this container runs."""
-    from app.model_store.layout import weights_prefix
-    from app.model_store.marker import write_marker
-    from app.model_store.stage import dir_fetcher, stage
+    from common.model_store.layout import weights_prefix
+    from common.model_store.marker import write_marker
+    from common.model_store.stage import dir_fetcher, stage
 
     region = plan["region"]
     s3, sqs, sns = (_client(s, region) for s in ("s3", "sqs", "sns"))
@@ -64,7 +64,7 @@ def seed(plan: dict[str, Any]) -> None:
     for image in plan.get("images", []):  # pushed by an earlier deploy
         manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}
         ecr.put_image(repositoryName=image["repository"], imageManifest=json.dumps(manifest), imageTag=image["tag"])
-    for staged in plan["staged"]:  # what buildspec's `python -m app.model_store.stage` leaves
+    for staged in plan["staged"]:  # what buildspec's `python -m common.model_store.stage` leaves
         with tempfile.TemporaryDirectory() as scratch:
             stage(
                 s3,

@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from app.model_store.layout import COMPLETE_MARKER, weights_prefix
 from cdk.build import STACK_PREFIX
+from common.model_store.layout import COMPLETE_MARKER, weights_prefix
 from tests.rehearsal.builds import Build, projects, runtime_python, wheelhouse
 from tests.rehearsal.conftest import seeded_weights
 from tests.rehearsal.pods import UNRESOLVED, LocalValues

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from app.model_store.layout import COMPLETE_MARKER, weights_prefix
 from cdk.accelerators import NEURON, NVIDIA, Accelerator
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.images import LLM_GATEWAY_IMAGE
 from cdk.llm.names import deployment_name
+from common.model_store.layout import COMPLETE_MARKER, weights_prefix
 from tests.llm.test_gateway_image import DOCKERFILE, _image_files
 from tests.rehearsal.conftest import Stacks
 from tests.rehearsal.images import dockerfile_stage

@@ -18,11 +18,11 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from app.model_store.layout import CompileShape, split_s3_uri
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
 from cdk import versions
 from cdk.config.serving import COMPILE_SCRATCH_MODEL_COPIES
 from cdk.image import neuron_compile_job as njob
+from common.model_store.layout import CompileShape, split_s3_uri
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from tests.rehearsal.conftest import Stacks, seeded_weights
 from tests.rehearsal.pods import UNRESOLVED, Container, Volume
 

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from moto import mock_aws
 
-from app import metric_names
+from common import metric_names
 from routing_controller import annotation, heartbeat
 from routing_controller.loop import EVENT_REASON, Controller
 from routing_controller.settings import Pool, Settings, SettingsError, pools_env

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from routing_controller import simulate
+from tools import routing_simulation as command
 
 
 @pytest.fixture(scope="module")
 def results():
-    pools, scenario = simulate.pools_from_cdk_json()
+    pools, scenario = command.pools_from_cdk_json()
     return {mode: simulate.simulate(mode, pools, scenario) for mode in simulate.MODES}
 
 
@@ -34,9 +35,9 @@ def test_capacity_mode_never_sends_to_an_empty_pool(results):
 
 def test_the_table_is_written_between_the_markers(tmp_path, results):
     doc = tmp_path / "serving.md"
-    doc.write_text(f"# x\n\n{simulate.BEGIN}\nSTALE-TABLE\n{simulate.END}\n\nafter\n")
-    pools, scenario = simulate.pools_from_cdk_json()
-    simulate.write_into_doc(simulate.table(list(results.values()), pools, scenario), doc)
+    doc.write_text(f"# x\n\n{command.BEGIN}\nSTALE-TABLE\n{command.END}\n\nafter\n")
+    pools, scenario = command.pools_from_cdk_json()
+    command.write_into_doc(simulate.table(list(results.values()), pools, scenario), doc)
     text = doc.read_text()
     assert "STALE-TABLE" not in text and text.endswith("after\n")
     assert "| `cost-with-failover` |" in text
@@ -46,10 +47,10 @@ def test_a_doc_without_markers_is_an_error(tmp_path):
     doc = tmp_path / "serving.md"
     doc.write_text("# nothing to replace\n")
     with pytest.raises(SystemExit, match="routing-simulation"):
-        simulate.write_into_doc("table", doc)
+        command.write_into_doc("table", doc)
 
 
 def test_the_committed_table_is_current(results):
-    pools, scenario = simulate.pools_from_cdk_json()
+    pools, scenario = command.pools_from_cdk_json()
     text = simulate.table([results[m] for m in simulate.MODES], pools, scenario)
-    assert text in simulate.DOC.read_text(), "docs/serving.md is stale: run python -m routing_controller.simulate"
+    assert text in command.DOC.read_text(), "docs/serving.md is stale: run python -m tools.routing_simulation"

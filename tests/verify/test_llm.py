@@ -7,7 +7,7 @@ import json
 
 import boto3
 
-from app import metric_names
+from common import metric_names
 from tests.verify.conftest import OUTPUTS, REGION, deployment, run
 from verify import llm
 from verify.result import Status

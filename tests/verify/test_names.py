@@ -4,8 +4,8 @@ process) are the ones the stacks use."""
 from __future__ import annotations
 
 from cdk.constructs import spot_role
-from cdk.llm import compile_job, workload
 from cdk.front_door import sign_in
+from cdk.llm import compile_job, workload
 from cdk.serving import network_policy
 from verify import llm, platform, serving
 

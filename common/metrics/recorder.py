@@ -1,7 +1,7 @@
 """Collects metric values between flushes; cheap enough to call on the request path.
 
 Shared by the image service (app.metrics.aggregator) and the LLM gateway (llm_gateway.metrics_bridge),
-so it imports nothing of either: the gateway's image copies it.
+so it imports nothing of either.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from app import metric_names as m
+from common import metric_names as m
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The staging program as the deploy runs it, against a local stand-in for the Hub's HTTP API.
 
-`python -m app.model_store.stage` runs as its own process with HF_ENDPOINT pointing at a loopback
+`python -m common.model_store.stage` runs as its own process with HF_ENDPOINT pointing at a loopback
 server that answers the way huggingface.co answers for a withdrawn, gated or unpinned repository
 (status plus `X-Error-Code`), and S3 calls going to a moto server. The deploy shows the program's last
 line when the build fails, so that line alone must say which setting to change.
@@ -89,7 +89,7 @@ def run_stage(hub: str, s3_endpoint: str, tmp_path: Path, *args: str) -> subproc
         "AWS_SECRET_ACCESS_KEY": "test",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    command = [sys.executable, "-m", "app.model_store.stage", "--bucket", BUCKET, "--work-dir", str(tmp_path), *args]
+    command = [sys.executable, "-m", "common.model_store.stage", "--bucket", BUCKET, "--work-dir", str(tmp_path), *args]
     return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 

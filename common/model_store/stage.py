@@ -1,8 +1,8 @@
 """Stage a model's weights into the model store, once.
 
-    python -m app.model_store.stage --bucket B --model-id org/name [--revision REV]
-    python -m app.model_store.stage --bucket B --model-id org/name --from-dir ./weights
-    python -m app.model_store.stage --layout transformers --settings llm --expect-config num_attention_heads=12 ...
+    python -m common.model_store.stage --bucket B --model-id org/name [--revision REV]
+    python -m common.model_store.stage --bucket B --model-id org/name --from-dir ./weights
+    python -m common.model_store.stage --layout transformers --settings llm --expect-config num_attention_heads=12 ...
 
 The deploy runs the first form in CodeBuild (cdk/serving/model_staging.py): it downloads the
 diffusers-layout files of a Hugging Face Hub repository (`--layout transformers`: a language model's
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.model_store.layout import COMPLETE_MARKER, weights_prefix
-from app.model_store.marker import marker_exists, write_marker
-from app.model_store.upload import upload_files
+from common.model_store.layout import COMPLETE_MARKER, weights_prefix
+from common.model_store.marker import marker_exists, write_marker
+from common.model_store.upload import upload_files
 
 log = logging.getLogger("stage")
 
@@ -147,7 +147,7 @@ def hub_fetcher(
     def fetch(scratch: Path) -> Fetched:
         # huggingface_hub 2.4.0 (requirements-stage.txt): HfApi.model_info(repo_id, *, revision, token)
         # returns .sha and .siblings[].rfilename; snapshot_download(repo_id, *, revision, local_dir,
-        # token, allow_patterns) (signatures read from the installed package, tests/app/test_model_stage.py).
+        # token, allow_patterns) (signatures read from the installed package, tests/common/test_model_store_stage.py).
         # The error classes and the status/X-Error-Code each maps from: huggingface_hub/utils/_http.py,
         # hf_raise_for_status (a withdrawn or misspelled repository answers 401 or 404 -> RepositoryNotFound).
         import httpx2  # huggingface_hub 2.4's HTTP client (requirements-stage.txt)
@@ -292,7 +292,7 @@ def stage(
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m app.model_store.stage", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m common.model_store.stage", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bucket", required=True, help="the model store bucket")
     parser.add_argument("--model-id", required=True, help="Hub repo id org/name; staged under models/<slug>/")
     parser.add_argument(

@@ -1,10 +1,11 @@
 """Graceful shutdown: on SIGTERM (or Ctrl-C) drain the service, then let uvicorn stop, all within one grace period.
 
-Kubernetes sends SIGTERM and keeps routing for a moment; during the drain readiness is 503, new
-generations are refused with 503, and queued and running ones finish. SHUTDOWN_GRACE_S is the whole
-budget: the drain gets it less a short reserve; requests still unanswered then get a JSON 503 with an
-error id (not uvicorn's plain-text 500), and uvicorn gets the reserve to send those answers and close.
-The pod's terminationGracePeriodSeconds (cdk/config/serving.py) is preStop + SHUTDOWN_GRACE_S + 5.
+Kubernetes sends SIGTERM and keeps routing for a moment; during the drain readiness is 503, new work
+is refused with 503, and what is queued or running (streams included) finishes. SHUTDOWN_GRACE_S is the
+whole budget: the drain gets it less a short reserve; what is still unanswered then is cut by the service
+(the image service answers a JSON 503 with an error id, the gateway ends a stream with an error event),
+and uvicorn gets the reserve to send those last bytes and close. The pods' terminationGracePeriodSeconds
+(cdk/config/serving.py) is preStop + SHUTDOWN_GRACE_S + 5.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import Awaitable
 from types import FrameType
+from typing import Protocol
 
 import uvicorn
-
-from app.service import GenerationService
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,19 @@ def answer_reserve_s(grace_s: float) -> float:
     return min(ANSWER_RESERVE_S, grace_s / 4)
 
 
-class DrainingServer(uvicorn.Server):
-    """A uvicorn server whose first SIGTERM drains the generation service before exiting."""
+class Drainable(Protocol):
+    """What a service offers the server: stop taking work, and wait up to `timeout_s` for the work in flight
+    before cutting what is left."""
 
-    def __init__(self, config: uvicorn.Config, service: GenerationService, grace_s: float):
+    def drain(self, timeout_s: float) -> Awaitable[object]:
+        """Refuse new work (readiness 503), let in-flight work finish within `timeout_s`, then cut the rest."""
+        ...
+
+
+class DrainingServer(uvicorn.Server):
+    """A uvicorn server whose first SIGTERM (or Ctrl-C) drains the service before exiting."""
+
+    def __init__(self, config: uvicorn.Config, service: Drainable, grace_s: float):
         super().__init__(config)
         self._service = service
         self._grace_s = grace_s

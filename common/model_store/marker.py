@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.model_store.layout import COMPLETE_MARKER
+from common.model_store.layout import COMPLETE_MARKER
 
 log = logging.getLogger(__name__)
 

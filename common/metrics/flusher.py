@@ -6,8 +6,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from app.metrics.publishers import CloudWatchPublisher, EmfPublisher, MetricsMode, Publisher
-from app.metrics.recorder import MetricsRecorder
+from common.metrics.publishers import CloudWatchPublisher, EmfPublisher, MetricsMode, Publisher
+from common.metrics.recorder import MetricsRecorder
 
 log = logging.getLogger(__name__)
 

@@ -31,12 +31,13 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from app.probe_paths import HEALTH_PATH, READINESS_PATH
-from app.settings import Settings, SettingsError
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
+from common.settings import ServiceSettings, SettingsError
 
 PROBE_PATHS = (HEALTH_PATH, READINESS_PATH)
 DESCRIPTOR_RESERVE = 64
-"""Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue."""
+"""Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue,
+upstream connections."""
 CUT_STATUS_STATE_KEY = "cut_status"
 """Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
 
@@ -69,7 +70,7 @@ class BoundedHeadConnection(h11.Connection):
         return event
 
     def _head_too_large(self) -> bool:
-        # h11 0.16 keeps the unparsed bytes in `_receive_buffer._data` (h11 is pinned in app/requirements):
+        # h11 0.16 keeps the unparsed bytes in `_receive_buffer._data` (h11 is pinned in every service's lock):
         # reading them in place spares a copy per event.
         pending = self._receive_buffer._data
         limit = self.max_head_bytes + 4  # the blank line itself is not counted
@@ -82,7 +83,7 @@ class BoundedHeadConnection(h11.Connection):
 class BoundedHeadH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with bounds on each request's head and body and on open connections."""
 
-    # Set per server by `server_config` from Settings (their one home).
+    # Set per server by `server_config` from the settings (ServiceSettings, their one home).
     header_timeout_s: float
     max_header_bytes: int
     body_timeout_s: float
@@ -237,7 +238,7 @@ class BoundedHeadH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def ensure_descriptors(settings: Settings) -> None:
+def ensure_descriptors(settings: ServiceSettings) -> None:
     """Raise the open-file limit to what MAX_CONNECTIONS needs (up to the hard limit), or SettingsError."""
     needed = settings.max_connections + DESCRIPTOR_RESERVE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -251,8 +252,8 @@ def ensure_descriptors(settings: Settings) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
-def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
-    """The uvicorn Config every server of this service uses (`python -m app`, tests, benchmarks)."""
+def server_config(app: Any, settings: ServiceSettings, **options: Any) -> uvicorn.Config:
+    """The uvicorn Config every server uses (`python -m app`, `python -m llm_gateway`, tests, benchmarks)."""
     protocol = type(
         "BoundedH11Protocol",
         (BoundedHeadH11Protocol,),
@@ -270,6 +271,6 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keep_alive_s,
         log_config=None,  # keep our JSON logging
-        access_log=False,  # RequestLogMiddleware writes one line per request
+        access_log=False,  # each service logs one line per request itself
         **options,
     )

@@ -11,8 +11,8 @@ import time
 from collections import Counter
 from typing import Any, Literal, Protocol, TextIO
 
-from app import metric_names as m
-from app.metrics.recorder import MetricBatch
+from common import metric_names as m
+from common.metrics.recorder import MetricBatch
 
 MetricsMode = Literal["off", "emf", "cloudwatch"]
 """The METRICS setting of the image service and the LLM gateway."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.model_store.layout import (
+from common.model_store.layout import (
     CompileShape,
     compiled_prefix,
     model_slug,
@@ -42,7 +42,7 @@ def test_bad_sdk_version_is_rejected():
 
 
 def test_bring_your_own_weights_are_read_where_they_are_and_compiled_under_their_own_key():
-    from app.model_store.layout import compiled_model_prefix, model_key, weights_location
+    from common.model_store.layout import compiled_model_prefix, model_key, weights_location
 
     assert weights_location("s3://my-weights/sd/v2-1/", "store") == ("my-weights", "sd/v2-1/")
     assert weights_location("org/Name", "store") == ("store", "models/org--name/")
@@ -54,7 +54,7 @@ def test_bring_your_own_weights_are_read_where_they_are_and_compiled_under_their
 
 @pytest.mark.parametrize("uri", ["s3://bucket", "s3://bucket/", "s3:///prefix", "s3://b/../x", "s3://Bad_Bucket/x"])
 def test_s3_uris_without_bucket_or_prefix_are_refused(uri):
-    from app.model_store.layout import split_s3_uri
+    from common.model_store.layout import split_s3_uri
 
     with pytest.raises(ValueError):
         split_s3_uri(uri)

@@ -2,8 +2,8 @@
 
 The image service and the LLM gateway publish these metrics and the CDK stacks build dashboards,
 alarms and KEDA ScaledObjects from them. All sides import this module, so a rename cannot drift apart.
-It must stay free of heavy imports: the CDK app imports it at synth time, and the gateway's and the
-routing controller's small images copy it.
+It must stay free of heavy imports: the CDK app imports it at synth time, and the routing controller
+imports it on its small image.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import huggingface_hub
 import pytest
 from moto import mock_aws
 
-from app.model_store import stage as st
-from app.model_store.layout import COMPLETE_MARKER, weights_prefix
+from common.model_store import stage as st
+from common.model_store.layout import COMPLETE_MARKER, weights_prefix
 
 BUCKET = "model-store"
 MODEL = "org/tiny-sd"

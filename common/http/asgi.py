@@ -1,4 +1,5 @@
-"""The ASGI callable types the gateway is written against (no web framework: it only forwards)."""
+"""The ASGI callable types the shared HTTP pieces and the gateway (no web framework: it only forwards) are written
+against; Starlette's are the same shapes."""
 
 from __future__ import annotations
 
