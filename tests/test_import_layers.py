@@ -28,7 +28,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "lambdas": frozenset(),
     # The stacks read the services' constants (paths, labels, names), never the image service itself.
     "cdk": frozenset({"common", "llm_gateway", "llm_bench", "routing_controller"}),
-    "tools": frozenset({"cdk", "common", "routing_controller"}),
+    "tools": frozenset({"cdk", "common", "llm_bench", "llm_gateway", "routing_controller"}),
 }
 
 

@@ -1,4 +1,4 @@
-"""`python -m llm_bench.overhead` and its parts: the pace stand-in as the official `openai` client and the gateway
+"""`python -m tools.gateway_overhead` and its parts: the pace stand-in as the official `openai` client and the gateway
 see it (vLLM's stream layout, usage counted), the light stream client through a real gateway, and the runner
 end to end (stand-in, gateway, pinned cores, rotating rounds, the section it writes). Nothing is timed here."""
 
@@ -12,10 +12,10 @@ import openai
 import pytest
 
 from common.bench.results_file import read_section
-from llm_bench import overhead
 from llm_bench.standin_engine import STANDIN_MODEL
 from llm_bench.stream_client import StreamLoad, run_streams
 from tests.llm.stack import run_gateway, run_standin
+from tools import gateway_overhead as overhead
 
 
 def test_the_standin_streams_as_vllm_does_to_the_official_client() -> None:
@@ -71,7 +71,7 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     assert overhead.main(argv) == 0
     section = read_section(results, overhead.RESULTS_KEY)
     assert section is not None and results.read_text(encoding="utf-8").startswith("# Benchmarks\n")
-    assert "`python -m llm_bench.overhead --streams=1,3 --rounds=2" in section and "load average (1 min)" in section
+    assert "`python -m tools.gateway_overhead --streams=1,3 --rounds=2" in section and "load average (1 min)" in section
     paced = [line.split(" | ") for line in section.splitlines() if line.startswith(("| 1 | ", "| 3 | "))]
     assert [(row[0], row[1]) for row in paced] == [
         ("| 1", "gateway"),

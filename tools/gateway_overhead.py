@@ -1,7 +1,7 @@
-"""`python -m llm_bench.overhead`: the gateway's own overhead, measured apart from the engine.
+"""`python -m tools.gateway_overhead`: the gateway's own overhead, measured apart from the engine.
 
-    python -m llm_bench.overhead                                   # gateway vs direct
-    python -m llm_bench.overhead --router /tmp/router-venv/bin/vllm-router --results-file docs/benchmarks.md
+    python -m tools.gateway_overhead                                   # gateway vs direct
+    python -m tools.gateway_overhead --router /tmp/router-venv/bin/vllm-router --results-file docs/benchmarks.md
 
 `python -m llm_bench`'s overhead part measures the real engine, and a CPU engine on shared cores changes pace
 whatever is in front of it. Here the engine is the pace stand-in (llm_bench/standin_engine.py: a first token
@@ -85,7 +85,7 @@ class Run:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m llm_bench.overhead", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.gateway_overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--streams", default="1,8,22,64", help="comma-separated concurrent stream counts")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per stream count (the order rotates)")
     parser.add_argument("--requests-per-stream", type=int, default=3, help="requests per target and round, per stream")
@@ -391,7 +391,7 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
 def main(argv: list[str] | None = None) -> int:
     """Pin, start the stand-in and the proxies, measure, print and write the section."""
     args = parse_args(argv)
-    command = "python -m llm_bench.overhead " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m tools.gateway_overhead " + shlex.join(sys.argv[1:] if argv is None else argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     started_load = load_average()
     usable = os.sched_getaffinity(0)
