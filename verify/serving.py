@@ -15,7 +15,7 @@ from verify.platform import IMAGE_POD_SELECTOR, serving_pods
 from verify.result import Check, Outcome, Status, failed, passed, skipped, verdict
 from verify.stacks import SERVING, stack_resources
 
-# What the guard answers a change it does not allow (cdk/serving/routing_controller_workload.py's message).
+# What the guard answers a change it does not allow (cdk/front_door/routing_controller.py's message).
 GUARD_DENIAL: Final = "the routing controller may change only the annotation"
 # The sign-in settings' ConfigMap (cdk/front_door/sign_in.py; tests/verify/test_names.py holds it to its source).
 CONFIG_MAP_NAME: Final = "sd-auth"

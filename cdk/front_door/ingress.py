@@ -12,10 +12,10 @@ from typing import Any, Final
 
 from cdk.config.serving import ServingConfig
 from cdk.front_door.routes import Routes
+from cdk.serving.model_store import ACCESS_LOG_PREFIX
 from common.probe_paths import HEALTH_PATH
 
 INGRESS_NAME: Final = "sd"
-ACCESS_LOG_PREFIX: Final = "alb"
 _LBC: Final = "alb.ingress.kubernetes.io/"
 
 

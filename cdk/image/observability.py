@@ -12,18 +12,11 @@ from dataclasses import dataclass
 from aws_cdk import aws_cloudwatch as cw
 
 from cdk.accelerators import Accelerator
-from cdk.chassis.workload import (
-    AlarmSection,
-    AlarmSpec,
-    DashboardRow,
-    DashboardSection,
-    DashboardView,
-    Observed,
-)
 from cdk.config.serving import ServingConfig
 from cdk.image.metrics import image_unit
 from cdk.image.workload import deployment_name
 from cdk.observability import service_metrics as sm
+from cdk.observability.sections import AlarmSection, AlarmSpec, DashboardRow, DashboardSection, DashboardView, Observed
 from cdk.observability.widgets import (
     CONTAINER_INSIGHTS,
     PERIOD,

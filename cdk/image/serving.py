@@ -19,9 +19,6 @@ from constructs import Construct
 
 from cdk.accelerators import Accelerator
 from cdk.chassis.workload import (
-    AlarmSection,
-    DashboardSection,
-    DashboardView,
     DeployContext,
     Manifest,
     ManifestSpec,
@@ -33,15 +30,16 @@ from cdk.chassis.workload import (
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.front_door.routes import Routes
+from cdk.front_door.routing_controller import RoutedAction, pools
 from cdk.image import neuron_compile_job as njob
 from cdk.image import workload
 from cdk.image.jobs import JOBS_PREFIX, JobsInfra
 from cdk.image.observability import ImageObservability, JobQueues
 from cdk.image.scaling import scaled_object
+from cdk.observability.sections import AlarmSection, DashboardSection, DashboardView
 from cdk.serving import network_policy
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.routing import WEIGHT_TOTAL, CostInput, resolve_weights
-from cdk.serving.routing_controller_workload import RoutedAction, pools
 from cdk.serving.service_identity import (
     acknowledge_prefix_wildcards,
     put_metrics_statement,

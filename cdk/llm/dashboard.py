@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from aws_cdk import aws_cloudwatch as cw
 
 from cdk.accelerators import ACCELERATORS, Accelerator
-from cdk.chassis.workload import AlarmSection, AlarmSpec, DashboardSection, DashboardView, Observed
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm import names
 from cdk.observability import service_metrics as sm
+from cdk.observability.sections import AlarmSection, AlarmSpec, DashboardSection, DashboardView, Observed
 from cdk.observability.widgets import PERIOD, cost_per_output, graph, percent_of, running_pods, service_metric
 from common import metric_names
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from cdk.accelerators import Accelerator
+from cdk.front_door.routing_controller import Pool, RoutedAction, pools
 from cdk.llm.names import deployment_name
-from cdk.serving.routing_controller_workload import Pool, RoutedAction, pools
 
 # The LLM routes' own weighted action, moved by a routing controller instance of its own (`llm_routing`), whose
 # admission guard keeps it off the image routes' action.

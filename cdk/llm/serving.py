@@ -28,17 +28,7 @@ from constructs import Construct
 
 from cdk import versions
 from cdk.accelerators import NEURON, Accelerator
-from cdk.chassis.workload import (
-    AlarmSection,
-    DashboardSection,
-    DashboardView,
-    DeployContext,
-    ManifestSpec,
-    RoutingControllerSpec,
-    StageContext,
-    Staged,
-    Workload,
-)
+from cdk.chassis.workload import DeployContext, ManifestSpec, RoutingControllerSpec, StageContext, Staged, Workload
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.image_builds import SmallImage
@@ -51,6 +41,7 @@ from cdk.llm.images import LLM_GATEWAY_IMAGE
 from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.routes import CAPACITY_SERVICE_NAME, LLM_ACTION_NAME, LLM_PATHS, LLM_PROMPT_PATHS, llm_routing
 from cdk.llm.scaling import scaled_object
+from cdk.observability.sections import AlarmSection, DashboardSection, DashboardView
 from cdk.serving.model_staging import WeightsStaging
 from cdk.serving.network_policy import allow_service_port
 from cdk.serving.pod_shape import service

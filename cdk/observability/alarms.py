@@ -11,9 +11,9 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from cdk.chassis.workload import DashboardView, Observed
 from cdk.config.serving import ServingConfig
 from cdk.observability.dashboard import alb_metric, healthy_hosts_query
+from cdk.observability.sections import DashboardView, Observed
 from cdk.observability.widgets import percent_of
 
 

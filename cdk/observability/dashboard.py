@@ -14,7 +14,7 @@ from typing import Final
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-from cdk.chassis.workload import DashboardRow, DashboardView, Observed
+from cdk.observability.sections import DashboardRow, DashboardView, Observed
 from cdk.observability.widgets import PERIOD, graph
 
 ALB_NAMESPACE: Final = "AWS/ApplicationELB"

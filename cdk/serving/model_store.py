@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations, region_info
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.checkov import skip_cfn_child
-from cdk.front_door.ingress import ACCESS_LOG_PREFIX
 from cdk.retention import data_removal_policy
 
 SERVER_ACCESS_LOG_PREFIX = "s3-access/model-store/"
+ACCESS_LOG_PREFIX: Final = "alb"  # the ALB's access logs (the front door's Ingress writes them here)
 ELB_LOG_DELIVERY_SERVICE = "logdelivery.elasticloadbalancing.amazonaws.com"
 
 

@@ -24,20 +24,14 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import deploy_limits
-from cdk.chassis.workload import (
-    DashboardView,
-    DeployContext,
-    ManifestFactory,
-    RoutingControllerSpec,
-    StageContext,
-    Workload,
-)
+from cdk.chassis.workload import DeployContext, ManifestFactory, RoutingControllerSpec, StageContext, Workload
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.constructs.empty_on_create_rollback import EmptyOnCreateRollback
 from cdk.constructs.network import LOAD_BALANCER_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.front_door import ingress as ing
+from cdk.front_door import routing_controller as rcw
 from cdk.front_door.edge import EdgeDistribution
 from cdk.front_door.routes import prompt_paths
 from cdk.front_door.sign_in import CONFIG_MAP_NAME, RESOURCE_SERVER_ID, SignIn
@@ -45,9 +39,9 @@ from cdk.front_door.waf import ServingWebAcl
 from cdk.nag import acknowledge_aws_custom_resource_provider
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import ServingDashboard
+from cdk.observability.sections import DashboardView
 from cdk.platform_handle import PlatformHandle
 from cdk.serving import network_policy, pod_shape, scaling
-from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.model_store import ModelStore
 from cdk.serving.service_identity import put_metrics_statement
 from common import metric_names

@@ -12,13 +12,13 @@ import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
 from cdk.accelerators import ACCELERATORS
-from cdk.chassis.workload import DashboardView, Observed
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.image.observability import ImageObservability, JobQueues
 from cdk.llm.dashboard import LlmDashboardInputs
 from cdk.observability.alarms import ServingAlarms
 from cdk.observability.dashboard import ServingDashboard
+from cdk.observability.sections import DashboardView, Observed
 from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES
 
 # The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them (regenerate

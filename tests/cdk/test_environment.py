@@ -14,8 +14,7 @@ from aws_cdk.assertions import Template
 from cdk import versions
 from cdk.config import AppConfig, ConfigError
 from cdk.config.environment import EXAMPLE_ACCOUNT, EXAMPLE_REGION
-from cdk.front_door.ingress import ACCESS_LOG_PREFIX
-from cdk.serving.model_store import ELB_LOG_DELIVERY_SERVICE, ModelStore
+from cdk.serving.model_store import ACCESS_LOG_PREFIX, ELB_LOG_DELIVERY_SERVICE, ModelStore
 from tests.cdk.conftest import DEFAULT_CONTEXT, EXAMPLE_ENVIRONMENT, REPO_ROOT, VARIANT_REGION, resources_of
 
 # ELB account for us-east-1 as AWS documents it for ALB access logs (Elastic Load Balancing user guide,

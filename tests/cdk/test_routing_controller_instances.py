@@ -16,6 +16,7 @@ from kubernetes import client
 from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.serving import ServingConfig
+from cdk.front_door import routing_controller as rcw
 from cdk.front_door.ingress import INGRESS_NAME, ingress
 from cdk.front_door.routes import Routes
 from cdk.image import serving as image_serving
@@ -24,7 +25,6 @@ from cdk.image.serving import WEIGHTED_ACTION_NAME
 from cdk.llm import routes as llm_routes
 from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
 from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
-from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.routing import SERVICE_PORT
 from common import metric_names
 from routing_controller import annotation

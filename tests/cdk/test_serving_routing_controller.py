@@ -13,10 +13,10 @@ import pytest
 from kubernetes import client
 
 from cdk import versions
+from cdk.front_door import routing_controller as rcw
 from cdk.front_door.ingress import INGRESS_NAME
 from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
 from cdk.image.serving import WEIGHTED_ACTION_NAME
-from cdk.serving import routing_controller_workload as rcw
 from cdk.serving.routing import WEIGHT_TOTAL
 from common import metric_names
 from routing_controller import annotation

@@ -13,19 +13,11 @@ import pytest
 from aws_cdk import aws_cloudwatch as cw
 
 from cdk.build import STACK_PREFIX
-from cdk.chassis.workload import (
-    AlarmSection,
-    DashboardSection,
-    DashboardView,
-    DeployContext,
-    ManifestSpec,
-    StageContext,
-    Staged,
-    Workload,
-)
+from cdk.chassis.workload import DeployContext, ManifestSpec, StageContext, Staged, Workload
 from cdk.config import AppConfig
 from cdk.config.serving import ServingConfig
 from cdk.front_door.routes import Routes
+from cdk.observability.sections import AlarmSection, DashboardSection, DashboardView
 from cdk.serving.pod_shape import container_security_context, pod_security_context, service
 from cdk.serving.routing import CONTAINER_PORT, PORT_NAME
 from tests.cdk.conftest import DEFAULT_OVERRIDES, Synth, synth
