@@ -8,13 +8,13 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from app.auth import env
 from cdk.config.context import ConfigError
 from cdk.config.serving import ServingConfig
 from cdk.front_door.edge import VIEWER_IP_HEADER
 from cdk.front_door.sign_in import CONFIG_MAP_NAME
 from cdk.front_door.waf import COMMON_RULE_SET, MANAGED_RULE_GROUPS, RATE_RULE_NAME
 from cdk.llm.routes import LLM_PROMPT_PATHS
+from common.auth import env
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from app.auth import env as auth_env
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NEURON, NVIDIA, Accelerator
 from cdk.config.llm import LlmConfig
@@ -20,7 +19,8 @@ from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
 from cdk.serving import pod_shape
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
-from llm_gateway.routes import HEALTH_PATH, READINESS_PATH
+from common.auth import env as auth_env
+from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from llm_gateway.settings import GatewaySettings, load_settings
 from tests.cdk.conftest import DEFAULT_CONTEXT
 
