@@ -23,6 +23,7 @@ from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure
 from common.metrics.flusher import make_publisher, run_flusher
+from common.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,7 @@ class GenerationService:
         backend = self.backend
         batcher = self.batcher
         return {
+            "version": VERSION,
             "ready": self.ready,
             "backend": backend.name if backend else None,
             "model": public_model_name(settings.model_id),

@@ -28,6 +28,7 @@ from common.metrics.flusher import run_flusher
 from common.metrics.publishers import Publisher
 from common.metrics.recorder import MetricsRecorder
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
+from common.version import VERSION
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
@@ -111,7 +112,7 @@ class Gateway:
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == HEALTH_PATH:
-            await _send_json(send, 200, {"status": "alive"})
+            await _send_json(send, 200, {"status": "alive", "version": VERSION})
             return
         if path == READINESS_PATH:
             await self._readiness(send)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from PIL import Image
 
+from common.version import VERSION
 from tests.app.live_server import LiveServer
 
 
@@ -77,6 +78,7 @@ def test_info_names_the_backend_model_and_limits(client):
     assert info["native_size"] == {"width": 256, "height": 256}
     assert info["limits"]["max_steps"] == 8
     assert "torch" in info["versions"]
+    assert info["version"] == VERSION  # the project's, from common/version.py
 
 
 def test_openapi_states_the_deployment_bounds_and_docs_are_served(client):

@@ -4,10 +4,14 @@ the ALB may send the next request down a connection the gateway has just closed,
 from __future__ import annotations
 
 import http.client
+import json
 import time
 from pathlib import Path
 
+from common.version import VERSION
 from tests.llm.stack import run_gateway
+
+ALIVE = {"status": "alive", "version": VERSION}
 
 
 def second_request_on_one_connection(url: str, idle_s: float) -> bytes:
@@ -20,7 +24,7 @@ def second_request_on_one_connection(url: str, idle_s: float) -> bytes:
     try:
         conn.request("GET", "/health")
         first = conn.getresponse()
-        assert first.status == 200 and first.read() == b'{"status": "alive"}'
+        assert first.status == 200 and json.loads(first.read()) == ALIVE
         time.sleep(idle_s)
         try:
             conn.request("GET", "/health")
@@ -38,4 +42,4 @@ def test_an_idle_connection_outlives_keep_alive_s_only_when_it_is_longer(tmp_pat
         assert answer == b"", f"the connection outlived KEEP_ALIVE_S=0.5 by 2.5 s: {answer[:80]!r}"
     with run_gateway("http://127.0.0.1:9", tmp_path, {"KEEP_ALIVE_S": "60"}) as long:
         answer = second_request_on_one_connection(long.url, 3.0)
-        assert answer == b'{"status": "alive"}', f"closed within KEEP_ALIVE_S=60: {answer[:80]!r}"
+        assert json.loads(answer) == ALIVE, f"closed within KEEP_ALIVE_S=60: {answer[:80]!r}"
