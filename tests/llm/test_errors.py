@@ -9,8 +9,8 @@ import pytest
 
 from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import run_gateway
-from tests.support.app_process import free_port
 from tests.support.fake_user_pool import API_CLIENT, FakeUserPool
+from tools.server_process import free_port
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
