@@ -1,8 +1,9 @@
 """The test tiers: which tests need what slow thing, decided by what they use (docs/testing.md).
 
 A test is marked with a tier when its folder is that tier (TIER_OF_FOLDER), when its fixture closure holds a
-fixture that builds or starts the tier's thing (TIER_OF_FIXTURE), or when it is parametrized with such a
-fixture's name (the `request.getfixturevalue(name)` pattern). A tier fixture set up for a test without its
+fixture that builds or starts the tier's thing (TIER_OF_FIXTURE), when it is parametrized with such a
+fixture's name (the `request.getfixturevalue(name)` pattern), or when its module uses a starter of the
+tier's thing (TIER_OF_STARTER). A tier fixture set up for a test without its
 marker (asked for some other way) fails that test, so the fast tier can never build vLLM's environment,
 synthesize or start a sandbox by accident. `pytest --fast` deselects every slow tier and skips collecting
 the folders that are wholly one.
@@ -18,7 +19,7 @@ import pytest
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
 # The slow tiers' markers (pyproject.toml registers them, with what each needs).
-TIERS: tuple[str, ...] = ("engine", "sandbox", "contract", "synth", "browser", "gpu")
+TIERS: tuple[str, ...] = ("server", "engine", "sandbox", "contract", "synth", "browser", "gpu")
 FAST_MARKEXPR = "not (" + " or ".join(TIERS) + ")"
 
 # Folders under tests/ that are one tier throughout.
@@ -34,6 +35,16 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "seed_dir": "contract",  # tests/rehearsal/conftest.py: written by the Neuron image's Python (the contract venv)
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
     "browser": "browser",  # tests/conftest.py
+    "live_service": "server",  # tests/conftest.py: the service with the built-in model
+}
+# Functions that start the image service or build a model to run; a test module that holds one is that tier.
+TIER_OF_STARTER: dict[str, str] = {
+    "app.models.random_pipeline.materialize": "server",  # a random-weight pipeline, run with torch
+    "tests.support.app_process.run_app": "server",  # python -m app
+    "app.bench.inprocess.serve_in_thread": "server",  # uvicorn in a thread (a service, maybe a stand-in's)
+    "tests.app.live_server.serve": "server",  # in-process (its loader may be a stand-in: still a full start)
+    "tests.app.jobs_server.serve_jobs": "server",
+    "tests.app.native_server.serve_gated": "server",
 }
 
 _RUNNING = pytest.StashKey[pytest.Item]()
@@ -78,7 +89,12 @@ def tiers_of(item: pytest.Item) -> set[str]:
     callspec = getattr(item, "callspec", None)
     if callspec is not None:
         used |= {value for value in callspec.params.values() if isinstance(value, str)}
-    return tiers | {TIER_OF_FIXTURE[name] for name in used & TIER_OF_FIXTURE.keys()}
+    tiers |= {TIER_OF_FIXTURE[name] for name in used & TIER_OF_FIXTURE.keys()}
+    module = getattr(item, "module", None)
+    if module is not None:
+        held = {f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}" for obj in vars(module).values()}
+        tiers |= {tier for starter, tier in TIER_OF_STARTER.items() if starter in held}
+    return tiers
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
