@@ -1,6 +1,6 @@
 """The tiers classify a test by what it uses (tests/support/tiers.py): a test that takes a slow fixture, itself or
 through another, or is parametrized with its name, is left out of `pytest --fast`; a test that reaches one some
-other way fails rather than build it; the folders of one tier are not even collected."""
+other way fails rather than build it; the folders and modules of one tier are not even imported."""
 
 from __future__ import annotations
 
@@ -58,6 +58,21 @@ def test_the_engine_tier_is_exactly_the_tests_that_use_the_engine(pytester: pyte
             "3/5 tests collected (2 deselected)*",
         ]
     )
+
+
+def test_the_fast_tier_does_not_even_import_a_module_whose_every_test_is_slow(pytester: pytest.Pytester) -> None:
+    # Each would fail its collection if it were imported.
+    pytester.makepyfile(
+        test_marked="import pytest\nimport not_installed_anywhere\npytestmark = pytest.mark.synth\n"
+        "def test_one():\n    pass\n",
+        test_heavy="import torch\nimport not_installed_anywhere\ndef test_one():\n    pass\n",
+        test_starts="from tests.support.app_process import run_app\nimport not_installed_anywhere\n"
+        "def test_one():\n    pass\n",
+        test_all_synth="import not_installed_anywhere\ndef test_one(platform_synth):\n    pass\n",
+        test_fast="def test_one():\n    pass\n",
+    )
+    result = pytester.runpytest("-p", "tests.support.tiers", "--fast", "-q")
+    result.assert_outcomes(passed=1)
 
 
 def test_a_folder_of_one_tier_is_that_tier() -> None:

@@ -2,16 +2,18 @@
 
 A test is marked with a tier when its folder is that tier (TIER_OF_FOLDER), when its fixture closure holds a
 fixture that builds or starts the tier's thing (TIER_OF_FIXTURE), when it is parametrized with such a
-fixture's name (the `request.getfixturevalue(name)` pattern), or when its module uses a starter of the
-tier's thing (TIER_OF_STARTER). A tier fixture set up for a test without its
-marker (asked for some other way) fails that test, so the fast tier can never build vLLM's environment,
-synthesize or start a sandbox by accident. `pytest --fast` deselects every slow tier and skips collecting
-the folders that are wholly one.
+fixture's name (the `request.getfixturevalue(name)` pattern), or when its module imports a starter of the
+tier's thing (TIER_OF_STARTER) or a library that is slow to import (TIER_OF_LIBRARY). A tier fixture set up
+for a test without its marker (asked for some other way) fails that test, so the fast tier can never build
+vLLM's environment, synthesize or start a sandbox by accident. `pytest --fast` deselects every slow tier and
+does not even import the folders and modules whose every test is in one.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,14 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "browser": "browser",  # tests/conftest.py
     "live_service": "server",  # tests/conftest.py: the service with the built-in model
 }
-# Functions that start the image service or build a model to run; a test module that holds one is that tier.
+# Libraries whose mere import costs seconds; a test module that imports one at its top is that tier.
+TIER_OF_LIBRARY: dict[str, str] = {
+    "torch": "server",
+    "diffusers": "server",
+    "transformers": "server",
+    "gradio": "server",
+}
+# Functions that start the image service or build a model to run; a test module that imports one is that tier.
 TIER_OF_STARTER: dict[str, str] = {
     "app.models.random_pipeline.materialize": "server",  # a random-weight pipeline, run with torch
     "tests.support.app_process.run_app": "server",  # python -m app
@@ -75,10 +84,54 @@ def folder_tier(path: Path) -> str | None:
     return TIER_OF_FOLDER.get(relative.parts[0]) if relative.parts else None
 
 
+def _mark_tier(node: ast.expr) -> str | None:
+    """X for `pytest.mark.X` (a decorator or a pytestmark entry) when X is a tier."""
+    return node.attr if isinstance(node, ast.Attribute) and node.attr in TIERS else None
+
+
+@cache
+def module_tier(path: Path) -> str | None:
+    """The tier of every test of a test module, read from its source without importing it: the tier of a
+    library (TIER_OF_LIBRARY) or a starter (TIER_OF_STARTER) it imports at its top, of its module-level
+    `pytestmark = pytest.mark.<tier>`, or the one tier of a tier fixture (or marker) every test function of it
+    takes. None when not every test is known to be in one tier; its tests are then classified one by one."""
+    body = ast.parse(path.read_bytes(), str(path)).body
+    per_test: list[set[str]] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                if tier := TIER_OF_LIBRARY.get(module.split(".")[0]):
+                    return tier
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if tier := TIER_OF_STARTER.get(f"{node.module}.{alias.name}"):
+                    return tier
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            for mark in marks:
+                if tier := _mark_tier(mark):
+                    return tier
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            return None  # tests in classes: classified one by one
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            arguments = {arg.arg for arg in node.args.args}
+            tiers = {TIER_OF_FIXTURE[name] for name in arguments & TIER_OF_FIXTURE.keys()}
+            tiers |= {tier for decorator in node.decorator_list if (tier := _mark_tier(decorator))}
+            per_test.append(tiers)
+    common = set.intersection(*per_test) if per_test else set()
+    return min(common) if common else None
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under --fast, a folder of one slow tier is not even imported."""
-    if config.getoption("fast") and collection_path.is_dir() and folder_tier(collection_path) is not None:
-        return True
+    """Under --fast, a folder of one slow tier, or a module whose every test is in one, is not even imported
+    (their imports, torch and the like, are most of a collection's time)."""
+    if not config.getoption("fast"):
+        return None
+    if collection_path.is_dir():
+        return True if folder_tier(collection_path) is not None else None
+    if collection_path.name.startswith("test_") and collection_path.suffix == ".py":
+        return True if module_tier(collection_path) is not None else None
     return None
 
 
@@ -90,10 +143,8 @@ def tiers_of(item: pytest.Item) -> set[str]:
     if callspec is not None:
         used |= {value for value in callspec.params.values() if isinstance(value, str)}
     tiers |= {TIER_OF_FIXTURE[name] for name in used & TIER_OF_FIXTURE.keys()}
-    module = getattr(item, "module", None)
-    if module is not None:
-        held = {f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}" for obj in vars(module).values()}
-        tiers |= {tier for starter, tier in TIER_OF_STARTER.items() if starter in held}
+    if item.path.suffix == ".py" and (tier := module_tier(item.path)):
+        tiers.add(tier)
     return tiers
 
 
