@@ -38,6 +38,7 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
     "browser": "browser",  # tests/conftest.py
     "live_service": "server",  # tests/conftest.py: the service with the built-in model
+    "held_service": "server",  # tests/conftest.py: the service (Gradio UI included) over a stand-in backend
 }
 # Libraries whose mere import costs seconds; a test module that imports one at its top is that tier.
 TIER_OF_LIBRARY: dict[str, str] = {
