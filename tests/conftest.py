@@ -109,10 +109,11 @@ def engine_url(local_stack: LocalStack) -> str:
     return local_stack.engine_url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium through Playwright, one for the session (each test opens its own pages). Without
-    Chromium it skips with the reason on a laptop and fails in CI (CI=true)."""
+    """Debian's Chromium through Playwright, one per test module (each test opens its own pages). Not one per
+    session: Playwright's sync API holds an event loop in the main thread while it runs, where a later test's
+    asyncio.run() would fail. Without Chromium it skips with the reason on a laptop and fails in CI (CI=true)."""
     if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but no Chromium at {CHROMIUM}; .ci/run installs it with apt")
