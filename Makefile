@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test lint synth verify bench bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm test test-fast lint synth verify bench bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,12 @@ run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+## The fast tier, for a seconds-long loop: lint and the tests that need no synth, vLLM engine, sandbox, Neuron
+## contract venv, browser or GPU (pytest --fast; docs/testing.md). Run one file with: $(BIN)/python -m pytest --fast FILE
+test-fast: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest --fast -q
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

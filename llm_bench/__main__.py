@@ -35,9 +35,9 @@ from pathlib import Path
 import httpx
 
 from common.bench.results_file import update_section
+from llm_bench.cpu_time import cpu_seconds
 from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
-from llm_bench.local import cpu_seconds
 from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve

@@ -1,9 +1,9 @@
-"""A real uvicorn server on a free loopback port, serving create_app() from a background thread."""
+"""A real uvicorn server on a free loopback port, serving create_app() from a background thread, waited for as
+common/server_process.py waits for a server process."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from app.backends.selection import load_backend
 from app.bench.inprocess import serve_in_thread
 from app.server import create_app
 from app.settings import Settings, load_settings
+from common.server_process import wait_until_answers
 
 # Small and quick: 64x64 images, at most 8 steps, so a whole session stays well inside the budget.
 TEST_SETTINGS = {
@@ -70,12 +71,13 @@ def serve(
         with httpx.Client(base_url=live.url, timeout=10) as client:
             live.health_before_load = client.get("/health").status_code
             live.readiness_before_load = client.get("/readiness").status_code
-            gate.set()
-            deadline = time.monotonic() + 180
-            while client.get("/readiness").status_code != 200:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"server not ready: {client.get('/readiness').text}")
-                time.sleep(0.1)
+        gate.set()
+
+        def gone() -> str | None:
+            error = live.service.load_error
+            return f"the model did not load: {error}" if error else None
+
+        wait_until_answers(f"{url}/readiness", timeout_s=180, gone=gone, poll_s=0.1)
         try:
             yield live
         finally:

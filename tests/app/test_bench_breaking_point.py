@@ -9,13 +9,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from app.bench import breaking_point
 from app.bench.breaking_point import LevelResult, concurrency_levels
 from common.bench.cost import cost_per_1000_images
+from tests.support.fake_server import FakeServer, QuietHandler
 
 PNG = b"\x89PNG\r\n\x1a\n"  # only the signature: the client never decodes the image
 
@@ -26,7 +26,7 @@ def fake_service(base_ms: float, per_extra_client_ms: float, queue_limit: int = 
     lock = threading.Lock()
     state = {"active": 0}
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the real service behind uvicorn
 
         def do_POST(self) -> None:
@@ -54,18 +54,8 @@ def fake_service(base_ms: float, per_extra_client_ms: float, queue_limit: int = 
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *_: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeServer(Handler) as server:
+        yield server.url
 
 
 def _args(url: str, tmp_path, **overrides: object) -> argparse.Namespace:

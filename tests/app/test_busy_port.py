@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from tests.support.app_process import ROOT
+from common.server_process import REPO_ROOT
 
 
 def test_a_busy_port_is_one_line_naming_a_free_port_before_anything_is_served(tmp_path):
@@ -17,7 +17,7 @@ def test_a_busy_port_is_one_line_naming_a_free_port_before_anything_is_served(tm
         port = holder.getsockname()[1]
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "MODEL_CACHE_DIR": str(tmp_path)}
         run = subprocess.run(
-            [sys.executable, "-m", "app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "app"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
         )
     assert run.returncode == 2
     assert run.stdout == ""

@@ -31,6 +31,10 @@ from app.settings import load_settings
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import TEST_SETTINGS
 
+# Pods of the service (generation and job workers) run in-process against moto, through no starter the tiers
+# know, and wait out real visibility timeouts: about a minute in all.
+pytestmark = pytest.mark.server
+
 REGION = "us-east-1"
 BUCKET = "sd-jobs-test"
 MAX_RECEIVES = 2  # attempts, counted by the service

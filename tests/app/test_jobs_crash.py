@@ -58,7 +58,7 @@ def service(jobs_dir: Path, model_cache: Path, **env: str) -> Iterator[tuple[sub
     }
     # Logs go to a file: a pipe nobody reads fills up and blocks the server mid-test.
     log_path = jobs_dir.parent / f"service-{time.monotonic_ns()}.log"
-    with log_path.open("w") as log, run_app(env, output=log, ready_timeout_s=180, log=log_path) as running:
+    with run_app(env, ready_timeout_s=180, log=log_path) as running:
         yield running
 
 

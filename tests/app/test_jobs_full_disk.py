@@ -72,7 +72,7 @@ def test_a_full_disk_answers_507_and_the_same_key_works_once_space_returns(tmp_p
     }
     key, body = {"Idempotency-Key": "catalogue-1"}, {"prompt": "a full disk", "seed": 12}
     log_path = tmp_path / "service.log"
-    with log_path.open("w") as log, run_app(env, output=log, log=log_path, wrapper=wrapper) as (_, url):
+    with run_app(env, log=log_path, wrapper=wrapper) as (_, url):
         ask(ctl, "fill", "filled")
         for _ in range(2):  # the retry gets the same answer, not a 409
             full = httpx.post(f"{url}/v1/jobs", json=body, headers=key, timeout=60)

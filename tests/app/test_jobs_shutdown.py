@@ -36,7 +36,7 @@ def service(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Popen[str],
     }
     # Logs go to a file: a pipe nobody reads fills up and blocks the server mid-test.
     log_path = tmp_path / f"service-{time.monotonic_ns()}.log"
-    with log_path.open("w") as log, run_app(env, output=log, ready_timeout_s=180, log=log_path) as running:
+    with run_app(env, ready_timeout_s=180, log=log_path) as running:
         yield running
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.app.live_server import LiveServer
-from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
 
 pytestmark = pytest.mark.browser
 
 
-def test_the_api_docs_render_with_no_other_host_reachable(browser, live_service: LiveServer):  # noqa: F811
+def test_the_api_docs_render_with_no_other_host_reachable(browser, live_service: LiveServer):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     elsewhere: list[str] = []
 

@@ -14,10 +14,9 @@ import uvicorn
 
 from app.server import create_app
 from app.settings import load_settings
+from common.server_process import free_port
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import TEST_SETTINGS
-from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
-from tests.support.app_process import free_port
 from tests.support.fake_user_pool import FakeUserPool
 
 pytestmark = pytest.mark.browser
@@ -54,7 +53,7 @@ def signed_in_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
             thread.join(timeout=30)
 
 
-def test_a_browser_signs_in_then_generates_an_image(browser, signed_in_service, tmp_path: Path):  # noqa: F811
+def test_a_browser_signs_in_then_generates_an_image(browser, signed_in_service, tmp_path: Path):
     url, pool = signed_in_service
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,34 +11,7 @@ from tests.app.held import finish, hold_the_pipeline, info, wait_until
 from tests.app.live_server import LiveServer
 from tests.app.native_server import NATIVE_SIZE, serve_gated
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# Offline machines refuse many of Chromium's background connections; these flags stop them.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Chromium at {CHROMIUM}; .ci/run installs it with apt")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_typing_a_prompt_and_pressing_generate_shows_an_image(browser, live_service: LiveServer, tmp_path):

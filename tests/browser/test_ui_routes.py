@@ -9,12 +9,11 @@ import pytest
 
 from app.ui_routes import ui_route_allowed
 from tests.app.native_server import serve_gated
-from tests.browser.test_ui import browser  # noqa: F401 - the shared Chromium fixture
 
 pytestmark = pytest.mark.browser
 
 
-def test_the_page_uses_only_the_routes_the_service_serves(browser, tmp_path):  # noqa: F811
+def test_the_page_uses_only_the_routes_the_service_serves(browser, tmp_path):
     requests: list[tuple[str, str, int]] = []
     with serve_gated(tmp_path) as server:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

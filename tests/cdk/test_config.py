@@ -125,6 +125,7 @@ def test_disabled_accelerator_settings_are_not_required():
     assert [a.name for a in config.accelerators] == ["nvidia"]
 
 
+@pytest.mark.synth  # runs the CDK app (python app.py), through no fixture
 def test_app_exits_with_the_message_on_a_bad_setting():
     result = subprocess.run(
         [sys.executable, "app.py"],

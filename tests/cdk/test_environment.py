@@ -113,6 +113,7 @@ def test_alb_logs_are_granted_to_the_regional_elb_account_in_us_east_1(variant_s
     assert ELB_LOG_DELIVERY_SERVICE not in json.dumps(principals)
 
 
+@pytest.mark.synth  # synthesizes a stack of its own
 def test_alb_logs_are_granted_to_the_log_delivery_service_in_a_newer_region():
     assert _log_policy_principals(NEW_REGION) == [{"Service": ELB_LOG_DELIVERY_SERVICE}]
 
@@ -132,6 +133,7 @@ def test_a_real_environment_carries_no_example_marks(variant_synth):
         assert "ExampleEnvironment" not in template.get("Outputs", {}), name
 
 
+@pytest.mark.synth  # runs the CDK app (python app.py), through no fixture
 def test_app_without_an_account_exits_naming_the_settings():
     result = subprocess.run(
         [sys.executable, "app.py"],

@@ -103,6 +103,7 @@ def test_a_disabled_accelerators_llm_settings_are_not_required():
     assert cfg is not None and cfg.accelerators == ("nvidia",)
 
 
+@pytest.mark.synth  # runs the CDK app (python app.py), through no fixture
 def test_the_app_stops_with_one_line_naming_the_setting():
     result = subprocess.run(
         [sys.executable, "app.py"],

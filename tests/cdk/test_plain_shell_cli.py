@@ -31,6 +31,7 @@ def test_cdk_json_runs_the_app_with_the_projects_environments():
     assert os.access(REPO_ROOT / app, os.X_OK)
 
 
+@pytest.mark.synth  # `cdk ls` synthesizes the whole app, through no fixture
 @pytest.mark.skipif(shutil.which("npx", path="/usr/local/bin:/usr/bin:/bin") is None, reason="no system npm/npx")
 def test_the_cdk_cli_lists_the_stacks_from_a_plain_shell(tmp_path):
     result = subprocess.run(

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
+
+from tests.support.fake_server import FakeServer, QuietHandler
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "model-store"
@@ -37,7 +37,7 @@ ANSWERS = {
 }
 
 
-class FakeHub(BaseHTTPRequestHandler):
+class FakeHub(QuietHandler):
     """Answers the model-info calls above; anything else is a test failure (404 without an error code)."""
 
     def do_GET(self) -> None:
@@ -52,17 +52,11 @@ class FakeHub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with FakeServer(FakeHub) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")

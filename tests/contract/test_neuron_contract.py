@@ -79,7 +79,7 @@ def neuron_line_service(
         "DEFAULT_HEIGHT": "64",
         "GRADIO_ANALYTICS_ENABLED": "False",
     }
-    with log.open("w") as sink, run_app(env, python=str(neuron_python), output=sink, log=log) as (process, url):
+    with run_app(env, python=str(neuron_python), log=log) as (process, url):
         yield url, process, log
 
 

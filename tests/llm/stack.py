@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -21,8 +18,8 @@ from typing import Any
 
 import httpx
 
+from common.server_process import ServerProcess, answers, free_port, serve_process
 from llm_bench.standin_engine import Pace, StandinEngine
-from tests.support.app_process import ROOT, free_port
 
 GATEWAY_READY_TIMEOUT_S = 60
 FULL_SPEED = Pace(ttft_s=0.0, gap_s=0.0)
@@ -30,11 +27,9 @@ ENGINE_READY_TIMEOUT_S = 900  # two shared cores: the engine's start is measured
 
 
 @dataclass
-class GatewayProcess:
+class GatewayProcess(ServerProcess):
     """A running gateway: its process, URL and log file (JSON lines)."""
 
-    process: subprocess.Popen[str]
-    url: str
     log: Path
 
     def records(self) -> list[dict[str, Any]]:
@@ -53,54 +48,22 @@ class GatewayProcess:
             time.sleep(0.1)
         return records
 
-    def tail(self) -> str:
-        """The end of the gateway's log, for failure messages."""
-        return self.log.read_text(encoding="utf-8")[-4000:]
-
-    def terminate(self) -> None:
-        """SIGTERM, as Kubernetes stops a pod."""
-        self.process.send_signal(signal.SIGTERM)
-
 
 @contextmanager
 def run_gateway(upstream_url: str, log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[GatewayProcess]:
     """`python -m llm_gateway` in front of `upstream_url` on a free port; yielded once /health answers."""
     port = free_port()
     log = log_dir / f"gateway-{port}.log"
-    full_env = {
-        **os.environ,
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "UPSTREAM_URL": upstream_url,
-        "AUTH": "off",
-        **(env or {}),
-    }
-    with log.open("w", encoding="utf-8") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llm_gateway"],
-            cwd=ROOT,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", log)
-    try:
-        deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
-        while True:
-            assert process.poll() is None, f"the gateway exited ({process.returncode})\n{gateway.tail()}"
-            assert time.monotonic() < deadline, f"the gateway did not answer\n{gateway.tail()}"
-            try:
-                if httpx.get(f"{gateway.url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        yield gateway
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
+    settings = {"UPSTREAM_URL": upstream_url, "AUTH": "off", **(env or {})}
+    with serve_process(
+        [sys.executable, "-m", "llm_gateway"],
+        env=settings,
+        log=log,
+        port=port,
+        ready_timeout_s=GATEWAY_READY_TIMEOUT_S,
+        stop_grace_s=30,
+    ) as server:
+        yield GatewayProcess(server.process, server.url, log)
 
 
 @dataclass
@@ -115,35 +78,19 @@ class LocalStack:
 def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
     """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports; yielded once the gateway is
     ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly and take the engine along."""
-    port, engine_port = free_port(), free_port()
+    engine_port = free_port()
     log = log_dir / "llm-local.log"
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "ENGINE_PORT": str(engine_port)}
-    with log.open("w", encoding="utf-8") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llm_local"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
-        )
-    stack = LocalStack(GatewayProcess(process, f"http://127.0.0.1:{port}", log), f"http://127.0.0.1:{engine_port}")
-    try:
-        deadline = time.monotonic() + ENGINE_READY_TIMEOUT_S
-        while not _answers(f"{stack.gateway.url}/readiness"):
-            assert process.poll() is None, f"python -m llm_local exited ({process.returncode})\n{stack.gateway.tail()}"
-            assert time.monotonic() < deadline, f"the local stack was not ready\n{stack.gateway.tail()}"
-            time.sleep(0.5)
+    with serve_process(
+        [sys.executable, "-m", "llm_local"],
+        env={"ENGINE_PORT": str(engine_port)},
+        log=log,
+        ready_path="/readiness",
+        ready_timeout_s=ENGINE_READY_TIMEOUT_S,
+    ) as server:
+        stack = LocalStack(GatewayProcess(server.process, server.url, log), f"http://127.0.0.1:{engine_port}")
         yield stack
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, stack.gateway.tail()
-        assert not _answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
+        assert stack.gateway.stop() == 0, stack.gateway.tail()
+        assert not answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
 
 
 def engine_metric(engine_url: str, name: str, label: str = "") -> float:

@@ -5,16 +5,12 @@ of the API reads as its message."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.browser.test_ui import CHROMIUM, CHROMIUM_ARGS
 from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import GatewayProcess, engine_metric, run_gateway, wait_until
 
@@ -30,21 +26,6 @@ WATCH_ANSWER = """() => {
     if (last) window.lengths.push(last.textContent.length);
   }).observe(document.querySelector('#log'), {childList: true, subtree: true, characterData: true});
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium through Playwright (skips on a laptop without it; CI=true fails instead)."""
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Chromium at {CHROMIUM}; .ci/run installs it with apt")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def without_eos(route: Any) -> None:

@@ -4,10 +4,8 @@ engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client ski
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -16,6 +14,7 @@ import pytest
 
 from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import engine_metric, run_gateway, wait_until
+from tests.support.fake_server import FakeServer, QuietHandler
 
 CHUNK = (
     b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
@@ -43,7 +42,7 @@ def test_a_whole_answer_past_the_deadline_is_a_504_and_the_engine_stops(engine_u
         assert sum(1 for chunk in stream if chunk.choices and chunk.choices[0].text) > 1
 
 
-class SlowStream(BaseHTTPRequestHandler):
+class SlowStream(QuietHandler):
     """vLLM as a queued stream looks: the headers at once, the first event only after a while."""
 
     def do_POST(self) -> None:
@@ -57,16 +56,11 @@ class SlowStream(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
 
 @pytest.fixture
 def slow_engine() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowStream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with FakeServer(SlowStream) as server:
+        yield server.url
 
 
 def test_a_waiting_stream_gets_heartbeats_that_clients_skip(slow_engine: str, tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ import httpx
 import openai
 import pytest
 
+from common.server_process import free_port
 from tests.llm.conftest import MODEL, client_for
 from tests.llm.stack import run_gateway
-from tests.support.app_process import free_port
 from tests.support.fake_user_pool import API_CLIENT, FakeUserPool
 
 MESSAGES = [{"role": "user", "content": "hi"}]

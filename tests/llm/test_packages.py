@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
+from common.server_process import REPO_ROOT
 from llm_local.vllm_env import DROPPED_REQUIREMENTS, check_env, engine_version
-from tests.support.app_process import ROOT
 
 # Top-level modules the gateway must not pull in: the engine, torch, and the Stable Diffusion service's stack.
 FORBIDDEN = ("vllm", "torch", "transformers", "diffusers", "gradio", "fastapi", "boto3")
@@ -17,7 +17,7 @@ FORBIDDEN = ("vllm", "torch", "transformers", "diffusers", "gradio", "fastapi", 
 def test_gateway_imports_no_engine_and_no_image_service():
     probe = "import json, sys, llm_gateway.__main__, llm_gateway.server; print(json.dumps(sorted(sys.modules)))"
     modules = json.loads(
-        subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
     )
     assert not [name for name in modules if name.split(".")[0] in FORBIDDEN]
     assert not [name for name in modules if name.split(".")[0] == "app"]  # the shared parts are common's

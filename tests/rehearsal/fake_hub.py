@@ -11,18 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
+
+from tests.support.fake_server import FakeServer, QuietHandler
 
 INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<revision>[^/]+))?$")
 TREE = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<revision>[^/]+)(?:/(?P<path>.*))?$")
 FILE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<path>.+)$")
 
 
-class FakeHub:
+class FakeHub(FakeServer):
     """Serves `folder` as repository `repo_id` at commit `sha` (any revision name resolves to it)."""
 
     def __init__(self, repo_id: str, folder: Path, sha: str) -> None:
@@ -31,10 +30,7 @@ class FakeHub:
         self.requests: list[tuple[str, str]] = []
         hub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
+        class Handler(QuietHandler):
             def _not_found(self) -> None:
                 body = json.dumps({"error": "Repository not found"}).encode()
                 self.send_response(404)
@@ -83,19 +79,4 @@ class FakeHub:
             def do_HEAD(self) -> None:
                 self._serve(head=True)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The endpoint (HF_ENDPOINT)."""
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeHub:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)

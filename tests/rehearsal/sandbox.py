@@ -180,6 +180,19 @@ def container_spec(container: Container) -> Spec:
     return Spec(container.run_as_user, container.run_as_group, pod_name(container), container.volumes, binds, workdir)
 
 
+def harness_paths(unbound: set[str], tmpfs: Sequence[str]) -> list[Path]:
+    """The checkout and this interpreter's environment (its real folder: a venv may be a link), where the sandbox
+    would hide them: under a top-level folder it does not bind from the host (/tmp, say, for a clone there) or
+    under a pod's tmpfs. They are bound at their host paths, after the tmpfs, since the harness, the image
+    environments (tests/rehearsal/images.py) and their .pth files name those paths."""
+    found: list[Path] = []
+    for path in (REPO_ROOT, Path(sys.prefix).resolve()):
+        hidden = path.parts[1] in unbound or any(path.is_relative_to(mount) for mount in tmpfs)
+        if hidden and not any(path.is_relative_to(other) for other in found):
+            found.append(path)
+    return found
+
+
 def bwrap_argv(spec: Spec, work: Path, seed_dir: Path) -> list[str]:
     """The bubblewrap command line that runs tests/rehearsal/inside.py in a sandbox made to `spec`."""
     own = {Path(v.mount_path).parts[1] for v in spec.volumes} | {Path(spec.workdir).parts[1]}
@@ -197,6 +210,8 @@ def bwrap_argv(spec: Spec, work: Path, seed_dir: Path) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev"]
     for volume in spec.volumes:  # a memory-backed emptyDir is a tmpfs in the pod too
         argv += ["--size", str(volume.size_bytes), "--tmpfs", volume.mount_path]
+    for path in harness_paths(own | _NOT_BOUND, [v.mount_path for v in spec.volumes]):  # after the tmpfs: on top
+        argv += ["--ro-bind", str(path), str(path)]
     for source, target in spec.binds:
         argv += ["--ro-bind", source, target]
     if spec.uid != 0:  # the images create their user; root is in every /etc/passwd

@@ -4,13 +4,13 @@ from in-memory objects and records every request, so tests drive the real `kuber
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.support.fake_server import FakeServer, QuietHandler
 
-class FakeKube:
+
+class FakeKube(FakeServer):
     """Objects by API path; `requests` holds (method, path, headers, body) of each call."""
 
     def __init__(self) -> None:
@@ -20,10 +20,7 @@ class FakeKube:
         self.missing: set[str] = set()  # collection paths that answer 404 (a CRD that is not installed)
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
+        class Handler(QuietHandler):
             def _reply(self, status: int, body: Any) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -69,22 +66,7 @@ class FakeKube:
                 body.setdefault("metadata", {})["name"] = body["metadata"].get("generateName", "x") + "abcde"
                 self._reply(201, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The base URL the client is configured with."""
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeKube:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     def calls(self, method: str) -> list[tuple[str, str, dict[str, str], Any]]:
         """The recorded requests of one method."""
