@@ -44,7 +44,8 @@ from typing import Any
 import httpx
 
 from common.bench.results_file import update_section
-from llm_bench.local import ROOT, cpu_seconds, free_port
+from common.server_process import REPO_ROOT, free_port
+from llm_bench.cpu_time import cpu_seconds
 from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Timing, percentile, table
 from llm_bench.standin_engine import STANDIN_MODEL
@@ -140,7 +141,7 @@ def pod_gateway_env(upstream_url: str, port: int) -> dict[str, str]:
     from cdk.config.serving import ServingConfig
     from cdk.llm.workload import gateway_env
 
-    context = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    context = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
     llm = LlmConfig.from_context(context | {"llmEnabled": True})
     if llm is None:
         raise RuntimeError("cdk.json's LLM settings did not load")
@@ -164,7 +165,7 @@ def process(
     with log.open("w", encoding="utf-8") as out:
         child = subprocess.Popen(
             ["taskset", "-c", str(core), *command],
-            cwd=ROOT,
+            cwd=REPO_ROOT,
             env={**os.environ, **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
