@@ -11,13 +11,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.probe_paths import HEALTH_PATH
 from starting_gate.answer import starting_response
 from starting_gate.demand import DemandCounter
 from starting_gate.proxy import forward
 from starting_gate.settings import GateSettings
 
-# The gate's own liveness, on a path the image service does not serve.
-GATE_HEALTH_PATH = "/starting-gate/health"
+# The gate answers the ALB's health check itself (the image service's liveness path): the gate is the target, and
+# it must stay healthy while no serving pod exists.
+GATE_HEALTH_PATH = HEALTH_PATH
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
