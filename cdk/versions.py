@@ -182,8 +182,6 @@ STAGE_PYTHON_VERSION: Final = "3.12"
 # matches LAMBDA_PYTHON_RUNTIME.
 # Verify on first deploy: docs/first-deploy.md (an ECR Public tag).
 ROUTING_CONTROLLER_BASE_IMAGE: Final = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"
-# The starting gate's base: the routing controller's (its lock, starting_gate/requirements.lock, is for Python 3.13).
-STARTING_GATE_BASE_IMAGE: Final = ROUTING_CONTROLLER_BASE_IMAGE
 
 # Base of the LLM gateway's own image (llm_gateway/Dockerfile), beside vLLM on each LLM pod: the routing
 # controller's image line (Docker official, slim, bookworm, through ECR Public) at the Python of the vLLM

@@ -37,7 +37,7 @@ STARTING_GATE_IMAGE: Final = SmallImage(
     construct_prefix="StartingGate",
     buildspec=STARTING_GATE_BUILDSPEC,
     excludes=STARTING_GATE_EXCLUDES,
-    base_image=versions.STARTING_GATE_BASE_IMAGE,
+    base_image=versions.ROUTING_CONTROLLER_BASE_IMAGE,  # one slim Python 3.13 base (the lock is for 3.13)
     description="the starting gate image",
 )
 CHECKOV_SKIPS: Final = {
