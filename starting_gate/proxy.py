@@ -7,9 +7,10 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-# Hop-by-hop headers (RFC 9110, section 7.6.1) are the connection's own, never forwarded.
+# Hop-by-hop headers (RFC 9110, section 7.6.1) are the connection's own, never forwarded. Host is forwarded: the UI
+# builds its links on the request's host when no PUBLIC_URL is set (tests/app/test_public_url.py).
 _HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"}
+    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 )
 
 

@@ -24,6 +24,7 @@ from starting_gate.demand import DemandCounter
 from starting_gate.server import GATE_HEALTH_PATH, create_app
 from starting_gate.settings import GateSettings
 from tests.app.live_server import TEST_SETTINGS
+from tests.app.ui_protocol import ui_generate
 
 REQUEST = {"prompt": "a lighthouse at dusk", "steps": 2, "width": 64, "height": 64, "seed": 7}
 
@@ -100,8 +101,12 @@ def test_a_request_while_cold_is_told_to_wait_then_gets_an_image(pool_port: sock
             assert warm.content.startswith(b"\x89PNG\r\n\x1a\n")
             assert warm.headers["x-seed"] == "7"
             assert counter.total == 1  # served requests are the pod's own to count
-            # The UI's page comes through the gate too.
+            # The UI comes through the gate too: its page, its links on the public host, its event stream.
             assert client.get("/", headers={"accept": "text/html"}).status_code == 200
+            config = client.get("/config", headers={"host": "sd.example.com", "x-forwarded-proto": "https"})
+            assert config.json()["root"] == "https://sd.example.com"
+            done = ui_generate(gate_url, prompt="a lighthouse at dusk", seed=7)
+            assert done["success"], done
 
 
 def test_a_browser_gets_a_page_that_reloads_while_cold(pool_port: socket.socket) -> None:
