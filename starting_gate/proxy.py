@@ -21,8 +21,9 @@ def _forwardable(headers: httpx.Headers | dict[str, str]) -> list[tuple[str, str
 async def forward(client: httpx.AsyncClient, upstream: str, request: Request) -> StreamingResponse | None:
     """The upstream's answer, or None when no pod takes the connection (the Service has no ready endpoint)."""
     url = httpx.URL(upstream + request.url.path, query=request.url.query.encode())
+    # The body streams through, never buffered here: the pool's service bounds it (413) as it does without the gate.
     outgoing = client.build_request(
-        request.method, url, headers=_forwardable(dict(request.headers)), content=await request.body()
+        request.method, url, headers=_forwardable(dict(request.headers)), content=request.stream()
     )
     try:
         answer = await client.send(outgoing, stream=True)

@@ -107,6 +107,11 @@ def test_a_request_while_cold_is_told_to_wait_then_gets_an_image(pool_port: sock
             assert config.json()["root"] == "https://sd.example.com"
             done = ui_generate(gate_url, prompt="a lighthouse at dusk", seed=7)
             assert done["success"], done
+            # The pool's own body bound holds through the gate.
+            too_big = client.post(
+                "/v1/generate", json={**REQUEST, "prompt": "x" * (TEST_SETTINGS["max_body_bytes"] * 2)}
+            )
+            assert too_big.status_code == 413
 
 
 def test_a_browser_gets_a_page_that_reloads_while_cold(pool_port: socket.socket) -> None:
