@@ -7,8 +7,10 @@ synthesize is exactly what `cdk deploy` deploys.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -17,6 +19,7 @@ from cdk.chassis.workload import Workload
 from cdk.checkov import CustomResourceHandlerSkips
 from cdk.composition import workloads_for
 from cdk.config import AppConfig
+from cdk.config.profiles import apply_profile
 from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
 from cdk.platform_stacks import PlatformStacks
@@ -26,11 +29,18 @@ from cdk.stacks.network_stack import NetworkStack
 from cdk.stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "SdOnEks"
+CDK_JSON = Path(__file__).resolve().parents[1] / "cdk.json"
+
+
+def project_defaults() -> dict[str, Any]:
+    """cdk.json's context: the values a profile replaces (a key set to anything else is the user's)."""
+    return dict(json.loads(CDK_JSON.read_text())["context"])
 
 
 def read_config(app: cdk.App) -> AppConfig:
-    """The AppConfig from the app's context, with account/region from the CLI's environment."""
-    values: dict[str, Any] = dict(app.node.get_all_context())
+    """The AppConfig from the app's context (a `profile`'s defaults applied first), with account/region from the
+    CLI's environment."""
+    values = apply_profile(app.node.get_all_context(), project_defaults())
     return AppConfig.from_context(values, os.environ)
 
 

@@ -20,6 +20,7 @@ from cdk.accelerators import ACCELERATORS, Accelerator
 from cdk.config.context import ConfigError, Context
 from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
 from cdk.config.llm import LlmConfig
+from cdk.config.observability import ObservabilityConfig
 from cdk.config.serving import ServingConfig
 
 NodeProvisioner = Literal["karpenter", "managed"]
@@ -91,6 +92,7 @@ class AppConfig:
     system_node_count: int
     admin_role_arns: tuple[str, ...]  # extra principals given cluster-admin access entries
     flow_log_retention_days: int
+    observability: ObservabilityConfig  # what the cluster and VPC log (the observability bill)
     serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
     llm: LlmConfig | None  # LLM serving (llmEnabled), None when off
 
@@ -201,6 +203,7 @@ class AppConfig:
             system_node_count=system_node_count,
             admin_role_arns=admin_role_arns,
             flow_log_retention_days=retention,
+            observability=ObservabilityConfig.from_context(ctx),
             serving=ServingConfig.from_context(values, accelerators=[c.name for c in capacity]),
             llm=LlmConfig.from_context(
                 values,

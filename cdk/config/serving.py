@@ -136,6 +136,9 @@ class ServingConfig:
     neuron_compile: NeuronCompile | None  # None when Neuron is not enabled
     stage_weights: bool  # copy a Hub model id into the model store during the deploy
     hub_token_secret: str | None  # Secrets Manager secret (name or ARN) holding a Hub token; never the token
+    # The starting gate fronts the image pool (docs/trial.md): it answers "starting" while no pod is ready and
+    # publishes the demand that scales the pool from zero, so an interactive pool may have no pod at rest.
+    starting_gate: bool
 
     @property
     def stages_weights(self) -> bool:
@@ -149,8 +152,9 @@ class ServingConfig:
 
     @property
     def runs_routing_controller(self) -> bool:
-        """cost-with-failover: the routing controller moves weight to the accelerators with ready pods."""
-        return self.routing_mode == "cost-with-failover"
+        """cost-with-failover: the routing controller moves weight to the accelerators with ready pods (the
+        starting gate's one pool has none to move)."""
+        return self.routing_mode == "cost-with-failover" and not self.starting_gate
 
     @property
     def compile_settings(self) -> NeuronCompile:
@@ -199,10 +203,11 @@ class ServingConfig:
                 async_only=ctx.boolean(f"servingAsyncOnly{s}"),
                 jobs_target=ctx.integer(f"scalingJobsTarget{s}", minimum=1, maximum=10000),
             )
-            if min_r == 0 and not per_acc[name].async_only:
+            if min_r == 0 and not per_acc[name].async_only and not ctx.boolean("servingStartingGate"):
                 raise ConfigError(
-                    f"setting 'scalingMinReplicas{s}' = 0 needs 'servingAsyncOnly{s}' = true: with no pod, no "
-                    "interactive request could arrive to scale it up"
+                    f"setting 'scalingMinReplicas{s}' = 0 needs 'servingAsyncOnly{s}' = true or "
+                    "'servingStartingGate' = true: with no pod and no gate, no interactive request could arrive to "
+                    "scale it up"
                 )
         explicit = [a for a, v in per_acc.items() if v.routing_weight is not None]
         if explicit and len(explicit) != len(per_acc):
@@ -252,6 +257,7 @@ class ServingConfig:
                 pattern=_SM_ID,
                 description="a Secrets Manager secret name or ARN (the secret holds the token, never the key)",
             ),
+            starting_gate=ctx.boolean("servingStartingGate"),
             routing_controller=_read_routing_controller(ctx),
             jobs=_read_jobs(ctx),
         )
@@ -278,6 +284,7 @@ class ServingConfig:
                 "servingShutdownGraceSeconds + 5): the ALB would keep sending to a pod that is gone"
             )
         self._check_async_only()
+        self._check_starting_gate()
         self._check_volume_sizes()
         try:
             from common.model_store.layout import is_s3_uri, model_slug, split_s3_uri
@@ -301,6 +308,18 @@ class ServingConfig:
                 "copies of the model on it (weights, export, the compiler's files, artifacts); "
                 f"set it to at least {needed}"
             )
+
+    def _check_starting_gate(self) -> None:
+        """The gate proxies to one pool's Service: one interactive accelerator, weighted routing."""
+        if not self.starting_gate:
+            return
+        if len(self.per_accelerator) != 1:
+            raise ConfigError(
+                "setting 'servingStartingGate' = true needs exactly one accelerator (such as -c accelerators=nvidia): "
+                "the gate fronts one pool"
+            )
+        if self.routing_mode == "capacity":
+            raise ConfigError("setting 'servingStartingGate' = true does not work with 'routingMode' = capacity")
 
     def _check_async_only(self) -> None:
         """Someone must take interactive traffic (and job submissions); only cost routing can leave a pool out."""

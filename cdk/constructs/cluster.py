@@ -12,14 +12,14 @@ from cdk.config import AppConfig
 from cdk.constructs.node_role import worker_node_role
 from cdk.retention import RETAINED
 
-# Every control-plane log type: API, audit and authenticator logs are what an incident review needs.
-CONTROL_PLANE_LOGS = (
-    eks.ClusterLoggingTypes.API,
-    eks.ClusterLoggingTypes.AUDIT,
-    eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-    eks.ClusterLoggingTypes.SCHEDULER,
-)
+# The control-plane log types by their context names (controlPlaneLogTypes, cdk/config/observability.py).
+CONTROL_PLANE_LOGS = {
+    "api": eks.ClusterLoggingTypes.API,
+    "audit": eks.ClusterLoggingTypes.AUDIT,
+    "authenticator": eks.ClusterLoggingTypes.AUTHENTICATOR,
+    "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
+}
 # Controllers (Karpenter, LBC, KEDA, CoreDNS) run on these nodes and never on accelerated ones.
 SYSTEM_NODE_LABEL = {"role": "system"}
 
@@ -51,7 +51,7 @@ class Cluster(Construct):
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             endpoint_access=endpoint_access(config),
-            cluster_logging=list(CONTROL_PLANE_LOGS),
+            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in config.observability.control_plane_log_types],
             secrets_encryption_key=secrets_key,
             # The system node group below is explicit, so it can carry labels and sizes from config.
             default_capacity=0,

@@ -59,6 +59,23 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
+# The starting gate's image (starting_gate/Dockerfile, docs/trial.md): its own package, the two app/ modules it
+# imports and its buildspec.
+STARTING_GATE_BUILDSPEC = "buildspecs/starting-gate.yml"
+STARTING_GATE_EXCLUDES = [
+    "*",
+    ".*",
+    "!starting_gate",
+    "!starting_gate/**",
+    "!app",
+    "!app/__init__.py",
+    "!app/metric_names.py",
+    "!app/probe_paths.py",
+    "!buildspecs",
+    f"!{STARTING_GATE_BUILDSPEC}",
+    "**/__pycache__",
+    "**/*.pyc",
+]
 # The LLM gateway's image (llm_gateway/Dockerfile): its own package, the LLM pods' model fetch (model_fetch/), the
 # LLM benchmark's client (llm_bench/), the shared runtime and its buildspec; nothing of the image service.
 LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"

@@ -64,7 +64,7 @@ class Network(Construct):
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
-            traffic_type=ec2.FlowLogTrafficType.ALL,
+            traffic_type=ec2.FlowLogTrafficType[config.observability.flow_log_traffic],
         )
         for subnet in vpc.public_subnets:
             Tags.of(subnet).add(PUBLIC_ELB_TAG, "1")

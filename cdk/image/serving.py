@@ -28,11 +28,12 @@ from cdk.chassis.workload import (
     Workload,
 )
 from cdk.config.serving import WEIGHTED_MODES, ServingConfig
+from cdk.constructs.image_builds import SmallImage
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.front_door.routes import Routes
 from cdk.front_door.routing_controller import RoutedAction, pools
 from cdk.image import neuron_compile_job as njob
-from cdk.image import workload
+from cdk.image import starting_gate, workload
 from cdk.image.jobs import JOBS_PREFIX, JobsInfra
 from cdk.image.observability import ImageObservability, JobQueues
 from cdk.image.scaling import scaled_object
@@ -58,8 +59,9 @@ PATHS: Final = ("/",)
 
 
 def routing_weights(cfg: ServingConfig, accelerators: Sequence[Accelerator]) -> dict[str, int] | None:
-    """Service name -> weight in the weighted modes (the cost weights); None in capacity mode."""
-    if cfg.routing_mode not in WEIGHTED_MODES:
+    """Service name -> weight in the weighted modes (the cost weights); None in capacity mode and behind the starting
+    gate (its one Service takes all)."""
+    if cfg.routing_mode not in WEIGHTED_MODES or cfg.starting_gate:
         return None
     per = cfg.per_accelerator
     # Async-only accelerators take jobs from the queue, never requests from the ALB.
@@ -93,6 +95,10 @@ class ImageServing(Workload):
     def __init__(self, cfg: ServingConfig) -> None:
         self.cfg = cfg
         self.compile_job: eks.KubernetesManifest | None = None
+
+    def images(self) -> Sequence[SmallImage]:
+        """The starting gate's image, when it fronts the pool (servingStartingGate)."""
+        return (starting_gate.STARTING_GATE_IMAGE,) if self.cfg.starting_gate else ()
 
     def neuron_devices_per_pod(self) -> int:
         """`neuronDevices` of the image service's Neuron pods."""
@@ -135,8 +141,12 @@ class ImageServing(Workload):
         return Staged(buckets=[self.jobs.bucket], writers=self.after_weights)
 
     def network_policies(self, ctx: StageContext, load_balancer_cidrs: Sequence[str]) -> list[Manifest]:
-        """The image pods admit the service port from the load balancer's subnets."""
-        return [network_policy.allow_service_port(ctx.cfg, load_balancer_cidrs, pods=workload.APP_LABEL)]
+        """The image pods admit the service port from the load balancer's subnets (and from the starting gate, which
+        admits the load balancer's subnets, when it fronts them)."""
+        policies = [network_policy.allow_service_port(ctx.cfg, load_balancer_cidrs, pods=workload.APP_LABEL)]
+        if ctx.cfg.starting_gate:
+            policies += starting_gate.network_policies(ctx.cfg, load_balancer_cidrs, workload.APP_LABEL)
+        return policies
 
     def deploy(self, ctx: DeployContext) -> None:
         """The Neuron compile Job (with Neuron enabled), after the weights and the NetworkPolicies."""
@@ -237,7 +247,17 @@ class ImageServing(Workload):
         return specs
 
     def routes(self, ctx: StageContext) -> Routes:
-        """`/` to the `weighted` action (cost modes) or to the Service over every image pod (capacity)."""
+        """`/` to the `weighted` action (cost modes), to the Service over every image pod (capacity), or to the
+        starting gate in front of the pool (servingStartingGate)."""
+        if ctx.cfg.starting_gate:
+            return Routes(
+                paths=PATHS,
+                path_type="Prefix",
+                action=WEIGHTED_ACTION_NAME,
+                weights=None,
+                capacity_service=starting_gate.NAME,
+                objects=starting_gate.service_objects(ctx.cfg),
+            )
         return Routes(
             paths=PATHS,
             path_type="Prefix",
@@ -258,8 +278,37 @@ class ImageServing(Workload):
         )
 
     def pod_manifests(self, ctx: DeployContext) -> Sequence[ManifestSpec]:
-        """Per accelerator: the Deployment and its ScaledObject."""
-        return self._pods
+        """Per accelerator: the Deployment and its ScaledObject; the starting gate's Deployment when it fronts them."""
+        if not ctx.cfg.starting_gate:
+            return self._pods
+        return [*self._pods, self._starting_gate(ctx)]
+
+    def _starting_gate(self, ctx: DeployContext) -> ManifestSpec:
+        """The gate's Deployment and its identity: PutMetricData to the service's namespace (the demand it sees)."""
+        stack, cfg = ctx.scope, ctx.cfg
+        identity = PodIdentityRole(
+            stack,
+            "StartingGateIdentity",
+            cluster=ctx.platform.cluster,
+            namespace=cfg.namespace,
+            service_account=starting_gate.NAME,
+            statements=[put_metrics_statement(metric_names.NAMESPACE)],
+            description="Starting gate: publish the demand it answered 'starting' to",
+        )
+        Validations.of(identity).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData has no resource-level scoping; it is limited by the "
+                "cloudwatch:namespace condition to the service's own namespace.",
+            )
+        )
+        (acc,) = self.accelerators
+        image = ctx.platform.small_image_uris[starting_gate.STARTING_GATE_IMAGE.kind]
+        return ManifestSpec(
+            "StartingGate",
+            [starting_gate.deployment(acc, cfg, image=image, region=stack.region)],
+            [identity.association, ctx.network_policies],
+        )
 
     def outputs(self, ctx: StageContext, public_url: str) -> None:
         """The URL of the UI, the weights and (Neuron) compiled artifacts, the job topic and dead letters."""

@@ -77,7 +77,12 @@ class ClusterStack(Stack):
 
         self.load_balancer_controller = load_balancer_controller(self, "LoadBalancerController", cluster=cluster)
         self.keda = Keda(self, "Keda", cluster=cluster)
-        self.cloudwatch = CloudWatchObservability(self, "CloudWatchObservability", cluster=cluster)
+        self.cloudwatch = CloudWatchObservability(
+            self,
+            "CloudWatchObservability",
+            cluster=cluster,
+            container_logs=config.observability.container_logs,
+        )
         self.nvidia_device_plugin = (
             nvidia_device_plugin(self, "NvidiaDevicePlugin", cluster=cluster) if NVIDIA.name in enabled else None
         )

@@ -74,6 +74,10 @@ VARIANT_OVERRIDES: dict[str, Any] = {
 }
 
 
+# The README's trial deploy: `-c profile=trial` over cdk.json (docs/trial.md).
+TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
+
+
 def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:
     """What `cdk synth` would have cached in cdk.context.json after looking the VPC up."""
     key = f"vpc-provider:account={account}:filter.vpc-id={vpc_id}:region={region}:returnAsymmetricSubnets=true"
@@ -167,6 +171,13 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Neuron off, managed node groups, existing VPC, public endpoint restricted to two CIDRs,
     capacity routing."""
     return synth(tmp_path_factory.mktemp("cdk-variant"), VARIANT_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
+    take it, so a run without them synthesizes nothing more)."""
+    return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
 
 
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:

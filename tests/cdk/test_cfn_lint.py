@@ -11,7 +11,7 @@ import pytest
 from tests.cdk.conftest import REPO_ROOT
 
 
-@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
+@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth", "trial_synth"])
 def test_cfn_lint_is_clean(fixture, request):
     synth = request.getfixturevalue(fixture)
     templates = sorted(str(p) for p in synth.outdir.glob("*.template.json"))

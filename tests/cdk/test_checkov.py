@@ -65,7 +65,7 @@ def failures(report: dict[str, Any]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
+@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth", "trial_synth"])
 def test_checkov_finds_nothing_unsuppressed(fixture, request, checkov, tmp_path):
     synth = request.getfixturevalue(fixture)
     templates = tmp_path / "cloudformation"
@@ -101,7 +101,7 @@ def _references(template: dict[str, Any]) -> str:
     return json.dumps(found)
 
 
-@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth"])
+@pytest.mark.parametrize("fixture", ["platform_synth", "variant_synth", "trial_synth"])
 def test_every_lambda_is_a_custom_resource_handler(fixture, request):
     """cdk/checkov.py suppresses the Lambda checks on that premise; a new kind of function must revisit them."""
     synth = request.getfixturevalue(fixture)

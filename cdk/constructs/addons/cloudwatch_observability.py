@@ -16,7 +16,8 @@ SERVICE_ACCOUNT = "cloudwatch-agent"
 class CloudWatchObservability(Construct):
     """The EKS add-on, with the agent's credentials through Pod Identity instead of the node role."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, container_logs: bool) -> None:
+        """`container_logs`: ship every container's stdout/stderr to CloudWatch Logs (the add-on's containerLogs)."""
         super().__init__(scope, construct_id)
         identity = PodIdentityRole(
             self,
@@ -36,7 +37,7 @@ class CloudWatchObservability(Construct):
             addon_name="amazon-cloudwatch-observability",
             addon_version=versions.CLOUDWATCH_OBSERVABILITY_ADDON_VERSION,
             # Its DaemonSets tolerate all taints by default, so GPU/Neuron nodes are covered.
-            configuration_values={"containerLogs": {"enabled": True}},
+            configuration_values={"containerLogs": {"enabled": container_logs}},
         )
         # The namespace comes with the add-on; the association may exist before it.
         self.addon.node.add_dependency(identity.association)

@@ -1,0 +1,34 @@
+"""`python -m cdk.costs [key=value ...]`: the cost at rest and the observability bill of cdk.json's context with
+the given keys on top (`profile=trial` for the trial), as the markdown tables the docs quote."""
+
+from __future__ import annotations
+
+import sys
+
+from cdk.build import project_defaults
+from cdk.config import AppConfig
+from cdk.config.profiles import apply_profile
+from cdk.costs import prices
+from cdk.costs.at_rest import cost_at_rest
+from cdk.costs.observability_bill import log_sources
+
+
+def main(argv: list[str]) -> None:
+    """Print both tables for cdk.json plus `argv`'s key=value pairs (an example environment: prices are us-east-1)."""
+    overrides = dict(arg.split("=", 1) for arg in argv)
+    context = apply_profile({**project_defaults(), "exampleEnvironment": True, **overrides}, project_defaults())
+    config = AppConfig.from_context(context, {})
+    cost = cost_at_rest(config)
+    print("| item | per hour |\n| --- | --- |")
+    for line in cost.lines:
+        print(f"| {line.item} | ${line.usd_per_hour:.3f} |")
+    print(f"| **total** | **${cost.usd_per_hour:.2f} an hour (${cost.usd_per_month:,.0f} a month)** |\n")
+    print("| log source | GB a day | per month | volume from |\n| --- | --- | --- | --- |")
+    retention = config.flow_log_retention_days
+    for source in log_sources(config.observability):
+        print(f"| {source.name} | {source.gb_per_day:.3f} | ${source.usd_per_month(retention):.2f} | {source.basis} |")
+    print(f"| the serving dashboard | | ${prices.CLOUDWATCH_DASHBOARD_MONTH.usd:.2f} | one dashboard |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
