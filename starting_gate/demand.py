@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from app import metric_names
+from common import metric_names
 
 
 class CloudWatchClient(Protocol):

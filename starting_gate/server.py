@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.probe_paths import HEALTH_PATH
+from common.probe_paths import HEALTH_PATH
 from starting_gate.answer import starting_response
 from starting_gate.demand import DemandCounter
 from starting_gate.proxy import forward

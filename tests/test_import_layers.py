@@ -23,6 +23,8 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "llm_gateway": frozenset({"common"}),
     "model_fetch": frozenset({"common"}),
     "routing_controller": frozenset({"common"}),
+    "starting_gate": frozenset({"common"}),
+    "verify": frozenset({"cdk", "common", "llm_bench"}),
     "llm_local": frozenset({"common", "llm_gateway"}),
     "llm_bench": frozenset({"common", "llm_local"}),  # `--local` starts the local stack
     "lambdas": frozenset(),

@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from app.probe_paths import HEALTH_PATH
 from cdk import versions
 from cdk.accelerators import Accelerator
 from cdk.checkov import k8s_skip_annotations
@@ -26,6 +25,7 @@ from cdk.serving import network_policy
 from cdk.serving.pod_shape import POD_CHECKOV_SKIPS, Manifest, container_security_context, pod_identity_service_account
 from cdk.serving.pod_shape import service as cluster_ip_service
 from cdk.serving.routing import CONTAINER_PORT, PORT_NAME, SERVICE_PORT
+from common.probe_paths import HEALTH_PATH
 
 NAME: Final = "sd-starting-gate"  # its Deployment, Service and ServiceAccount
 LABELS: Final = {"app.kubernetes.io/name": NAME}

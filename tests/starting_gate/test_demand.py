@@ -8,10 +8,10 @@ import datetime as dt
 import boto3
 from moto import mock_aws
 
-from app import metric_names
 from cdk.accelerators import ACCELERATORS
 from cdk.image.metrics import image_unit
 from cdk.image.scaling import cloudwatch_trigger
+from common import metric_names
 from starting_gate.demand import DemandCounter, flush
 
 UNIT = {"DeploymentUnit": "sd-gpu", "Accelerator": "nvidia"}

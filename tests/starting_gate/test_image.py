@@ -1,9 +1,8 @@
-"""The starting gate's image: its build context holds what its Dockerfile copies and the modules the gate imports,
-and it installs exactly its lock."""
+"""The starting gate's image: its build context is its own folder and the shared runtime, and it installs exactly
+its lock."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 from aws_cdk import CopyOptions, FileSystem, IgnoreMode
@@ -13,24 +12,18 @@ from cdk.constructs.image_builds import REPO_ROOT, STARTING_GATE_EXCLUDES
 GATE = REPO_ROOT / "starting_gate"
 
 
-def test_the_build_context_is_the_gate_and_what_it_imports(tmp_path: Path) -> None:
+def test_the_build_context_is_the_gate_and_the_shared_runtime_whole(tmp_path: Path) -> None:
     copied = tmp_path / "source"
     FileSystem.copy_directory(
         str(REPO_ROOT), str(copied), CopyOptions(exclude=STARTING_GATE_EXCLUDES, ignore_mode=IgnoreMode.GLOB)
     )
     files = {str(p.relative_to(copied)) for p in copied.rglob("*") if p.is_file()}
-    outside = {f for f in files if not f.startswith("starting_gate/")}
-    assert outside == {"app/__init__.py", "app/metric_names.py", "app/probe_paths.py", "buildspecs/starting-gate.yml"}
-    imported = set()  # app's modules the gate imports: `from app import x` and `from app.x import y`
-    for path in GATE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "app":
-                imported |= {f"app/{alias.name}.py" for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("app."):
-                imported.add(node.module.replace(".", "/") + ".py")
-    assert imported and imported <= outside
+    shared = {str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "common").rglob("*.py")}
+    assert {f for f in files if not f.startswith(("starting_gate/", "common/"))} == {"buildspecs/starting-gate.yml"}
+    assert {f for f in files if f.startswith("common/")} == shared
     dockerfile = (GATE / "Dockerfile").read_text()
-    assert "COPY app/__init__.py app/metric_names.py app/probe_paths.py app/" in dockerfile
+    assert "COPY common/ common/" in dockerfile and "COPY starting_gate/ starting_gate/" in dockerfile
+    assert "app/" not in dockerfile  # nothing of the image service
 
 
 def test_the_image_installs_exactly_the_lock() -> None:

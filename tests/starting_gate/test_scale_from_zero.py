@@ -17,9 +17,9 @@ import uvicorn
 
 from app.backends.selection import load_backend
 from app.bench.inprocess import serve_in_thread
-from app.http_protocol import server_config
 from app.server import create_app as create_image_app
 from app.settings import load_settings
+from common.http.protocol import server_config
 from starting_gate.demand import DemandCounter
 from starting_gate.server import GATE_HEALTH_PATH, create_app
 from starting_gate.settings import GateSettings
