@@ -99,6 +99,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     if ui is not None:
         import gradio as gr
 
+        from app.ui_files import hide_cache_dir
         from app.ui_routes import serve_only_ui_routes
 
         # Mounted last: the API routes above are matched first, the UI gets everything else.
@@ -118,6 +119,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
         assert isinstance(mount, Mount), "mount_gradio_app appends the UI's mount"
         mount.app.add_exception_handler(Exception, unexpected_error)  # type: ignore[attr-defined]
         serve_only_ui_routes(app)
+        hide_cache_dir(app, ui.GRADIO_CACHE)  # outside the route filter: file links are whole again there
     return app
 
 

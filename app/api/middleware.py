@@ -25,10 +25,17 @@ def _log_level(path: str) -> int:
 
 
 async def send_json_error(
-    send: Send, status: int, message: str, *, extra_headers: list[tuple[bytes, bytes]] | None = None, close: bool = True
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    detail: list[dict[str, str]] | None = None,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+    close: bool = True,
 ) -> None:
-    """Answer `{"error": message}` straight from ASGI middleware (before any route runs)."""
-    payload = json.dumps({"error": message}).encode()
+    """Answer `{"error": message}` (with `detail`, the bad fields, when given) straight from ASGI middleware
+    (before any route runs)."""
+    payload = json.dumps({"error": message} if detail is None else {"error": message, "detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if close:
         headers.append((b"connection", b"close"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -91,13 +90,15 @@ def test_the_ui_generated_files_are_deleted(held_service):
     live, _ = held_service
     result = ui_generate(live.url, prompt="a file on disk", seed=3)
     assert result["success"], result
-    path = Path(result["output"]["data"][0]["path"])
-    assert path.is_file()  # the browser fetches it right after the result arrives
+    url = result["output"]["data"][0]["url"]
+    assert httpx.get(url, timeout=10).status_code == 200  # the browser fetches it right after the result arrives
     ttl = live.settings.ui_file_ttl_s
     deadline = time.monotonic() + 3 * ttl + 10
-    while path.exists() and time.monotonic() < deadline:
+    while (expired := httpx.get(url, timeout=10)).status_code == 200 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not path.exists()
+    assert expired.status_code == 403  # Gradio's answer for a file it no longer has
+    path = result["output"]["data"][0]["path"]
+    assert path in expired.text and f"/{path}" not in expired.text  # the answer names no directory either
 
 
 def test_a_burst_of_page_requests_never_meets_gradios_own_queue_bound(held_service):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -41,6 +42,25 @@ def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser
     seed.blur()
     page.locator("#generate").click()
     page.get_by_text("seed: Input should be a valid integer").first.wait_for(timeout=60_000)
+    assert page.locator("#result img").count() == 0
+    page.close()
+
+
+def test_a_request_with_too_few_values_shows_why(browser, live_service: LiveServer):
+    # The page always sends all 7 values; a script speaking its protocol may not. Cut the page's own
+    # request to 3 values on its way out and check what the page shows.
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+    def cut_to_three_values(route):
+        body = json.loads(route.request.post_data)
+        route.continue_(post_data=json.dumps({**body, "data": body["data"][:3]}))
+
+    page.route("**/gradio_api/queue/join*", cut_to_three_values)
+    page.goto(live_service.url + "/", wait_until="domcontentloaded")
+    page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
+    page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
+    page.locator("#generate").click()
+    page.get_by_text("7 values expected").first.wait_for(timeout=60_000)
     assert page.locator("#result img").count() == 0
     page.close()
 
