@@ -109,7 +109,8 @@ class LocalStack:
 @contextmanager
 def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
     """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports; yielded once the gateway is
-    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly and take the engine along."""
+    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly, take the engine along and
+    leave no leak report in the log."""
     port, engine_port = free_port(), free_port()
     log = log_dir / "llm-local.log"
     env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "ENGINE_PORT": str(engine_port)}
@@ -128,6 +129,8 @@ def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0, stack.gateway.tail()
         assert not _answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
+        # A clean stop ends without the interpreter-exit noise of triton's bindings (llm_local/engine_entry.py).
+        assert "nanobind: leaked" not in log.read_text(encoding="utf-8"), stack.gateway.tail()
     finally:
         if process.poll() is None:
             process.kill()
