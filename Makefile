@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test test-fast lint synth verify bench bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm test test-fast lint synth deploy kubectl-tunnel verify bench bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,20 @@ lint: $(VENV)/.dev-installed
 ## finds credentials, else offline for the labelled, not deployable example environment.
 synth: $(VENV)/.dev-installed node_modules/.installed
 	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet -c exampleEnvironment=true
+
+## Deploy every stack to the account and region of your AWS credentials, with you (the AWS CLI's caller, resolved
+## by tools/deployer.py) as a cluster admin through an EKS access entry. DEPLOY_ARGS=... adds CDK CLI options
+## (such as -c llmEnabled=true or --require-approval never).
+deploy: $(VENV)/.dev-installed node_modules/.installed
+	@deployer="$$($(BIN)/python -m tools.deployer)" && \
+	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk deploy --all -c deployerArn="$$deployer" $(DEPLOY_ARGS)
+
+## After a deploy: kubectl through the private endpoint. Writes ~/.kube/<clusterName>-tunnel and holds a Session
+## Manager port-forwarding session open (needs the AWS CLI's Session Manager plugin and kubectl); while it runs,
+## KUBECONFIG=~/.kube/<clusterName>-tunnel kubectl ... reaches the cluster. TUNNEL_ARGS=... (see
+## `python -m tools.kubectl_tunnel --help`).
+kubectl-tunnel: $(VENV)/.dev-installed
+	@exec $(BIN)/python -m tools.kubectl_tunnel $(TUNNEL_ARGS)
 
 ## After a deploy: run the first-deploy checks (docs/first-deploy.md) against the stacks, one row per check; exits
 ## non-zero on a FAIL. Needs the AWS credentials and region you deploy with and kubectl for the cluster (the

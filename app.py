@@ -10,10 +10,13 @@ import aws_cdk as cdk
 from cdk.build import build_app, read_config
 from cdk.config import ConfigError
 
+DISABLE_METADATA_STACK_TRACE = "aws:cdk:disable-stack-trace"  # aws-cdk-lib cx-api's constant (not in its Python API)
+
 
 def main() -> None:
     """Read the settings, build the stacks, synthesize; a bad setting ends with one readable line."""
-    app = cdk.App()
+    # A warning's stack trace would be a frame of the jsii runtime (program.js), never a line of this app.
+    app = cdk.App(context={DISABLE_METADATA_STACK_TRACE: True})
     try:
         config = read_config(app)
     except ConfigError as exc:

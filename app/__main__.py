@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+from types import FrameType
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+class Stopped(Exception):
+    """The SIGTERM that uvicorn re-raises once it has drained and stopped: a clean stop, exit status 0."""
+
+
+def _stopped(sig: int, frame: FrameType | None) -> None:
+    raise Stopped
 
 
 def main() -> int:
@@ -35,8 +45,13 @@ def main() -> int:
     config = server_config(app, settings, host=settings.host, port=settings.port)
     server = DrainingServer(config, app.state.service, settings.shutdown_grace_s)
     logging.getLogger("app").info("serving", extra={"url": f"http://{settings.host}:{settings.port}/"})
+    # uvicorn handles SIGTERM while it serves, then restores this handler and re-raises the signal; with the
+    # default handler the process would die of it, and `make run` would end with "Terminated".
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         server.run()
+    except Stopped:
+        return 0
     except KeyboardInterrupt:
         # uvicorn re-raises the Ctrl-C it handled once it has stopped: the exit status says so, no traceback.
         return 130

@@ -56,11 +56,13 @@ EXAMPLE_WARNING = (
 )
 
 
-def mark_example(stack: cdk.Stack, config: AppConfig) -> None:
-    """Say on the stack (a synth warning and an output) that it targets the example environment."""
+def mark_example(stacks: Sequence[cdk.Stack], config: AppConfig) -> None:
+    """Say that the stacks target the example environment: an output in every template, and one synth warning
+    (the CLI prints a warning once per stack that carries it; once is enough to read)."""
     message = EXAMPLE_WARNING.format(account=config.account, region=config.region)
-    cdk.Annotations.of(stack).add_warning_v2("sd-on-eks:exampleEnvironment", message)
-    cdk.CfnOutput(stack, "ExampleEnvironment", value=message, description="This template is not deployable")
+    cdk.Annotations.of(stacks[0]).add_warning_v2("sd-on-eks:exampleEnvironment", message)
+    for stack in stacks:
+        cdk.CfnOutput(stack, "ExampleEnvironment", value=message, description="This template is not deployable")
 
 
 def build_platform(app: cdk.App, config: AppConfig, workloads: Sequence[Workload]) -> PlatformStacks:
@@ -108,9 +110,9 @@ def build_app(app: cdk.App, config: AppConfig, workloads: Sequence[Workload] | N
     )
     platform.add_workload(serving)
     if config.environment.example:
-        for stack in (platform.network, platform.cluster, platform.images, serving):
-            if stack is not None:
-                mark_example(stack, config)
+        mark_example(
+            [s for s in (platform.network, platform.cluster, platform.images, serving) if s is not None], config
+        )
     add_nag_checks(app, platform)
     cdk.Aspects.of(app).add(CustomResourceHandlerSkips())
     return platform.handle

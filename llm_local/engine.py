@@ -57,9 +57,12 @@ def build_tiny_model(env: Path, cache_dir: Path = MODEL_CACHE_DIR) -> Path:
 
 
 def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[str]:
-    """`vllm serve` with the CPU flags the module docstring explains."""
+    """`vllm serve` with the CPU flags the module docstring explains, through llm_local/engine_entry.py (vLLM's
+    own CLI, then an exit that skips the interpreter finalization where triton's bindings report leaks)."""
     return [
-        str(env / "bin" / "vllm"),
+        str(env_python(env)),
+        "-m",
+        "llm_local.engine_entry",
         "serve",
         str(model_dir),
         "--host",
@@ -97,6 +100,7 @@ class EngineProcess:
         self.process = subprocess.Popen(
             engine_command(env, model_dir, options),
             env=engine_environment(),
+            cwd=REPO_ROOT,  # where `-m llm_local.engine_entry` is found
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
             start_new_session=True,

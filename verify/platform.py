@@ -9,6 +9,7 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from cdk import versions
+from cdk.kubectl_access import TUNNEL_INSTANCE_OUTPUT
 from verify.context import Context
 from verify.kube import KubeError
 from verify.result import Check, Outcome, failed, passed, skipped, verdict
@@ -237,7 +238,22 @@ def network_policies(ctx: Context) -> Outcome:
     return verdict(not missing, f"missing {', '.join(missing)}" if missing else f"{len(names)} policies, both there")
 
 
+def kubectl_tunnel(ctx: Context) -> Outcome:
+    """The kubectl tunnel instance (`make kubectl-tunnel`) is registered with Systems Manager and online, so a
+    port-forwarding session can start."""
+    instance = ctx.output(CLUSTER, TUNNEL_INSTANCE_OUTPUT)
+    if instance is None:
+        return skipped(f"kubectlTunnel=false: the {CLUSTER} stack has no {TUNNEL_INSTANCE_OUTPUT} output")
+    answer = ctx.client("ssm").describe_instance_information(Filters=[{"Key": "InstanceIds", "Values": [instance]}])
+    found = answer["InstanceInformationList"]
+    if not found:
+        return failed(f"{instance} is not registered with Systems Manager (its role, or its HTTPS route out)")
+    status = found[0].get("PingStatus", "unknown")
+    return verdict(status == "Online", f"{instance} PingStatus {status}")
+
+
 CHECKS: Final = (
+    Check("kubectl-tunnel-online", kubectl_tunnel),
     Check("images-pulled", images_pulled),
     Check("pods-ready-read-only", pods_ready_read_only),
     Check("pod-identity-token", pod_identity_token),

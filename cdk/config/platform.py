@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, Accelerator
+from cdk.config.access import AccessConfig
 from cdk.config.context import ConfigError, Context
 from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
 from cdk.config.llm import LlmConfig
@@ -91,6 +92,7 @@ class AppConfig:
     system_instance_type: str
     system_node_count: int
     admin_role_arns: tuple[str, ...]  # extra principals given cluster-admin access entries
+    access: AccessConfig  # the deploying principal's access entry and the kubectl tunnel
     flow_log_retention_days: int
     observability: ObservabilityConfig  # what the cluster and VPC log (the observability bill)
     serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
@@ -202,6 +204,7 @@ class AppConfig:
             system_instance_type=system_instance_type,
             system_node_count=system_node_count,
             admin_role_arns=admin_role_arns,
+            access=AccessConfig.from_context(values),
             flow_log_retention_days=retention,
             observability=ObservabilityConfig.from_context(ctx),
             serving=ServingConfig.from_context(values, accelerators=[c.name for c in capacity]),

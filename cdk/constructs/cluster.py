@@ -20,6 +20,8 @@ CONTROL_PLANE_LOGS = {
     "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
 }
+# EKS's access policy for cluster-admin (EKS User Guide, access policies; aws_eks_v2.AccessPolicyArn).
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # Controllers (Karpenter, LBC, KEDA, CoreDNS) run on these nodes and never on accelerated ones.
 SYSTEM_NODE_LABEL = {"role": "system"}
 
@@ -62,17 +64,13 @@ class Cluster(Construct):
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV36Layer(self, "KubectlLayer")),
         )
         for index, arn in enumerate(config.admin_role_arns):
-            eks.AccessEntry(
-                self,
-                f"Admin{index}",
-                cluster=self.cluster,
-                principal=arn,
-                access_policies=[
-                    eks.AccessPolicy.from_access_policy_name(
-                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
-                    )
-                ],
-            )
+            self._admin(f"Admin{index}", arn)
+        # Whoever ran `make deploy` (the CLI deploys through the bootstrap roles, so the cluster's creator is
+        # CloudFormation's role, not them). EKS takes one access entry per principal: one already in
+        # adminRoleArns needs no second.
+        deployer = config.access.deployer_arn
+        if deployer is not None and deployer not in config.admin_role_arns:
+            self._admin("DeployerAdmin", deployer)
 
         self.system_node_role = worker_node_role(self, "SystemNodeRole")
         self.system_nodes = self.cluster.add_nodegroup_capacity(
@@ -86,4 +84,17 @@ class Cluster(Construct):
             labels=SYSTEM_NODE_LABEL,
             node_role=self.system_node_role,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        )
+
+    def _admin(self, construct_id: str, principal: str) -> eks.AccessEntry:
+        return eks.AccessEntry(
+            self,
+            construct_id,
+            cluster=self.cluster,
+            principal=principal,
+            access_policies=[
+                eks.AccessPolicy.from_access_policy_name(
+                    CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
+                )
+            ],
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, CfnResource, Stack
+from aws_cdk import CfnOutput, CfnResource, Fn, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -20,11 +20,13 @@ from cdk.constructs.addons.pod_identity_agent import pod_identity_agent
 from cdk.constructs.addons.vpc_cni import vpc_cni
 from cdk.constructs.cluster import Cluster
 from cdk.constructs.karpenter import Karpenter
+from cdk.constructs.kubectl_tunnel import KubectlTunnel
 from cdk.constructs.managed_node_groups import AcceleratedNodeGroups
 from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.constructs.spot_role import SpotServiceLinkedRole
+from cdk.kubectl_access import DEFAULT_LOCAL_PORT, TUNNEL_INSTANCE_OUTPUT, session_command, shell_line
 
 
 class ClusterStack(Stack):
@@ -114,12 +116,39 @@ class ClusterStack(Stack):
                 if capacity is not None:
                     capacity.node.add_dependency(self.spot_role)
 
+        self.kubectl_tunnel = (
+            KubectlTunnel(self, "KubectlTunnel", cluster=cluster, vpc=self.vpc)
+            if config.access.kubectl_tunnel
+            else None
+        )
+
         CfnOutput(self, "ClusterName", value=cluster.cluster_name)
         CfnOutput(
             self,
             "UpdateKubeconfig",
             value=f"aws eks update-kubeconfig --name {cluster.cluster_name} --region {self.region}",
         )
+        if self.kubectl_tunnel is not None:
+            CfnOutput(
+                self,
+                TUNNEL_INSTANCE_OUTPUT,
+                value=self.kubectl_tunnel.instance.instance_id,
+                description="The instance `make kubectl-tunnel` port-forwards through to the private API endpoint",
+            )
+            # The session on its own, for those who write their kubeconfig themselves (docs/platform.md).
+            host = Fn.select(2, Fn.split("/", cluster.cluster_endpoint))
+            command = session_command(
+                instance_id=self.kubectl_tunnel.instance.instance_id,
+                endpoint_host=host,
+                local_port=DEFAULT_LOCAL_PORT,
+                region=self.region,
+            )
+            CfnOutput(
+                self,
+                "KubectlTunnelSession",
+                value=shell_line(command),
+                description="The port-forwarding session `make kubectl-tunnel` starts (it also writes the kubeconfig)",
+            )
 
     def _acknowledge_oidc_provider_handler(self) -> None:
         """aws-cdk-lib's IAM OIDC provider handler (for IRSA, used by the load balancer controller)."""

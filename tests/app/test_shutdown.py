@@ -42,7 +42,7 @@ def test_sigterm_drains_then_exits(tmp_path):
     assert readiness.status_code == 503 and readiness.json()["status"] == "draining"
     assert refused.status_code == 503 and "shutting down" in refused.json()["error"]
     assert in_flight and in_flight[0].status_code == 200  # the in-flight request finished
-    assert process.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean stop
+    assert process.returncode == 0  # a clean stop, although uvicorn re-raises the SIGTERM it handled
     assert '"message": "draining", "in_flight": 1' in stderr  # SIGTERM came while it was running
     # METRICS=emf: the final flush on shutdown wrote the requests as an EMF line on stdout.
     assert '"CloudWatchMetrics"' in stdout and '"Requests"' in stdout

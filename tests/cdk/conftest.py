@@ -30,6 +30,8 @@ DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(
 # What `make synth` adds offline: with no account, the labelled example environment (not deployable).
 EXAMPLE_ENVIRONMENT: dict[str, Any] = {"exampleEnvironment": True}
 
+DEPLOYER_ARN = "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_0123abcd"
+VARIANT_ADMIN_ARN = "arn:aws:iam::123456789012:role/PlatformAdmin"
 # The default synth also turns on the serving stack's optional features (HTTPS, allow-list, alarm topic, a Hub
 # token secret), so they are checked too.
 DEFAULT_OVERRIDES: dict[str, Any] = {
@@ -47,6 +49,8 @@ DEFAULT_OVERRIDES: dict[str, Any] = {
     "servingHubTokenSecretName": "arn:aws:secretsmanager:us-east-1:123456789012:secret:sd/hub-token-AbCdEf",
     # LLM serving on both accelerators (the variant keeps it off, as cdk.json does).
     "llmEnabled": True,
+    # What `make deploy` passes: the caller's role (an SSO role, with its path).
+    "deployerArn": DEPLOYER_ARN,
 }
 
 # The variant: capacity routing, one accelerator off, managed node groups, an existing VPC (its lookup answered
@@ -71,6 +75,10 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "ingressAllowedIpv6Cidrs": ["2001:db8::/32"],
     # The existing VPC's subnets that hold only load balancers (its lookup below has such a group).
     "ingressSubnetGroup": "LoadBalancers",
+    # No tunnel instance (the public endpoint above serves kubectl), and a deployer already among the admins.
+    "kubectlTunnel": False,
+    "adminRoleArns": [VARIANT_ADMIN_ARN],
+    "deployerArn": VARIANT_ADMIN_ARN,
 }
 
 

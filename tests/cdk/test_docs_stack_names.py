@@ -39,3 +39,24 @@ def test_every_dashboard_name_in_the_docs_exists(platform_synth):
     mentioned = {n for text in _documents().values() for n in DASHBOARD_NAME.findall(text)}
     assert mentioned
     assert mentioned <= dashboards, (mentioned, dashboards)
+
+
+# A stack output as the docs name it: `SdOnEksCluster.UpdateKubeconfig` (a template file name apart).
+STACK_OUTPUT = re.compile(r"\b(Sd[A-Z][A-Za-z0-9]*)\.([A-Z][A-Za-z0-9]*)\b")
+
+
+def test_every_stack_output_in_the_docs_exists(platform_synth):
+    mentioned = {}
+    for path, text in _documents().items():
+        for stack, output in STACK_OUTPUT.findall(text):
+            mentioned.setdefault((stack, output), path)
+    # The commands that follow the README's deploy: kubeconfig, tunnel, the front door.
+    assert {(f"{STACK_PREFIX}Cluster", "UpdateKubeconfig"), (f"{STACK_PREFIX}Cluster", "KubectlTunnelSession")} <= set(
+        mentioned
+    )
+    missing = {
+        f"{stack}.{output}": path
+        for (stack, output), path in mentioned.items()
+        if output not in platform_synth.raw_templates.get(stack, {}).get("Outputs", {})
+    }
+    assert not missing, f"outputs no stack has: {missing}"

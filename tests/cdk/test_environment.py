@@ -119,13 +119,15 @@ def test_alb_logs_are_granted_to_the_log_delivery_service_in_a_newer_region():
 
 
 def test_every_stack_of_the_default_synth_is_explicit_and_says_it_is_the_example(platform_synth):
+    example_warnings = []
     for name, stack in ((s.stack_name, s) for s in platform_synth.assembly.stacks):
         assert (stack.environment.account, stack.environment.region) == (EXAMPLE_ACCOUNT, EXAMPLE_REGION), name
         outputs = platform_synth.raw_templates[name].get("Outputs", {})
         assert "NOT deployable" in outputs["ExampleEnvironment"]["Value"], name
         metadata = json.loads((platform_synth.outdir / f"{name}.metadata.json").read_text())
         warnings = [e["data"] for entries in metadata.values() for e in entries if e["type"] == "aws:cdk:warning"]
-        assert any("EXAMPLE environment" in str(w) and "NOT deployable" in str(w) for w in warnings), name
+        example_warnings += [w for w in warnings if "EXAMPLE environment" in str(w) and "NOT deployable" in str(w)]
+    assert len(example_warnings) == 1  # the CLI prints each stack's: once is enough
 
 
 def test_a_real_environment_carries_no_example_marks(variant_synth):

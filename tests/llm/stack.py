@@ -77,7 +77,8 @@ class LocalStack:
 @contextmanager
 def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
     """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports; yielded once the gateway is
-    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly and take the engine along."""
+    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly, take the engine along and
+    leave no leak report in the log."""
     engine_port = free_port()
     log = log_dir / "llm-local.log"
     with serve_process(
@@ -91,6 +92,8 @@ def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
         yield stack
         assert stack.gateway.stop() == 0, stack.gateway.tail()
         assert not answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
+        # A clean stop ends without the interpreter-exit noise of triton's bindings (llm_local/engine_entry.py).
+        assert "nanobind: leaked" not in log.read_text(encoding="utf-8"), stack.gateway.tail()
 
 
 def engine_metric(engine_url: str, name: str, label: str = "") -> float:

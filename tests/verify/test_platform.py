@@ -8,7 +8,7 @@ import json
 import boto3
 
 from cdk import versions
-from tests.verify.conftest import NAMESPACE, REGION, REPOSITORY, REPOSITORY_URI, deployment, pod, run, stubbed
+from tests.verify.conftest import NAMESPACE, OUTPUTS, REGION, REPOSITORY, REPOSITORY_URI, deployment, pod, run, stubbed
 from verify import platform
 from verify.result import Status
 from verify.stacks import CLUSTER
@@ -208,3 +208,28 @@ def test_the_spot_role_exists_where_the_stack_asked_for_it(aws, make_context):
     boto3.client("iam").create_role(RoleName="AWSServiceRoleForEC2Spot", AssumeRolePolicyDocument=json.dumps(trust))
     assert run(platform.spot_role, ctx).status == Status.PASS
     assert run(platform.spot_role, ctx).status == Status.SKIP
+
+
+TUNNEL = "i-0123456789abcdef0"
+
+
+def test_the_kubectl_tunnel_is_online_in_systems_manager_and_skips_where_it_is_off(make_context):
+    outputs = json.loads(json.dumps(OUTPUTS))
+    outputs[CLUSTER]["KubectlTunnelInstanceId"] = TUNNEL
+    ssm, stub = stubbed("ssm")
+    request = {"Filters": [{"Key": "InstanceIds", "Values": [TUNNEL]}]}
+    for answer in (
+        [{"InstanceId": TUNNEL, "PingStatus": "Online"}],
+        [{"InstanceId": TUNNEL, "PingStatus": "ConnectionLost"}],
+        [],
+    ):
+        stub.add_response("describe_instance_information", {"InstanceInformationList": answer}, request)
+    ctx = make_context(outputs=outputs, clients={"ssm": ssm})
+
+    online = run(platform.kubectl_tunnel, ctx)
+    assert (online.status, online.evidence) == (Status.PASS, f"{TUNNEL} PingStatus Online")
+    assert run(platform.kubectl_tunnel, ctx).status == Status.FAIL
+    unregistered = run(platform.kubectl_tunnel, ctx)
+    assert unregistered.status == Status.FAIL and "not registered" in unregistered.evidence
+    stub.assert_no_pending_responses()
+    assert run(platform.kubectl_tunnel, make_context()).status == Status.SKIP
