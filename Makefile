@@ -62,7 +62,7 @@ test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
 ## contract venv, browser or GPU (pytest --fast; docs/testing.md). Run one file with: $(BIN)/python -m pytest --fast FILE
 test-fast: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --fast -q
+	$(BIN)/python -m pytest --fast -q -n 2
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

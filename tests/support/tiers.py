@@ -30,6 +30,7 @@ TIER_OF_FOLDER: dict[str, str] = {"rehearsal": "sandbox", "contract": "contract"
 TIER_OF_FIXTURE: dict[str, str] = {
     "platform_synth": "synth",  # tests/conftest.py
     "variant_synth": "synth",  # tests/cdk/conftest.py
+    "trial_synth": "synth",  # tests/cdk/conftest.py: -c profile=trial
     "serving": "synth",  # tests/cdk/conftest.py: views of the two synths, which tests also ask for by name
     "capacity_serving": "synth",
     "vllm_env": "engine",  # tests/conftest.py; local_stack, engine_url and gateway use it
@@ -46,6 +47,7 @@ TIER_OF_LIBRARY: dict[str, str] = {
     "diffusers": "server",
     "transformers": "server",
     "gradio": "server",
+    "aws_cdk": "synth",  # the CDK's jsii runtime: a Node process and seconds before the first construct
 }
 # Functions that start the image service or build a model to run; a test module that imports one is that tier.
 TIER_OF_STARTER: dict[str, str] = {
@@ -55,6 +57,9 @@ TIER_OF_STARTER: dict[str, str] = {
     "tests.app.live_server.serve": "server",  # in-process (its loader may be a stand-in: still a full start)
     "tests.app.jobs_server.serve_jobs": "server",
     "tests.app.native_server.serve_gated": "server",
+    "tests.llm.stack.run_gateway": "server",  # python -m llm_gateway as a process
+    "tests.llm.stack.run_standin": "server",  # the pace stand-in engine as a process
+    "common.server_process.serve_process": "server",  # any service as a process
 }
 
 _RUNNING = pytest.StashKey[pytest.Item]()
