@@ -59,38 +59,6 @@ ROUTING_CONTROLLER_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-# The starting gate's image (starting_gate/Dockerfile, docs/trial.md): its own package, the two app/ modules it
-# imports and its buildspec.
-STARTING_GATE_BUILDSPEC = "buildspecs/starting-gate.yml"
-STARTING_GATE_EXCLUDES = [
-    "*",
-    ".*",
-    "!starting_gate",
-    "!starting_gate/**",
-    *SHARED_RUNTIME,
-    "!buildspecs",
-    f"!{STARTING_GATE_BUILDSPEC}",
-    "**/__pycache__",
-    "**/*.pyc",
-]
-# The LLM gateway's image (llm_gateway/Dockerfile): its own package, the LLM pods' model fetch (model_fetch/), the
-# LLM benchmark's client (llm_bench/), the shared runtime and its buildspec; nothing of the image service.
-LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
-LLM_GATEWAY_EXCLUDES = [
-    "*",
-    ".*",
-    "!llm_gateway",
-    "!llm_gateway/**",
-    "!model_fetch",
-    "!model_fetch/**",
-    "!llm_bench",
-    "!llm_bench/**",
-    *SHARED_RUNTIME,
-    "!buildspecs",
-    f"!{LLM_GATEWAY_BUILDSPEC}",
-    "**/__pycache__",
-    "**/*.pyc",
-]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from cdk.checkov import k8s_skip_annotations
 from cdk.cold_start import first_image_minutes
 from cdk.config.serving import ServingConfig
 from cdk.constructs.cluster import SYSTEM_NODE_LABEL
-from cdk.constructs.image_builds import STARTING_GATE_BUILDSPEC, STARTING_GATE_EXCLUDES, SmallImage
+from cdk.constructs.image_builds import SHARED_RUNTIME, SmallImage
 from cdk.image.metrics import image_unit
 from cdk.image.workload import deployment_name
 from cdk.serving import network_policy
@@ -26,6 +26,20 @@ from cdk.serving.pod_shape import POD_CHECKOV_SKIPS, Manifest, container_securit
 from cdk.serving.pod_shape import service as cluster_ip_service
 from cdk.serving.routing import CONTAINER_PORT, PORT_NAME, SERVICE_PORT
 from common.probe_paths import HEALTH_PATH
+
+# The gate's image (starting_gate/Dockerfile): its own package, the shared runtime and its buildspec.
+STARTING_GATE_BUILDSPEC = "buildspecs/starting-gate.yml"
+STARTING_GATE_EXCLUDES = [
+    "*",
+    ".*",
+    "!starting_gate",
+    "!starting_gate/**",
+    *SHARED_RUNTIME,
+    "!buildspecs",
+    f"!{STARTING_GATE_BUILDSPEC}",
+    "**/__pycache__",
+    "**/*.pyc",
+]
 
 NAME: Final = "sd-starting-gate"  # its Deployment, Service and ServiceAccount
 LABELS: Final = {"app.kubernetes.io/name": NAME}

@@ -1,6 +1,6 @@
 """The LLM's image of ours: the gateway (llm_gateway/Dockerfile), which also runs the pods' model fetch.
 
-Its build context and buildspec are listed with the other images' in cdk/constructs/image_builds.py.
+Its build context is its own folders and the shared runtime (cdk/constructs/image_builds.py SHARED_RUNTIME).
 """
 
 from __future__ import annotations
@@ -8,7 +8,26 @@ from __future__ import annotations
 from typing import Final
 
 from cdk import versions
-from cdk.constructs.image_builds import LLM_GATEWAY_BUILDSPEC, LLM_GATEWAY_EXCLUDES, SmallImage
+from cdk.constructs.image_builds import SHARED_RUNTIME, SmallImage
+
+# The LLM gateway's image (llm_gateway/Dockerfile): its own package, the LLM pods' model fetch (model_fetch/), the
+# LLM benchmark's client (llm_bench/), the shared runtime and its buildspec; nothing of the image service.
+LLM_GATEWAY_BUILDSPEC = "buildspecs/llm-gateway.yml"
+LLM_GATEWAY_EXCLUDES = [
+    "*",
+    ".*",
+    "!llm_gateway",
+    "!llm_gateway/**",
+    "!model_fetch",
+    "!model_fetch/**",
+    "!llm_bench",
+    "!llm_bench/**",
+    *SHARED_RUNTIME,
+    "!buildspecs",
+    f"!{LLM_GATEWAY_BUILDSPEC}",
+    "**/__pycache__",
+    "**/*.pyc",
+]
 
 LLM_GATEWAY_IMAGE: Final = SmallImage(
     kind="llm-gateway",

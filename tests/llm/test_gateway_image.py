@@ -73,7 +73,7 @@ def test_copies_its_packages_and_the_shared_runtime_whole():
 def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_path):
     from aws_cdk import CopyOptions, FileSystem, IgnoreMode
 
-    from cdk.constructs.image_builds import LLM_GATEWAY_BUILDSPEC, LLM_GATEWAY_EXCLUDES
+    from cdk.llm.images import LLM_GATEWAY_BUILDSPEC, LLM_GATEWAY_EXCLUDES
 
     copied = tmp_path / "source"
     FileSystem.copy_directory(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from aws_cdk import CopyOptions, FileSystem, IgnoreMode
 
-from cdk.constructs.image_builds import REPO_ROOT, STARTING_GATE_EXCLUDES
+from cdk.constructs.image_builds import REPO_ROOT
+from cdk.image.starting_gate import STARTING_GATE_EXCLUDES
 
 GATE = REPO_ROOT / "starting_gate"
 
