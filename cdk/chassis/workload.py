@@ -130,5 +130,10 @@ class Workload(Observed):
     def pod_manifests(self, ctx: DeployContext) -> Sequence[ManifestSpec]:
         """Deployments and ScaledObjects: applied last."""
 
+    def kept_up(self) -> Sequence[tuple[str, float]]:
+        """What it keeps running with no traffic, priced from its own settings: (item, USD an hour) each; the cost
+        at rest (cdk/costs/at_rest.py) adds them to the platform's."""
+        return ()
+
     def outputs(self, ctx: StageContext, public_url: str) -> None:
         """Its stack outputs, once the public URL is known."""

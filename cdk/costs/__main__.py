@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from cdk.build import project_defaults
+from cdk.composition import workloads_for
 from cdk.config import AppConfig
 from cdk.config.profiles import apply_profile
 from cdk.costs import prices
@@ -18,7 +19,7 @@ def main(argv: list[str]) -> None:
     overrides = dict(arg.split("=", 1) for arg in argv)
     context = apply_profile({**project_defaults(), "exampleEnvironment": True, **overrides}, project_defaults())
     config = AppConfig.from_context(context, {})
-    cost = cost_at_rest(config)
+    cost = cost_at_rest(config, (line for w in workloads_for(config) for line in w.kept_up()))
     print("| item | per hour |\n| --- | --- |")
     for line in cost.lines:
         print(f"| {line.item} | ${line.usd_per_hour:.3f} |")

@@ -1,11 +1,12 @@
 """What a deploy costs per hour with no traffic: the README's trial figure and docs/platform.md's table.
 
-Accelerated pods kept up at rest are priced from the config's own price settings (`costPricePerHour<Acc>`,
-`llmPricePerHour<Acc>`: on-demand; Spot costs less); everything else from cdk/costs/prices.py.
+The workloads price what they keep up at rest themselves (`Workload.kept_up`, from their own price settings:
+on-demand; Spot costs less); the platform's items come from cdk/costs/prices.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cdk.config import AppConfig
@@ -41,8 +42,9 @@ class CostAtRest:
         return self.usd_per_hour * prices.HOURS_PER_MONTH
 
 
-def cost_at_rest(config: AppConfig) -> CostAtRest:
-    """Every item a deploy with `config` keeps up while no request arrives (us-east-1 list prices)."""
+def cost_at_rest(config: AppConfig, kept_up: Iterable[tuple[str, float]]) -> CostAtRest:
+    """Every item a deploy with `config` keeps up while no request arrives (us-east-1 list prices); `kept_up` is
+    what its workloads keep running (`Workload.kept_up`)."""
     node = prices.instance_hour(config.system_instance_type)
     lines = [
         CostLine("EKS control plane", prices.EKS_CLUSTER_HOUR.usd),
@@ -56,18 +58,7 @@ def cost_at_rest(config: AppConfig) -> CostAtRest:
     lines.append(CostLine("ALB", prices.ALB_HOUR.usd))
     waf = prices.WAF_WEB_ACL_MONTH.usd + WAF_RULES * prices.WAF_RULE_MONTH.usd
     lines.append(CostLine("WAF web ACL and its rules", waf / prices.HOURS_PER_MONTH))
-    serving = config.serving.per_accelerator
-    for name, per in serving.items():
-        if per.min_replicas:
-            lines.append(
-                CostLine(f"{per.min_replicas} x {name} image pod kept up", per.min_replicas * per.price_per_hour)
-            )
-    if config.llm is not None:
-        for name, pool in config.llm.per_accelerator.items():
-            if pool.min_replicas:
-                lines.append(
-                    CostLine(f"{pool.min_replicas} x {name} LLM pod kept up", pool.min_replicas * pool.price_per_hour)
-                )
+    lines.extend(CostLine(item, usd_per_hour) for item, usd_per_hour in kept_up)
     logs = observability_usd_per_month(config.observability, config.flow_log_retention_days)
     lines.append(CostLine("CloudWatch logs and dashboard", logs / prices.HOURS_PER_MONTH))
     return CostAtRest(tuple(lines))

@@ -100,6 +100,14 @@ class ImageServing(Workload):
         """The starting gate's image, when it fronts the pool (servingStartingGate)."""
         return (starting_gate.STARTING_GATE_IMAGE,) if self.cfg.starting_gate else ()
 
+    def kept_up(self) -> Sequence[tuple[str, float]]:
+        """Its pods that stay up at rest (`scalingMinReplicas<Acc>`), at `costPricePerHour<Acc>`."""
+        return [
+            (f"{per.min_replicas} x {name} image pod kept up", per.min_replicas * per.price_per_hour)
+            for name, per in self.cfg.per_accelerator.items()
+            if per.min_replicas
+        ]
+
     def neuron_devices_per_pod(self) -> int:
         """`neuronDevices` of the image service's Neuron pods."""
         return self.cfg.neuron_devices

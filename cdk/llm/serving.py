@@ -104,6 +104,14 @@ class LlmServing(Workload):
     def __init__(self, llm: LlmConfig) -> None:
         self.llm = llm
 
+    def kept_up(self) -> Sequence[tuple[str, float]]:
+        """Its pods that stay up at rest, at `llmPricePerHour<Acc>`."""
+        return [
+            (f"{pool.min_replicas} x {name} LLM pod kept up", pool.min_replicas * pool.price_per_hour)
+            for name, pool in self.llm.per_accelerator.items()
+            if pool.min_replicas
+        ]
+
     def images(self) -> Sequence[SmallImage]:
         """The LLM gateway's image (the gateway, and the pods' model fetch)."""
         return (LLM_GATEWAY_IMAGE,)
