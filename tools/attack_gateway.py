@@ -44,11 +44,13 @@ COMPLETIONS = "/v1/completions"
 
 @dataclass
 class Target:
-    """Where the attack goes: the gateway's address and the model it serves."""
+    """Where the attack goes: the gateway's address, the model it serves, and the `max_tokens` of a long stream
+    (within the model's context: the stand-in has none, the tiny model's is 4,096 tokens)."""
 
     host: str
     port: int
     model: str
+    long_tokens: int = 2_000_000
 
     def body(self, **fields: object) -> bytes:
         """A completion request's JSON body: a short prompt, 8 tokens, plus `fields`."""
@@ -172,7 +174,7 @@ def non_readers_lose_their_slots(target: Target) -> str | None:
     hogs = []
     for _ in range(LIMIT):
         sock = connect(target, rcvbuf=4096)
-        sock.sendall(request("POST", COMPLETIONS, target.body(max_tokens=2_000_000, stream=True)))
+        sock.sendall(request("POST", COMPLETIONS, target.body(max_tokens=target.long_tokens, stream=True)))
         hogs.append(sock)
     try:
         started = time.monotonic()
@@ -232,7 +234,7 @@ def sequences_counted(target: Target) -> str | None:
     try:
         for _ in range(LIMIT - 1):
             sock = connect(target)
-            sock.sendall(request("POST", COMPLETIONS, target.body(max_tokens=2_000_000, stream=True)))
+            sock.sendall(request("POST", COMPLETIONS, target.body(max_tokens=target.long_tokens, stream=True)))
             sock.recv(1)
             hogs.append(sock)
         two = exchange(target, request("POST", COMPLETIONS, target.body(n=2)))
@@ -373,7 +375,7 @@ def unreachable_engine_case(env: dict[str, str]) -> Callable[[Target], str | Non
 
     def case(target: Target) -> str | None:
         with black_hole() as url, run_gateway(url, env) as port:
-            other = Target(target.host, port, target.model)
+            other = Target(target.host, port, target.model, target.long_tokens)
             answer = exchange(other, request("POST", COMPLETIONS, other.body()), limit_s=15)
         if status_of(answer) != 503 or b"retry-after" not in answer.lower():
             return f"{answer[:200]!r}"
@@ -461,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.attack_gateway", description=__doc__.split("\n")[0])
     parser.add_argument("--upstream", help="an engine already running on loopback (default: the stand-in)")
     parser.add_argument("--model", default="standin", help="the model the engine serves")
+    parser.add_argument("--long-tokens", type=int, default=2_000_000, help="max_tokens of a long stream")
     parser.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = parser.parse_args(argv)
     if args.upstream and urlsplit(args.upstream).hostname not in ("127.0.0.1", "localhost"):
@@ -468,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         upstream = args.upstream or stack.enter_context(run_standin())
         port = stack.enter_context(run_gateway(upstream, GATEWAY_ENV))
-        target = Target("127.0.0.1", port, args.model)
+        target = Target("127.0.0.1", port, args.model, args.long_tokens)
         cases = {**protocol_cases(), **body_cases(target)}
         cases["5 an unreachable engine is a 503 with Retry-After"] = unreachable_engine_case(GATEWAY_ENV)
         results = {}
