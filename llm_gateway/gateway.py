@@ -230,7 +230,10 @@ class Gateway:
         if ticket is None:
             record.status, record.outcome = 429, "refused"
             await send_error(
-                send, 429, f"{limit} sequences are already in flight here; retry shortly", headers=retry_after
+                send,
+                429,
+                f"{self.admission.in_flight} of {limit} sequences are already in flight here; retry shortly",
+                headers=retry_after,
             )
             self._finish(record)
             return
