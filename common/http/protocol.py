@@ -119,6 +119,7 @@ class BoundedHeadH11Protocol(H11Protocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        self._paused_since: float | None = None  # when the transport last paused writing (None: not paused)
         self.app = self._serve_or_refuse(self.app)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -148,14 +149,18 @@ class BoundedHeadH11Protocol(H11Protocol):
             self._body_timer = None
 
     def pause_writing(self) -> None:
-        """The client stopped reading (the transport's buffer is full): start the write clock."""
+        """The client stopped reading (the transport's buffer is full): start the write clock.
+
+        A fast stream to a slower reader pauses and resumes many times a second, so the clock is a timestamp
+        and one timer per connection that checks it, not a timer made and cancelled at every pause."""
         super().pause_writing()
+        self._paused_since = self.loop.time()
         if self._write_timer is None:
-            self._write_timer = self.loop.call_later(self.write_timeout_s, self._client_not_reading)
+            self._write_timer = self.loop.call_later(self.write_timeout_s, self._check_reader)
 
     def resume_writing(self) -> None:
-        """The client reads again: stop the write clock."""
-        self._cancel_write_timer()
+        """The client reads again: stop the write clock (its timer finds it stopped)."""
+        self._paused_since = None
         super().resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -258,10 +263,21 @@ class BoundedHeadH11Protocol(H11Protocol):
         self.transport.write(head.encode() + body)
         self.transport.close()
 
+    def _check_reader(self) -> None:
+        """Cut the connection if writing has been paused for WRITE_TIMEOUT_S; else wait for the rest of it (or,
+        if writing flows again, stop checking)."""
+        self._write_timer = None
+        if self._paused_since is None:
+            return
+        waited = self.loop.time() - self._paused_since
+        if waited < self.write_timeout_s:
+            self._write_timer = self.loop.call_later(self.write_timeout_s - waited, self._check_reader)
+            return
+        self._client_not_reading()
+
     def _client_not_reading(self) -> None:
         """Cut a connection whose client has not read for WRITE_TIMEOUT_S. `abort`, not `close`: close would wait
         for the unread buffer to be sent first."""
-        self._write_timer = None
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True

@@ -150,6 +150,19 @@ def test_clients_that_never_read_lose_their_slots(gateway: GatewayProcess):
             hog.close()
 
 
+def test_a_slow_reader_that_keeps_reading_is_not_cut(gateway: GatewayProcess):
+    # 64 KB a second: the gateway's writes pause and resume all along, never for WRITE_TIMEOUT_S at a stretch.
+    with connect(gateway, rcvbuf=16384) as sock:
+        sock.sendall(request("POST", COMPLETIONS, completion(max_tokens=2_000_000, stream=True)))
+        received, started = 0, time.monotonic()
+        while time.monotonic() - started < 3 * BOUND_S + 1:
+            chunk = sock.recv(16384)
+            assert chunk, f"cut after {received} bytes, {time.monotonic() - started:.1f} s"
+            received += len(chunk)
+            time.sleep(0.25)
+    assert received > 0
+
+
 # 3: the head is bounded in size and in fields; X-Request-Id is checked before it becomes the answer's id.
 def test_too_many_header_fields_get_a_431_in_the_gateways_shape(gateway: GatewayProcess):
     answer = exchange(gateway, request("GET", "/v1/models", headers={f"x-h{i}": "1" for i in range(101)}))
