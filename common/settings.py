@@ -55,6 +55,16 @@ class ServiceSettings(BaseSettings):
         le=300.0,
         description="a request whose body has not arrived this long after its headers gets a 408 and is closed",
     )
+    max_header_count: int = Field(
+        100, ge=8, le=10000, description="request header fields; more get a 431 and the connection is closed"
+    )
+    write_timeout_s: float = Field(
+        30.0,
+        gt=0.0,
+        le=3600.0,
+        description="how long a response may wait for its client to read (the socket's buffers full); past it the "
+        "connection is closed and its work stopped, so a client that never reads holds no slot",
+    )
     max_connections: int = Field(
         512,
         ge=8,

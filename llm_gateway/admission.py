@@ -1,7 +1,10 @@
-"""Admission of generation requests: a bound on how many are in flight, and the drain on shutdown.
+"""Admission of generation requests: a bound on the sequences in flight, and the drain on shutdown.
 
-Beyond the bound a request is refused at once with a 429 (the client retries after Retry-After) rather
-than queued in the gateway: vLLM keeps its own queue, and one queue is easier to reason about and scale on.
+The bound counts sequences, not requests: a request with `n=8` or a list of 8 prompts is 8 of the engine's
+sequences, and would otherwise take the engine from everyone else while counting as one. A request alone
+larger than the bound is refused for good (400, by the caller). Beyond the bound a request is refused at once
+with a 429 (the client retries after Retry-After) rather than queued in the gateway: vLLM keeps its own
+queue, and one queue is easier to reason about and scale on.
 While draining, new requests get a 503 and open ones run on; at the end of the grace the ones still open
 are cut (`Ticket.cut` is set: their handler ends the stream with an error event and closes the upstream).
 """
@@ -15,38 +18,45 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False)
 class Ticket:
-    """One admitted request; `cut` is set when the drain's grace runs out before it finished."""
+    """One admitted request of `sequences`; `cut` is set when the drain's grace runs out before it finished."""
 
+    sequences: int = 1
     cut: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Admission:
-    """At most `limit` tickets at a time; `drain` stops admitting and waits for the open ones."""
+    """At most `limit` sequences at a time; `drain` stops admitting and waits for the open tickets."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.draining = False
         self._open: set[Ticket] = set()
+        self._sequences = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
     @property
     def in_flight(self) -> int:
-        """How many admitted requests are still open."""
-        return len(self._open)
+        """How many admitted sequences are still open."""
+        return self._sequences
 
-    def try_admit(self) -> Ticket | None:
-        """A ticket, or None when the bound is reached (draining is checked by the caller, for its 503)."""
-        if len(self._open) >= self.limit:
+    def try_admit(self, sequences: int = 1) -> Ticket | None:
+        """A ticket for `sequences`, or None when they do not fit under the bound now (draining and a request
+        larger than the bound are the caller's to check, for their 503 and 400)."""
+        if self._sequences + sequences > self.limit:
             return None
-        ticket = Ticket()
+        ticket = Ticket(sequences)
         self._open.add(ticket)
+        self._sequences += sequences
         self._idle.clear()
         return ticket
 
     def release(self, ticket: Ticket) -> None:
-        """The request ended (answered, failed, cut or abandoned by its client)."""
-        self._open.discard(ticket)
+        """The request ended (answered, failed, cut or abandoned by its client); a second release is a no-op."""
+        if ticket not in self._open:
+            return
+        self._open.remove(ticket)
+        self._sequences -= ticket.sequences
         if not self._open:
             self._idle.set()
 

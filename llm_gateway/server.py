@@ -13,6 +13,7 @@ from common.auth.tokens import TokenVerifier
 from common.http.protocol import server_config
 from common.http.server import DrainingServer
 from common.metrics.flusher import make_publisher
+from llm_gateway.errors import error_body
 from llm_gateway.gateway import Gateway, upstream_client
 from llm_gateway.settings import GatewaySettings
 
@@ -28,5 +29,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway:
 
 def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
     """The server for `gateway` on HOST:PORT (no access log: the gateway logs each request itself)."""
-    config = server_config(gateway, settings, host=settings.host, port=settings.port, lifespan="on")
+    config = server_config(
+        gateway, settings, error_body=error_body, host=settings.host, port=settings.port, lifespan="on"
+    )
     return DrainingServer(config, gateway.admission, settings.shutdown_grace_s)

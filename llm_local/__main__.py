@@ -24,6 +24,7 @@ def _exit_on_signal(sig: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     """Build what is missing, start the engine, wait for it, then serve the gateway until stopped."""
+    from common.http.port_check import port_problem
     from common.logs import configure_logging
     from common.settings import SettingsError
     from llm_gateway.server import build_gateway, build_server
@@ -45,6 +46,16 @@ def main() -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # Both ports are checked before anything starts: an engine left on ENGINE_PORT (by a launcher killed with
+    # SIGKILL before the engine died with it) would otherwise answer for this one, whose engine cannot bind.
+    for host, port, variable in (
+        (engine_options.host, engine_options.port, "ENGINE_PORT"),
+        (settings.host, settings.port, "PORT"),
+    ):
+        problem = port_problem(host, port, variable=variable, command="make run-llm")
+        if problem is not None:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     configure_logging(settings.log_level)
     log = logging.getLogger("llm_local")
     # A signal ends this process through `finally` (which stops the engine), also the one uvicorn re-raises

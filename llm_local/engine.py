@@ -13,9 +13,11 @@ No telemetry, and no hub: the model is a local folder.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +92,21 @@ def engine_environment() -> dict[str, str]:
     }
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Looked up here, in the parent: between fork and exec the child should only call it, not load anything.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def die_with_parent() -> None:
+    """In a child, before it runs its program: have Linux send it SIGTERM when its parent dies, even by SIGKILL,
+    so an engine never outlives its launcher (vLLM stops its engine core on SIGTERM). Elsewhere: nothing."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class EngineProcess:
-    """A running `vllm serve`, in its own process group (its engine core is a child process)."""
+    """A running `vllm serve`, in its own process group (its engine core is a child process), which dies with
+    this process: `stop` on the way out, the kernel's parent-death signal if this process is killed."""
 
     def __init__(self, options: EngineOptions, model_dir: Path, *, log: IO[str] | None = None) -> None:
         self.options = options
@@ -104,6 +119,7 @@ class EngineProcess:
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # only prctl runs between fork and exec
         )
 
     def wait_ready(self, timeout_s: float) -> float:

@@ -18,13 +18,13 @@ def _bind(host: str, port: int) -> OSError | None:
     return None
 
 
-def port_problem(host: str, port: int) -> str | None:
-    """None when `host:port` can be bound; else a message that says what to do."""
+def port_problem(host: str, port: int, *, variable: str = "PORT", command: str = "make run") -> str | None:
+    """None when `host:port` can be bound; else a message that says what to do (set `variable` for `command`)."""
     error = _bind(host, port)
     if error is None:
         return None
     if error.errno != errno.EADDRINUSE:
-        return f"cannot listen on {host}:{port} ({error.strerror}): set HOST and PORT"
+        return f"cannot listen on {host}:{port} ({error.strerror}): set HOST and {variable}"
     free = next((p for p in range(port + 1, min(port + 100, 65536)) if _bind(host, p) is None), None)
-    hint = f"PORT={free} make run" if free is not None else "PORT=<another port> make run"
+    hint = f"{variable}={free if free is not None else '<another port>'} {command}"
     return f"port {port} is in use on {host} (another server is running there?): stop it, or use another: {hint}"

@@ -142,7 +142,7 @@ def test_a_busy_gateway_reads_as_its_429_with_retry_after(browser: Any, engine_u
                 "() => document.querySelector('#stats').dataset.outcome === 'failed'", timeout=30_000
             )
             assert page.locator("#error").inner_text() == (
-                "429 Too many requests: 1 requests are already in flight here; retry shortly (retry after 3 s)"
+                "429 Too many requests: 1 of 1 sequences are already in flight here; retry shortly (retry after 3 s)"
             )
             page.close()
         finally:

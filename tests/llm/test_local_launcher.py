@@ -1,0 +1,69 @@
+"""`make run-llm`'s launcher (issue 25, finding 6): its engine dies with it even when it is killed with SIGKILL,
+and a busy ENGINE_PORT (an engine left behind) is refused up front with one line. No vLLM needed: the engine's
+command is swapped for a sleeping process, and the port check comes before anything starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.app_process import ROOT, free_port
+
+# A launcher that starts EngineProcess as `python -m llm_local` does, with `sleep` in place of `vllm serve`.
+LAUNCHER = """
+import sys, time
+from pathlib import Path
+import llm_local.engine as engine
+engine.ensure_env = lambda: Path(sys.prefix)
+engine.engine_command = lambda env, model_dir, options: [sys.executable, "-c", "import time; time.sleep(120)"]
+process = engine.EngineProcess(engine.EngineOptions(), Path("."))
+print(process.process.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_the_engine_dies_when_its_launcher_is_killed(tmp_path: Path):
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    try:
+        engine_pid = int(launcher.stdout.readline())
+        assert _alive(engine_pid)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(engine_pid):
+            assert time.monotonic() < deadline, "the engine outlived its launcher's SIGKILL"
+            time.sleep(0.1)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+def test_a_busy_engine_port_is_refused_before_anything_starts():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(free_port()), "ENGINE_PORT": str(port)}
+        result = subprocess.run(
+            [sys.executable, "-m", "llm_local"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith(f"error: port {port} is in use on 127.0.0.1"), line
+    assert "ENGINE_PORT=" in line and "make run-llm" in line
