@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.app_process import ROOT, free_port
+from common.server_process import REPO_ROOT, free_port
 
 # A launcher that starts EngineProcess as `python -m llm_local` does, with `sleep` in place of `vllm serve`.
 LAUNCHER = """
@@ -38,7 +38,7 @@ def _alive(pid: int) -> bool:
 
 def test_the_engine_dies_when_its_launcher_is_killed(tmp_path: Path):
     launcher = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ}
+        [sys.executable, "-c", LAUNCHER], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ}
     )
     try:
         engine_pid = int(launcher.stdout.readline())
@@ -61,7 +61,7 @@ def test_a_busy_engine_port_is_refused_before_anything_starts():
         port = taken.getsockname()[1]
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(free_port()), "ENGINE_PORT": str(port)}
         result = subprocess.run(
-            [sys.executable, "-m", "llm_local"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "llm_local"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
         )
     assert result.returncode == 2, result.stderr
     line = result.stderr.strip()
