@@ -41,4 +41,3 @@ def test_every_relative_link_resolves():
             elif anchor and (path.is_dir() or anchor not in anchors(path)):
                 broken.append(f"{doc.relative_to(REPO_ROOT)}: {target} (no such heading)")
     assert broken == []
-
