@@ -170,11 +170,13 @@ def build_volumes() -> tuple[Volume, ...]:
 # The source asset of each project (the constructs' own exclude lists, applied as CDK applies them).
 def _asset_excludes(logical_id: str) -> list[str]:
     from cdk.constructs import image_builds
+    from cdk.image.starting_gate import STARTING_GATE_IMAGE
+    from cdk.llm.images import LLM_GATEWAY_IMAGE
     from cdk.serving import model_staging
 
     if logical_id.startswith(("WeightsStagingProject", "LlmWeightsStagingProject")):
         return model_staging.SOURCE_EXCLUDES
-    for image in (image_builds.ROUTING_CONTROLLER_IMAGE, image_builds.LLM_GATEWAY_IMAGE):
+    for image in (image_builds.ROUTING_CONTROLLER_IMAGE, LLM_GATEWAY_IMAGE, STARTING_GATE_IMAGE):
         if logical_id.startswith(f"Images{image.construct_prefix}Build"):
             return image.excludes
     if logical_id.startswith("Images"):
