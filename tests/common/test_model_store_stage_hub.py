@@ -20,6 +20,8 @@ from moto.server import ThreadedMotoServer
 
 from tests.support.fake_server import FakeServer, QuietHandler
 
+pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "model-store"
 WITHDRAWN = "stabilityai/stable-diffusion-2-1-base"

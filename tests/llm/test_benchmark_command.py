@@ -25,6 +25,8 @@ from llm_bench import cluster
 from tests.cdk.test_llm_workload import GATEWAY_IMAGE, configs
 from tests.support.fake_user_pool import FakeUserPool
 
+pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
+
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fake_kubectl.py"
 HELD = cluster.PAUSED_REPLICAS
 REGION = "us-east-1"

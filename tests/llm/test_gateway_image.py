@@ -28,6 +28,8 @@ from tests.rehearsal.sandbox import Spec, bwrap_unusable, run_sandbox
 from tests.support.lock_site import lock_site
 from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock, read_requirements
 
+pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
+
 DOCKERFILE = REPO_ROOT / "llm_gateway" / "Dockerfile"
 LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
 REQUIREMENTS = REPO_ROOT / "llm_gateway" / "requirements.txt"

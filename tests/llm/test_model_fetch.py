@@ -21,6 +21,8 @@ from moto.server import ThreadedMotoServer
 from common.model_store.layout import COMPLETE_MARKER
 from common.model_store.marker import write_marker
 
+pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 WEIGHTS = {"config.json": b'{"model_type": "qwen2"}', "model.safetensors": os.urandom(300_000), "sub/tok.json": b"{}"}

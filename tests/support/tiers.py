@@ -21,7 +21,7 @@ import pytest
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
 # The slow tiers' markers (pyproject.toml registers them, with what each needs).
-TIERS: tuple[str, ...] = ("server", "engine", "sandbox", "contract", "synth", "browser", "gpu")
+TIERS: tuple[str, ...] = ("server", "process", "engine", "sandbox", "contract", "synth", "browser", "gpu")
 FAST_MARKEXPR = "not (" + " or ".join(TIERS) + ")"
 
 # Folders under tests/ that are one tier throughout.

@@ -21,6 +21,8 @@ from verify.result import Check, Status, failed
 from verify.runner import ALL_CHECKS, run_check
 from verify.stacks import ALL, CLUSTER, IMAGES, NETWORK, SERVING
 
+pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
