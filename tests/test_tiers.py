@@ -85,4 +85,4 @@ def test_a_folder_of_one_tier_is_that_tier() -> None:
 def test_every_tier_is_registered_and_left_out_of_the_fast_tier(pytestconfig: pytest.Config) -> None:
     registered = {line.split(":", 1)[0] for line in pytestconfig.getini("markers")}
     assert set(TIERS) <= registered
-    assert FAST_MARKEXPR == "not (server or engine or sandbox or contract or synth or browser or gpu)"
+    assert FAST_MARKEXPR == "not (server or process or engine or sandbox or contract or synth or browser or gpu)"
