@@ -14,9 +14,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.llm.stack import GatewayProcess, run_gateway, run_standin
+from tools.attack_gateway import read_all
 
 BOUND_S = 1.0
 SLACK_S = 3.0  # what a bound may overrun by on two shared cores
+CLOSE_LIMIT_S = 15.0  # how long a test waits for the server to close a connection
 LIMIT = 4
 BOUNDS = {
     "HEADER_TIMEOUT_S": str(BOUND_S),
@@ -55,28 +57,11 @@ def connect(gateway: GatewayProcess, rcvbuf: int | None = None) -> socket.socket
     return sock
 
 
-def read_until_closed(sock: socket.socket, limit_s: float = 15) -> tuple[bytes, float]:
-    """What the server sends until it closes the connection (or `limit_s`), and the seconds it took."""
-    started, received = time.monotonic(), b""
-    sock.settimeout(0.5)
-    while time.monotonic() - started < limit_s:
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            continue
-        except ConnectionError:
-            break
-        if not chunk:
-            break
-        received += chunk
-    return received, time.monotonic() - started
-
-
 def exchange(gateway: GatewayProcess, raw: bytes) -> bytes:
     """Send `raw` on a fresh connection; the answer until the server closes."""
     with connect(gateway) as sock:
         sock.sendall(raw)
-        return read_until_closed(sock)[0]
+        return read_all(sock, CLOSE_LIMIT_S)[0]
 
 
 def statuses(answer: bytes) -> list[int]:
@@ -117,7 +102,7 @@ def gateway(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_a_client_that_stops_sending_is_closed_in_bounded_time(gateway: GatewayProcess, sent: bytes):
     with connect(gateway) as sock:
         sock.sendall(sent)
-        answer, elapsed = read_until_closed(sock)
+        answer, elapsed = read_all(sock, CLOSE_LIMIT_S)
     assert elapsed < BOUND_S + SLACK_S, f"open for {elapsed:.1f} s"
     if b"content-length: 100" in sent:
         assert statuses(answer) == [408]
@@ -131,7 +116,7 @@ def test_headers_trickled_a_byte_at_a_time_are_cut(gateway: GatewayProcess):
             for byte in b"GET /v1/models HTTP/1.1\r\nhost: g\r\nx-slow: " + b"a" * 100:
                 sock.sendall(bytes([byte]))
                 time.sleep(0.2)
-        read_until_closed(sock)
+        read_all(sock, CLOSE_LIMIT_S)
     assert time.monotonic() - started < BOUND_S + SLACK_S
 
 
@@ -287,7 +272,7 @@ def test_streams_pipelined_at_the_bound_get_no_429(engine_url: str, tmp_path: Pa
         one = request("POST", COMPLETIONS, completion(stream=True), close=False)
         with connect(gateway) as sock:
             sock.sendall(one * 5 + request("GET", "/health"))
-            answer, _ = read_until_closed(sock)
+            answer, _ = read_all(sock, CLOSE_LIMIT_S)
     assert statuses(answer) == [200] * 6
 
 
