@@ -212,8 +212,17 @@ class AppConfig:
                 values,
                 accelerators=[c.name for c in capacity],
                 instance_families={c.name: c.instance_families for c in capacity},
+                # Managed node groups launch one type per family; Karpenter whatever a pod's nodeSelector names.
+                node_instance_types={c.name: managed_instance_types(c) for c in capacity}
+                if provisioner == "managed"
+                else None,
             ),
         )
+
+
+def managed_instance_types(capacity: AcceleratorCapacity) -> tuple[str, ...]:
+    """One concrete instance type per configured family (managed node groups cannot take families)."""
+    return tuple(f"{family}.{MANAGED_INSTANCE_SIZE[family]}" for family in capacity.instance_families)
 
 
 # CloudWatch Logs accepts only these retention periods.

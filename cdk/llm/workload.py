@@ -31,6 +31,7 @@ from cdk.llm.names import (
     WEIGHTS_DIR,
     deployment_name,
 )
+from cdk.llm.pod_fit import INSTANCE_TYPE_LABEL, require_fit
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
@@ -335,6 +336,10 @@ def deployment(
         "volumes": volumes,
         **accelerator_scheduling(acc, llm.per_accelerator[acc.name].devices),
     }
+    per = llm.per_accelerator[acc.name]
+    # Exactly the instance the replica is sized for and priced at (the NodePool allows whole families).
+    pod_spec["nodeSelector"] = {**pod_spec["nodeSelector"], INSTANCE_TYPE_LABEL: per.instance.name}
+    require_fit(per, pod_spec)
     return accelerator_deployment(
         deployment_name(acc),
         cfg,
