@@ -105,7 +105,7 @@ class LlmServing(Workload):
         self.llm = llm
 
     def kept_up(self) -> Sequence[tuple[str, float]]:
-        """Its pods that stay up at rest, at `llmPricePerHour<Acc>`."""
+        """Its pods that stay up at rest, at the price of their `llmInstanceType<Acc>` (or `llmPricePerHour<Acc>`)."""
         return [
             (f"{pool.min_replicas} x {name} LLM pod kept up", pool.min_replicas * pool.price_per_hour)
             for name, pool in self.llm.per_accelerator.items()
