@@ -207,7 +207,7 @@ class LlmConfig:
         ctx = Context(merged)
         if preset is not None and preset.gated.value and not ctx.raw(HUB_TOKEN_KEY, ""):
             raise ConfigError(
-                f"setting '{HUB_TOKEN_KEY}' is required by '{MODEL_KEY}' = {preset.name!r}: the Hub gates "
+                f"setting '{HUB_TOKEN_KEY}' is required by the LLM preset {preset.name!r}: the Hub gates "
                 f"{preset.model_id.value} (accept its licence, then store a token of that account in Secrets Manager)"
             )
         attention_heads = ctx.integer("llmModelAttentionHeads", minimum=1, maximum=1024)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from cdk import versions
 from cdk.serving.catalog import Sourced
 
 NeuronSupport = Literal["tested", "expected to work"]
@@ -91,7 +92,7 @@ _SMALL_NODE_MEMORY_GI: Final = 12
 
 QWEN25_1_5B: Final = LlmPreset(
     name="qwen2.5-1.5b-instruct",
-    model_id=Sourced("Qwen/Qwen2.5-1.5B-Instruct", f"{_MODEL_REFERENCE} (Qwen2.5 compatible checkpoints)"),
+    model_id=Sourced(versions.LLM_DEFAULT_MODEL_ID, f"{_MODEL_REFERENCE} (Qwen2.5 compatible checkpoints)"),
     licence=Sourced("Apache-2.0", "docs/evidence/llm-serving.md section 4 (the model card's licence: apache-2.0)"),
     gated=Sourced(False, "docs/evidence/llm-serving.md section 4; first-deploy row `curl .../api/models/...`"),
     # config.json: num_attention_heads 12, num_key_value_heads 2 (docs/evidence/llm-serving.md section 4, as

@@ -109,21 +109,36 @@ def test_a_disabled_accelerators_llm_settings_are_not_required():
 
 
 @pytest.mark.synth  # runs the CDK app (python app.py), through no fixture
-def test_the_app_stops_with_one_line_naming_the_setting():
+@pytest.mark.parametrize(
+    ("values", "last_line"),
+    [
+        (
+            {"llmTensorParallelNeuron": 5},
+            "configuration error: setting 'llmTensorParallelNeuron' = 5 does not divide 'llmModelAttentionHeads' = 12: "
+            "each NeuronCore or GPU must hold whole attention heads",
+        ),
+        # Found while building the stacks: the pod is checked as built, against its instance.
+        (
+            {"llmCpuNeuron": 3},
+            "configuration error: the LLM pod on neuron requests 3250m CPU and 12544 MiB; with the platform's "
+            "DaemonSets (681m, 281 MiB) that is more than 'llmInstanceTypeNeuron' = 'inf2.xlarge' offers (3920m, "
+            "14162 MiB allocatable): lower 'llmCpuNeuron' by 11m, or pick a larger 'llmInstanceTypeNeuron'",
+        ),
+    ],
+    ids=["config", "pod-fit"],
+)
+def test_the_app_stops_with_one_line_naming_the_setting(values, last_line):
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=REPO_ROOT,
         env={
             "PATH": f"{NODE_BIN}:/usr/bin:/bin",  # the pinned Node, as `make` provides it
-            "CDK_CONTEXT_JSON": json.dumps(ON | EXAMPLE_ENVIRONMENT | {"llmTensorParallelNeuron": 5}),
+            "CDK_CONTEXT_JSON": json.dumps(ON | EXAMPLE_ENVIRONMENT | values),
         },
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
-        "configuration error: setting 'llmTensorParallelNeuron' = 5 does not divide 'llmModelAttentionHeads' = 12: "
-        "each NeuronCore or GPU must hold whole attention heads"
-    )
+    assert result.stderr.strip().splitlines()[-1] == last_line

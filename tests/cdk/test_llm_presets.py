@@ -131,7 +131,11 @@ def test_explicit_settings_override_a_presets_facts():
 @pytest.mark.parametrize(
     ("values", "families", "message"),
     [
-        ({"llmModel": "llama-3.1-8b-instruct"}, FAMILIES, "'servingHubTokenSecretName' is required by 'llmModel'"),
+        (
+            {"llmModel": "llama-3.1-8b-instruct"},
+            FAMILIES,
+            "'servingHubTokenSecretName' is required by the LLM preset 'llama-3.1-8b-instruct'",
+        ),
         ({"llmModel": "gpt-4"}, FAMILIES, "'llmModel' = 'gpt-4' is invalid: expected one of qwen2.5-1.5b-instruct"),
         (
             {"llmModel": "qwen2.5-7b-instruct", "llmModelId": "Qwen/Qwen2.5-1.5B-Instruct"},
