@@ -3,6 +3,7 @@ its pod fits there beside the DaemonSets; no synth (tests/cdk/test_llm_serving.p
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -83,7 +84,8 @@ def test_a_pod_too_large_for_its_instance_stops_the_synth_naming_the_setting(ext
 
 def test_the_fit_check_reads_the_pod_it_is_given():
     llm, cfg = configs()
-    spec = pod(build(ACCELERATORS["nvidia"], llm, cfg))
+    # A copy: the built containers share the workload's resource constants.
+    spec = copy.deepcopy(pod(build(ACCELERATORS["nvidia"], llm, cfg)))
     spec["containers"][1]["resources"]["requests"]["cpu"] = "2"  # the gateway grown past the node
     with pytest.raises(ConfigError, match=re.escape("'llmInstanceTypeNvidia' = 'g6.xlarge' offers")):
         require_fit(llm.per_accelerator["nvidia"], spec)
