@@ -134,9 +134,9 @@ QWEN25_7B: Final = LlmPreset(
     # the same 3584-wide q_proj and 512-wide k_proj/v_proj (4 x 128) in Retruth/deontic nlp_models/qwen2/README.md.
     attention_heads=Sourced(28, "emergentmind.com Qwen 2.5 7B Instruct overview ('28 query heads')"),
     kv_heads=Sourced(4, "emergentmind.com Qwen 2.5 7B Instruct overview ('4 key/value heads')"),
-    # 7.6 billion bf16 parameters: 15.2 GB = 14.2 GiB. Per layer 29,360,128 attention + 203,685,888 MLP weights
-    # (a "Qwen2.5-7B" layer_numel table in the project's code search), x 28, plus two 152,064 x 3,584 embeddings.
-    size_gi=Sourced(16, "Qwen2.5-7B shapes (layer_numel 29360128 + 203685888, 28 layers, untied 152064x3584)"),
+    # 7,615,616,512 bf16 parameters (the Hub's safetensors metadata of Qwen/Qwen2.5-7B-Instruct, quoted as "Real Hub
+    # metadata" in Khaeldur/overflowml@eff69efefa8f tests/test_inspect.py): 15.2 GB = 14.19 GiB.
+    size_gi=Sourced(16, "Khaeldur/overflowml@eff69efefa8f tests/test_inspect.py (BF16 7,615,616,512 parameters)"),
     neuron_support=Sourced("tested", f"{_MODEL_REFERENCE}: listed plainly among Qwen2.5 checkpoints"),
     max_model_len=4096,
     max_num_seqs=8,
@@ -162,8 +162,9 @@ LLAMA31_8B: Final = LlmPreset(
     # configs/recipes/llama3_1/README.md).
     attention_heads=Sourced(32, "aws-neuron-sdk feature-guide.rst; oumi configs/recipes/llama3_1/README.md"),
     kv_heads=Sourced(8, "oumi configs/recipes/llama3_1/README.md ('Num KV heads | 8')"),
-    # "about 16GB" in bf16 (aws-neuron-sdk@85e68631b51b feature-guide.rst): 8.03 billion parameters, 15.0 GiB.
-    size_gi=Sourced(16, "aws-neuron-sdk feature-guide.rst ('the model requires about 16GB memory')"),
+    # "about 16GB" in bf16 (aws-neuron-sdk@85e68631b51b feature-guide.rst); 8,030,261,248 parameters for the Llama 3
+    # 8B shape, 32/8 heads (Khaeldur/overflowml@eff69efefa8f tests/test_inspect.py): 16.06 GB = 14.96 GiB.
+    size_gi=Sourced(16, "aws-neuron-sdk feature-guide.rst ('about 16GB'); overflowml tests/test_inspect.py (8.03B)"),
     # The Llama section "supports all Llama text models, including ... Llama 3.1"; its checkpoint list names
     # Meta-Llama-3-8B-Instruct, not 3.1-8B.
     neuron_support=Sourced("expected to work", f"{_MODEL_REFERENCE}: Llama architecture, checkpoint not listed"),
