@@ -33,7 +33,8 @@ def settings_for(preset: LlmPreset, **extra: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("key", ["llmModel", "llmModelId"])
 def test_each_preset_configures_its_own_shape(preset, key):
     chosen = preset.name if key == "llmModel" else preset.model_id.value
-    cfg = LlmConfig.from_context(ON | settings_for(preset) | {"llmModel": ""} | {key: chosen}, FAMILIES)
+    values = ON | settings_for(preset) | {"llmModel": ""} | {key: chosen}
+    cfg = LlmConfig.from_context(values, instance_families=FAMILIES)
     assert cfg is not None and cfg.preset == preset.name
     assert (cfg.model_id, cfg.served_model_name) == (preset.model_id.value, preset.name)
     assert (cfg.attention_heads, cfg.kv_heads, cfg.model_size_gi) == (
@@ -93,7 +94,7 @@ def test_the_fit_check_reads_the_pod_it_is_given():
 
 def test_a_model_outside_the_catalog_names_every_missing_setting():
     with pytest.raises(ConfigError) as error:
-        LlmConfig.from_context(ON | {"llmModelId": "example-org/example-7b"}, FAMILIES)
+        LlmConfig.from_context(ON | {"llmModelId": "example-org/example-7b"}, instance_families=FAMILIES)
     text = str(error.value)
     assert "'llmModelId' = 'example-org/example-7b' is not in the LLM catalog" in text
     missing = text.split("missing ", 1)[1]
@@ -119,13 +120,14 @@ def test_a_model_outside_the_catalog_with_its_facts_synthesizes_its_own_shape():
         "llmCpuNvidia": 6,
         "llmMemoryGiNvidia": 24,
     }
-    cfg = LlmConfig.from_context(ON | facts, FAMILIES)
+    cfg = LlmConfig.from_context(ON | facts, instance_families=FAMILIES)
     assert cfg is not None and cfg.preset is None and cfg.kv_heads == 8
     assert cfg.per_accelerator["nvidia"].price_per_hour == 1.212  # g5.2xlarge, Karpenter's us-east-1 table
 
 
 def test_explicit_settings_override_a_presets_facts():
-    cfg = LlmConfig.from_context(ON | {"llmModel": "qwen2.5-7b-instruct", "llmPricePerHourNvidia": 0.4}, FAMILIES)
+    values = ON | {"llmModel": "qwen2.5-7b-instruct", "llmPricePerHourNvidia": 0.4}
+    cfg = LlmConfig.from_context(values, instance_families=FAMILIES)
     assert cfg is not None and cfg.per_accelerator["nvidia"].price_per_hour == 0.4
     assert cfg.per_accelerator["neuron"].price_per_hour == INSTANCE_TYPES["inf2.8xlarge"].usd_per_hour
 
