@@ -113,6 +113,12 @@ def ingress(
         "metadata": {"name": INGRESS_NAME, "namespace": cfg.namespace, "annotations": annotations_},
         "spec": {
             "ingressClassName": "alb",
-            "rules": [{"http": {"paths": sorted(paths, key=lambda p: (p["pathType"] != "Exact", -len(p["path"])))}}],
+            "rules": [{"http": {"paths": sorted(paths, key=_controller_order)}}],
         },
     }
+
+
+def _controller_order(path: dict[str, Any]) -> tuple[bool, int]:
+    """Exact paths first (in their given order), then Prefix paths longest first."""
+    exact = path["pathType"] == "Exact"
+    return (not exact, 0 if exact else -len(path["path"]))
