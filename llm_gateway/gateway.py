@@ -47,7 +47,7 @@ from llm_gateway.routes import (
     UPSTREAM_HEALTH_PATH,
 )
 from llm_gateway.settings import GatewaySettings
-from llm_gateway.unserved import is_bare_not_found, unserved_body
+from llm_gateway.unserved import is_unserved, unserved_body
 from llm_gateway.usage import EventStream, RequestRecord
 
 log = logging.getLogger("llm_gateway")
@@ -376,7 +376,7 @@ class Gateway:
         try:
             response = await self._open_upstream(path, body, headers)
             try:  # a cancelled forwarding closes the response, and with it the connection: vLLM aborts
-                record.status = response.status_code
+                record.status = status = response.status_code
                 if response.status_code == 200 and response.headers.get("content-type", "").startswith(
                     "text/event-stream"
                 ):
@@ -385,12 +385,14 @@ class Gateway:
                     content = await response.aread()
                     if response.status_code == 200:
                         record.take_usage(_json_field(content, "usage"))
-                    elif is_bare_not_found(response.status_code, content):
-                        content, response.headers["content-type"] = unserved_body(path), "application/json"
                     reply.started = True
-                    await _send_whole(send, response.status_code, response.headers, content)
+                    if is_unserved(response.status_code, content):  # this engine's model does not serve `path`
+                        record.status = status = 404
+                        await _send_whole(send, status, _JSON, unserved_body(path))
+                    else:
+                        await _send_whole(send, response.status_code, response.headers, content)
                     reply.finished = True
-                record.outcome = "completed" if response.status_code < 400 else "rejected"
+                record.outcome = "completed" if status < 400 else "rejected"
             finally:
                 await response.aclose()
         except httpx.HTTPError as exc:
