@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test test-fast lint synth deploy kubectl-tunnel verify bench bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm run-llm-embed test test-fast lint synth deploy kubectl-tunnel verify bench bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ run: $(VENV)/.local-installed
 ## under .cache/: several minutes).
 run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 $(BIN)/python -m llm_local
+
+## The same, with the tiny model as an embedding model (tiny-llama-embed) on /v1/embeddings.
+run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
+	HOST=127.0.0.1 ENGINE_TASK=embed $(BIN)/python -m llm_local
 
 ## Lint and run the whole test suite, offline.
 test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed

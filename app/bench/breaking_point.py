@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.bench.plots import BREAKING_POINT_SWEEP
 from app.bench.report import format_table, percentile
 from app.settings import load_settings
 from common.bench.cost import cost_per_1000_images
 from common.bench.results_file import update_section
+from common.bench.sweep_plot import write_sweep_plot
 
 BACKOFF_ON_REJECT_S = 0.05  # a client told "queue full" waits this long, so it does not spin
 
@@ -221,5 +223,6 @@ def run(args: argparse.Namespace) -> int:
     print(body)
     if args.results_file is not None:
         update_section(args.results_file, f"breaking-point {args.url} {slo_ms:.0f}ms", body)
-        print(f"written to {args.results_file}")
+        plot = write_sweep_plot(args.results_file, BREAKING_POINT_SWEEP)
+        print(f"written to {args.results_file} and its plot {plot}")
     return 0 if sustained(results, slo_ms, args.max_error_share) else 1

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.pipeline import git_commit, software_versions
+from app.bench.plots import SERVING_SWEEP
 from app.bench.report import format_table, percentile
 from common.bench.results_file import update_section
+from common.bench.sweep_plot import write_sweep_plot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -239,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     if args.results_file is not None:
         key = f"serving {info['backend']} {args.model_id} {args.size}x{args.size} {args.steps}"
         update_section(args.results_file, key, body)
-        print(f"written to {args.results_file}")
+        print(f"written to {args.results_file} and its plot {write_sweep_plot(args.results_file, SERVING_SWEEP)}")
     return 1 if any(r.failures for r in rows) else 0
 
 

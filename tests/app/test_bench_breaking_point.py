@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from xml.etree import ElementTree
 
 import pytest
 
 from app.bench import breaking_point
 from app.bench.breaking_point import LevelResult, concurrency_levels
+from app.bench.plots import BREAKING_POINT_SWEEP
 from common.bench.cost import cost_per_1000_images
 from tests.support.fake_server import FakeServer, QuietHandler
 
@@ -102,6 +104,12 @@ def test_the_ramp_stops_at_the_first_level_past_the_slo(tmp_path, capsys):
     assert "Sustained: **" in out and "at 4 concurrent clients" in out
     assert "Cost per 1,000 images at 3.6/hour" in out
     assert '{"backend": "fake"}' in args.results_file.read_text()
+    # The plot beside the results: one line, a point per level (1, 2, 4, 8 clients) at its table's figures.
+    plot = ElementTree.parse(BREAKING_POINT_SWEEP.path_beside(args.results_file)).getroot()  # noqa: S314  # ours
+    points = plot.findall(".//{http://www.w3.org/2000/svg}circle")
+    assert [point.get("data-label") for point in points] == ["1", "2", "4", "8"]
+    table = [line.split("|") for line in args.results_file.read_text().splitlines() if line.startswith("|  ")]
+    assert [float(point.get("data-x")) for point in points] == [float(row[6]) for row in table]
 
 
 def test_rejections_end_the_ramp(tmp_path, capsys):

@@ -109,10 +109,13 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
             scope = statement.pop("ScopeDownStatement", None)
             assert statement == {"VendorName": "AWS", "Name": group}
             # With LLM serving, the common rule set leaves the prompts alone (its body rules block any body over
-            # 8 KB and bodies that quote code): a statement matching every path but the two generation POSTs.
+            # 8 KB and bodies that quote code): a statement matching every path but the POSTs whose bodies are
+            # prompts or texts to embed.
             if view.llm is not None and group == COMMON_RULE_SET:
                 matches = scope["NotStatement"]["Statement"]["OrStatement"]["Statements"]
-                assert [m["ByteMatchStatement"]["SearchString"] for m in matches] == list(LLM_PROMPT_PATHS)
+                skipped = [m["ByteMatchStatement"]["SearchString"] for m in matches]
+                assert skipped == list(LLM_PROMPT_PATHS)
+                assert {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} == set(skipped)
                 assert {m["ByteMatchStatement"]["PositionalConstraint"] for m in matches} == {"EXACTLY"}
                 assert {json.dumps(m["ByteMatchStatement"]["FieldToMatch"]) for m in matches} == {'{"UriPath": {}}'}
             else:

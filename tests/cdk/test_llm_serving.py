@@ -11,7 +11,7 @@ from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.names import deployment_name
 from cdk.llm.pod_fit import INSTANCE_TYPE_LABEL
-from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
+from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS, LLM_PREFIX_PATHS
 from cdk.llm.serving import cost_weights
 from cdk.node_fit import allocatable, daemonset_requests, pod_requests
 from common.metrics.recorder import MetricsRecorder
@@ -32,6 +32,11 @@ def test_the_openai_routes_go_to_the_llm_services_by_cost_before_the_image_route
     exact = [p for p in paths if p["pathType"] == "Exact"]
     assert [p["path"] for p in exact] == list(LLM_PATHS)
     assert {p["backend"]["service"]["name"] for p in exact} == {LLM_ACTION_NAME}
+    # /v1/models/{id}: a Prefix path to the same action, listed (as the controller orders it) before the image's `/`.
+    prefixes = [p["path"] for p in paths if p["pathType"] == "Prefix"]
+    assert prefixes == [*LLM_PREFIX_PATHS, "/"]
+    (retrieve,) = [p for p in paths if p["path"] in LLM_PREFIX_PATHS]
+    assert retrieve["backend"]["service"]["name"] == LLM_ACTION_NAME
     action = json.loads(ingress["metadata"]["annotations"][f"{LBC}actions.{LLM_ACTION_NAME}"])
     weights = {g["serviceName"]: g["weight"] for g in action["forwardConfig"]["targetGroups"]}
     assert weights == cost_weights(serving.llm, serving.platform.accelerators)
