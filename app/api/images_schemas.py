@@ -16,6 +16,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.api.schemas import NON_BLANK, json_int
+from app.model_store.source import public_model_name
 from app.params import MAX_SEED
 from app.settings import Settings
 
@@ -58,6 +59,14 @@ OPTIONS: Final = {
 }
 
 
+def size_pattern(settings: Settings) -> str:
+    """The JSON Schema pattern of the sizes within this deployment's bounds (each side a multiple of 8 from
+    MIN_SIZE to MAX_SIZE, as app/params.py checks), so that every size the schema allows is one the service
+    takes; at most 512 alternatives (MAX_SIZE <= 4096)."""
+    sides = "|".join(str(side) for side in range(-(-settings.min_size // 8) * 8, settings.max_size + 1, 8))
+    return f"^({SIZE_AUTO}|(?:{sides})x(?:{sides}))$"
+
+
 def make_images_request(settings: Settings) -> type[BaseModel]:
     """The POST /v1/images/generations body model with this deployment's limits.
 
@@ -76,11 +85,20 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
         ),
         "model": (
             str | None,
-            Field(None, max_length=256, description="omit it, or the model GET /v1/info names"),
+            Field(
+                None,
+                max_length=256,
+                description="omit it, or the model GET /v1/info names",
+                json_schema_extra={"enum": [public_model_name(settings.model_id), None]},
+            ),
         ),
         "n": (
-            json_int(ge=1, le=MAX_IMAGES_PER_REQUEST),
-            Field(None, description="images to generate (default 1); they queue together and share a batch"),
+            json_int(ge=1, le=min(MAX_IMAGES_PER_REQUEST, settings.queue_size)),
+            Field(
+                None,
+                description=f"images to generate (default 1, at most {MAX_IMAGES_PER_REQUEST} and QUEUE_SIZE); "
+                "they queue together and share a batch",
+            ),
         ),
         "size": (
             str | None,
@@ -88,7 +106,7 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
                 None,
                 max_length=16,
                 description="WIDTHxHEIGHT in pixels, or auto (the model's native size)",
-                json_schema_extra={"pattern": f"^({SIZE_AUTO}|{SIZE_PATTERN.pattern})$"},
+                json_schema_extra={"pattern": size_pattern(settings)},
             ),
         ),
         "user": (str | None, Field(None, max_length=256, description="accepted for compatibility; not stored")),

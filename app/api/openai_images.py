@@ -90,10 +90,6 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
         message = f"model {body['model']!r} is not served here; omit model or send {served!r} (GET /v1/info)"
         raise RequestRefused(message, param="model", code="model_not_found")
     n = body["n"] or 1
-    if n > settings.queue_size:
-        raise RequestRefused(
-            f"n={n} is more images than this deployment queues at once ({settings.queue_size})", param="n"
-        )
     try:
         size = parse_size(body["size"])
     except ValueError as exc:
