@@ -13,8 +13,7 @@ from typing import Any, Final
 
 from fastapi.responses import JSONResponse
 
-# Paths that answer errors in OpenAI's shape, whoever answers them (route, middleware, sign-in).
-OPENAI_PATH_PREFIX: Final = "/v1/images/"
+from common.image_api_paths import OPENAI_IMAGES_PREFIX
 
 # The `type` OpenAI's API gives each status (as the LLM gateway's llm_gateway/errors.py); others are server errors.
 ERROR_TYPES: Final = {
@@ -29,8 +28,8 @@ ERROR_TYPES: Final = {
 
 
 def is_openai_path(path: str) -> bool:
-    """True for the routes whose errors take OpenAI's shape."""
-    return path.startswith(OPENAI_PATH_PREFIX)
+    """True for the paths whose errors take OpenAI's shape, whoever answers them (route, middleware, sign-in)."""
+    return path.startswith(OPENAI_IMAGES_PREFIX)
 
 
 def openai_error_body(

@@ -30,11 +30,10 @@ from app.params import resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
+from common.image_api_paths import IMAGES_GENERATIONS_PATH
 from common.logs import log_failure
 
 log = logging.getLogger(__name__)
-
-PATH = "/v1/images/generations"
 
 
 class RequestRefused(Exception):
@@ -146,7 +145,7 @@ def images_router(settings: Settings) -> APIRouter:
     schema = request_model.model_json_schema()
 
     @router.post(
-        PATH,
+        IMAGES_GENERATIONS_PATH,
         response_model=ImagesResponse,
         responses=_RESPONSES,
         openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}},
