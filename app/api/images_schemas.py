@@ -133,8 +133,8 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
             ),
         ),
         "seed": (
-            json_int(ge=0, le=MAX_SEED - MAX_IMAGES_PER_REQUEST + 1),
-            Field(None, description="this service's: the first image's seed, the next ones count up"),
+            json_int(ge=0, le=MAX_SEED),
+            Field(None, description="this service's: the first image's seed; the next ones count up (modulo 2**32)"),
         ),
     }
     for name, option in OPTIONS.items():

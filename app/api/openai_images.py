@@ -10,6 +10,7 @@ expire: an S3 presigned URL on the cluster, a signed link to this service locall
 # No `from __future__ import annotations`: FastAPI must see the route's parameter types at run time.
 import asyncio
 import base64
+import dataclasses
 import logging
 import time
 from typing import Annotated, Any
@@ -26,7 +27,7 @@ from app.backends.base import GenerationParams, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.routes import image_link
 from app.model_store.source import public_model_name
-from app.params import resolve_params
+from app.params import MAX_SEED, resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
@@ -82,7 +83,8 @@ def _check_options(body: dict[str, Any]) -> None:
 
 
 def _resolve(service: GenerationService, body: dict[str, Any]) -> list[GenerationParams]:
-    """The body as one GenerationParams per image: the first image's seed, then the next seeds."""
+    """The body as one GenerationParams per image: the first image's seed, then the next seeds (RequestRefused
+    for a model, size or bound this deployment does not serve)."""
     settings = service.settings
     served = public_model_name(settings.model_id)
     if body["model"] is not None and body["model"] != served:
@@ -108,7 +110,8 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
     except UnsupportedRequest as exc:
         where = f"size {body['size']}" if size is not None else "this request"
         raise RequestRefused(f"{where} cannot be served: {exc}", param="size" if size else None) from None
-    return [first] + [GenerationParams(**{**first.__dict__, "seed": first.seed + i}) for i in range(1, n)]
+    # Image i draws with the next seeds, wrapping inside the seed range as a random first seed may be near its top.
+    return [dataclasses.replace(first, seed=(first.seed + i) % (MAX_SEED + 1)) for i in range(n)]
 
 
 async def _as_data(pngs: list[bytes], want_url: bool, request: Request, settings: Settings) -> list[ImageData]:

@@ -158,11 +158,16 @@ def jobs_router(settings: Settings) -> APIRouter:
         expires: Annotated[int, Query()] = 0,
         signature: Annotated[str, Query(max_length=128)] = "",
     ) -> Response:
-        """The PNG of a finished job, through the signed link GET /v1/jobs/{id} gave (local backend)."""
+        """The PNG of a finished job, through the signed link GET /v1/jobs/{id} gave, or of an Images API answer
+        with `response_format: "url"` (local backend)."""
         if not JOB_ID_PATTERN.fullmatch(job_id) or jobs.signer is None:
             return _not_found()
         if not jobs.signer.valid(job_id, expires, signature):
-            return error_response(403, "the image link is invalid or has expired; ask GET /v1/jobs/{id} for a new one")
+            return error_response(
+                403,
+                "the image link is invalid or has expired; a job's: ask GET /v1/jobs/{id} for a new one, "
+                "an Images API answer's: generate again",
+            )
         png = await asyncio.to_thread(jobs.store.read_image, job_id)
         if png is None:
             return _not_found()

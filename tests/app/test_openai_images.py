@@ -181,3 +181,14 @@ def test_url_answers_are_signed_links_that_work_without_a_token_and_expire(with_
     assert httpx.get(forged, timeout=30).status_code == 403  # a later expiry breaks the signature
     tampered = f"{parts.scheme}://{parts.netloc}{parts.path}?" + urlencode({**query, "signature": "0" * 64})
     assert httpx.get(tampered, timeout=30).status_code == 403
+
+
+def test_seeds_of_a_group_wrap_inside_the_seed_range(client):
+    top = 2**32 - 1
+    response = client.post(PATH, json={"prompt": "a fox", "n": 2, "seed": top, "steps": 1})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-seed"] == str(top)
+    second = png(response.json()["data"][1]["b64_json"])
+    alone = client.post(PATH, json={"prompt": "a fox", "seed": 0, "steps": 1}).json()["data"][0]["b64_json"]
+    diff = [abs(a - b) for a, b in zip(png(alone).tobytes(), second.tobytes(), strict=True)]
+    assert max(diff) <= 2  # image 2 drew with seed 0
