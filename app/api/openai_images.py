@@ -26,6 +26,7 @@ from app.api.openai_errors import openai_error, openai_error_body
 from app.backends.base import GenerationParams, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.routes import image_link
+from app.jobs.service import JobService
 from app.model_store.source import public_model_name
 from app.params import MAX_SEED, resolve_params
 from app.service import GenerationService, NotReady
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 class RequestRefused(Exception):
-    """A request this route answers with an OpenAI-shaped 4xx before it reaches the queue."""
+    """A request this route answers with an OpenAI-shaped error of its own (a 400, or a 503 for the result store)."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400):
         super().__init__(message)
@@ -114,22 +115,29 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
     return [dataclasses.replace(first, seed=(first.seed + i) % (MAX_SEED + 1)) for i in range(n)]
 
 
-async def _as_data(pngs: list[bytes], want_url: bool, request: Request, settings: Settings) -> list[ImageData]:
-    """The images as base64, or stored in the jobs store and linked (RequestRefused if there is none)."""
-    if not want_url:
-        return [ImageData(b64_json=base64.b64encode(png).decode("ascii")) for png in pngs]
-    jobs = request.app.state.jobs
-    if jobs is None:
+def _link_store(body: dict[str, Any], request: Request) -> JobService | None:
+    """The jobs service whose store keeps `url` answers' images, None for b64_json; RequestRefused for url
+    without a store, before any image is drawn."""
+    if body["response_format"] != "url":
+        return None
+    if request.app.state.jobs is None:
         raise RequestRefused(
             "response_format url needs a result store to link to, and this deployment runs without one (JOBS=off); "
             "use b64_json",
             param="response_format",
         )
+    return request.app.state.jobs.service
+
+
+async def _as_data(pngs: list[bytes], store: JobService | None, request: Request, public_url: str) -> list[ImageData]:
+    """The images as base64, or (with a store) stored and linked; RequestRefused if the store fails."""
+    if store is None:
+        return [ImageData(b64_json=base64.b64encode(png).decode("ascii")) for png in pngs]
     data = []
     for png in pngs:
         try:
-            image_id = await jobs.service.keep_image(png)
-            link, _ttl = await image_link(image_id, request, jobs.service, settings.public_url)
+            image_id = await store.keep_image(png)
+            link, _ttl = await image_link(image_id, request, store, public_url)
         except Exception as exc:  # the store's errors: a full disk, S3 unreachable
             error_id = log_failure(log, "storing an Images API result failed", exc)
             raise RequestRefused(
@@ -164,6 +172,7 @@ def images_router(settings: Settings) -> APIRouter:
                 body = _parse(request_model, await request.body()).model_dump()
                 _check_options(body)
                 group = _resolve(service, body)
+                store = _link_store(body, request)
             except RequestRefused as refused:
                 status = refused.status
                 return openai_error(status, refused.message, param=refused.param, code=refused.code)
@@ -193,7 +202,7 @@ def images_router(settings: Settings) -> APIRouter:
                 return openai_error(500, f"internal error while generating (error id {error_id})")
             pngs = await asyncio.to_thread(lambda: [png_bytes(result.image) for result in results])
             try:
-                data = await _as_data(pngs, body["response_format"] == "url", request, settings)
+                data = await _as_data(pngs, store, request, settings.public_url)
             except RequestRefused as refused:
                 status = refused.status
                 return openai_error(status, refused.message, param=refused.param, code=refused.code)

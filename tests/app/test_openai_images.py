@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from app.backends.selection import load_backend
+from tests.app import held
 from tests.app.jobs_server import JobsServer, serve_jobs
 from tests.app.live_server import LiveServer
 
@@ -192,3 +193,37 @@ def test_seeds_of_a_group_wrap_inside_the_seed_range(client):
     alone = client.post(PATH, json={"prompt": "a fox", "seed": 0, "steps": 1}).json()["data"][0]["b64_json"]
     diff = [abs(a - b) for a, b in zip(png(alone).tobytes(), second.tobytes(), strict=True)]
     assert max(diff) <= 2  # image 2 drew with seed 0
+
+
+def test_a_group_the_queue_cannot_take_whole_is_a_rate_limit_error(held_service):
+    live, backend = held_service
+    blocker = held.hold_the_pipeline(live, backend)
+    parked = held.post_and_leave_open(live.url, "parked")  # one queued: 3 of QUEUE_SIZE=4 left
+    try:
+        held.wait_until(lambda: live.service.batcher.depth == 1)
+        with pytest.raises(openai.RateLimitError) as caught:
+            sdk(live.url).images.generate(prompt="four foxes", n=4)
+        assert caught.value.response.headers["retry-after"] == "1"
+        assert "queue is full" in caught.value.message
+        assert live.service.batcher.depth == 1  # nothing of the group was queued
+    finally:
+        held.finish(blocker, backend)
+        parked.settimeout(30)
+        parked.recv(65536)
+        parked.close()
+
+
+def test_a_result_store_that_fails_is_a_503_with_an_error_id(with_store, monkeypatch):
+    store = with_store.app.state.jobs.service.store
+
+    def full(_image_id: str, _png: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "put_image", full)
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk(with_store.url).images.generate(prompt="a fox", response_format="url", extra_body={"steps": 1})
+    assert caught.value.status_code == 503
+    assert "result store is unavailable" in caught.value.message and "error id" in caught.value.message
+    # b64_json needs no store
+    answer = sdk(with_store.url).images.generate(prompt="a fox", extra_body={"steps": 1})
+    assert png(answer.data[0].b64_json).size == (64, 64)
