@@ -24,7 +24,6 @@ from app.settings import Settings
 MAX_IMAGES_PER_REQUEST: Final = 10
 SIZE_AUTO: Final = "auto"
 SIZE_PATTERN: Final = re.compile(r"([1-9][0-9]{0,4})x([1-9][0-9]{0,4})")
-DEFAULT_RESPONSE_FORMAT: Final = "b64_json"
 OUTPUT_FORMAT: Final = "png"
 BACKGROUND: Final = "opaque"
 
