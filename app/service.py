@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -149,6 +149,13 @@ class GenerationService:
     ) -> BatchResult:
         """Queue `params` and wait for the image within `timeout_s` (default REQUEST_TIMEOUT_S); raises
         NotReady, QueueFull or DeadlineExceeded."""
+        return (await self.generate_many([params], on_step, timeout_s))[0]
+
+    async def generate_many(
+        self, group: Sequence[GenerationParams], on_step: StepListener | None = None, timeout_s: float | None = None
+    ) -> list[BatchResult]:
+        """Queue one client's images together (Batcher.submit_many) and wait for them all, in order; raises
+        NotReady, QueueFull or DeadlineExceeded."""
         if self.draining:
             raise NotReady("the service is shutting down")
         if self.load_error_id is not None:
@@ -156,7 +163,7 @@ class GenerationService:
         if not self.ready or self.batcher is None:
             raise NotReady("the model is still loading")
         timeout = self.settings.request_timeout_s if timeout_s is None else timeout_s
-        return await self.batcher.submit(params, timeout, on_step)
+        return await self.batcher.submit_many(group, timeout, on_step)
 
     def record(self, status: int, latency_ms: float, images: int) -> None:
         """Count one finished generation request (API or UI) in the metrics (499: the client left)."""
