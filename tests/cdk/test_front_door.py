@@ -119,7 +119,8 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
                 searched = [m["ByteMatchStatement"]["SearchString"] for m in matches]
                 assert sorted(searched) == sorted(expected)
                 if view.llm is not None:
-                    assert {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} <= set(searched)
+                    llm_posts = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"}
+                    assert llm_posts <= set(searched)
                 assert {m["ByteMatchStatement"]["PositionalConstraint"] for m in matches} == {"EXACTLY"}
                 assert {json.dumps(m["ByteMatchStatement"]["FieldToMatch"]) for m in matches} == {'{"UriPath": {}}'}
             else:
