@@ -55,9 +55,12 @@ WAIT_POLL_S: Final = 15
 
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
-    """The static shape from config (neuronCompile*)."""
+    """The artifact key's shape: the batch and the first (square, native) of neuronCompileShapes. The compile keeps
+    today's --height/--width for it beside the --shape list, so both sides compute the same prefix; every shape's
+    artifacts are in a `<W>x<H>/` folder under it."""
     settings = cfg.compile_settings
-    return CompileShape(settings.batch_size, settings.height, settings.width)
+    width, height = settings.shapes[0]
+    return CompileShape(settings.batch_size, height, width)
 
 
 def artifact_prefix(cfg: ServingConfig) -> str:
@@ -73,6 +76,8 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
             compile_shape(cfg).key,
+            ",".join(settings.shape_names),
+            str(settings.tensor_parallel_size),
             image,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
@@ -124,18 +129,22 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--batch-size={shape.batch_size}",
             f"--height={shape.height}",
             f"--width={shape.width}",
+            *(f"--shape={name}" for name in settings.shape_names),
+            f"--tensor-parallel-size={settings.tensor_parallel_size}",
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
-        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=1),
+        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=settings.devices),
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
-    # One device only: the compiler needs one, and the scheduler extension is for >1 core.
+    # The devices of the tensor parallel degree (one for an unsharded model); above one device the Neuron scheduler
+    # extension places them (the cluster turns it on from neuron_devices_per_pod).
     return CompileJob(
         name=SERVICE_ACCOUNT,
         namespace=cfg.namespace,
         timeout_s=settings.timeout_s,
+        devices=settings.devices,
         pod_security=pod_security_context(cfg),
         containers=(container,),
         volumes=tuple(volumes),
