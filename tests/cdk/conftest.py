@@ -85,6 +85,8 @@ VARIANT_OVERRIDES: dict[str, Any] = {
 
 # The README's trial deploy: `-c profile=trial` over cdk.json (docs/trial.md).
 TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
+# One setting picks the catalog's SDXL preset on both accelerators (docs/serving.md, "The image model catalog").
+SDXL_OVERRIDES: dict[str, Any] = {"imageModel": "sdxl-base"}
 
 
 def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:
@@ -187,6 +189,12 @@ def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
     take it, so a run without them synthesizes nothing more)."""
     return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def sdxl_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c imageModel=sdxl-base` over cdk.json (only the image model tests take it)."""
+    return synth(tmp_path_factory.mktemp("cdk-sdxl"), SDXL_OVERRIDES)
 
 
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
