@@ -205,7 +205,8 @@ def _given(values: Mapping[str, Any], defaults: Mapping[str, Any], key: str) -> 
 def chosen_preset(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> ImagePreset | None:
     """The preset the context picks: `imageModel`, or the preset whose Hub id `servingModelId` names; None for a Hub
     id outside the catalog. Raises ConfigError for an unknown `imageModel` or one that contradicts `servingModelId`."""
-    name = values.get(IMAGE_MODEL_KEY, DEFAULT_PRESET.name)
+    # Empty: what a resolved context of a model outside the catalog holds, so resolving it again gives the same.
+    name = values.get(IMAGE_MODEL_KEY) or DEFAULT_PRESET.name
     if name not in PRESETS:
         raise ConfigError(
             f"setting '{IMAGE_MODEL_KEY}' = {name!r} is invalid: expected one of {', '.join(sorted(PRESETS))} "

@@ -133,6 +133,14 @@ def test_a_model_outside_the_catalog_runs_on_its_own_facts_at_its_main_branch():
     )
     assert (cfg.family, cfg.model_size_gi, cfg.compile_settings.shapes) == ("sd", 3, ((512, 768),))
     assert cfg.model_revision is None and cfg.image_model == ""
+    given = {
+        **CDK_JSON,
+        "servingModelId": "someone/sd15-finetune",
+        FAMILY_KEY: "sd",
+        "servingModelSizeGi": 3,
+        "neuronCompileShapes": ["512x768"],
+    }
+    assert resolve_context(resolve_context(given)) == resolve_context(given)  # the test fixtures resolve twice
     nvidia_only = ServingConfig.from_context(
         resolve_context(
             {
