@@ -191,12 +191,6 @@ def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
 
 
-@pytest.fixture(scope="session")
-def sdxl_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """`-c imageModel=sdxl-base` over cdk.json (only the image model tests take it)."""
-    return synth(tmp_path_factory.mktemp("cdk-sdxl"), SDXL_OVERRIDES)
-
-
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Stable Diffusion Deployments (workloads.APP_LABEL), not the routing controller's."""
     from cdk.image.workload import APP_LABEL
