@@ -63,6 +63,20 @@ def compile_shape(cfg: ServingConfig) -> CompileShape:
     return CompileShape(settings.batch_size, height, width)
 
 
+def shape_args(cfg: ServingConfig) -> list[str]:
+    """`--shape=WxH` per shape and `--tensor-parallel-size=N`, the compile's arguments beside today's; none for one
+    shape unsharded, which today's `--height`/`--width` say alone. That keeps the shipped default's Job (its name and
+    pod template) as it was, and runnable by the service before its compile reads the shape list (issue 23's Neuron
+    side); once it does, the condition can go."""
+    settings = cfg.compile_settings
+    if len(settings.shapes) == 1 and settings.tensor_parallel_size == 1:
+        return []
+    return [
+        *(f"--shape={name}" for name in settings.shape_names),
+        f"--tensor-parallel-size={settings.tensor_parallel_size}",
+    ]
+
+
 def artifact_prefix(cfg: ServingConfig) -> str:
     """Where the compiled artifacts for this config live in the model store."""
     return compiled_prefix(cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg))
@@ -76,8 +90,7 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
             compile_shape(cfg).key,
-            ",".join(settings.shape_names),
-            str(settings.tensor_parallel_size),
+            *shape_args(cfg),
             image,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
@@ -129,8 +142,7 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--batch-size={shape.batch_size}",
             f"--height={shape.height}",
             f"--width={shape.width}",
-            *(f"--shape={name}" for name in settings.shape_names),
-            f"--tensor-parallel-size={settings.tensor_parallel_size}",
+            *shape_args(cfg),
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),

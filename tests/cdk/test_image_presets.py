@@ -217,6 +217,17 @@ def test_the_manifests_carry_the_preset_without_a_synth():
     }
 
 
+def test_the_shape_list_is_passed_when_there_is_more_than_todays_one_shape():
+    assert njob.shape_args(serving()) == []  # --height/--width say it, as the service's compile reads today
+    assert njob.shape_args(serving(imageModel="sdxl-base")) == [
+        "--shape=1024x1024",
+        "--shape=896x1152",
+        "--shape=1152x896",
+        "--tensor-parallel-size=1",
+    ]
+    assert njob.shape_args(serving(neuronCompileTensorParallelSize=2))[-1] == "--tensor-parallel-size=2"
+
+
 def test_the_cost_table_prices_every_preset_from_its_instance():
     table = preset_table()
     for preset in PRESETS.values():
