@@ -50,6 +50,15 @@ def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 
 @pytest.fixture(scope="session")
+def sdxl_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c imageModel=sdxl-base` over cdk.json: the one extra synth the image model tests and the SDXL pod rehearsal
+    share (tests/cdk/conftest.py SDXL_OVERRIDES)."""
+    from tests.cdk.conftest import SDXL_OVERRIDES, synth
+
+    return synth(tmp_path_factory.mktemp("cdk-sdxl"), SDXL_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
 def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The real service (built-in model, CPU, UI on) on a free loopback port, shared by the session."""
     from tests.app.live_server import serve

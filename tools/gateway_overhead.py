@@ -137,11 +137,12 @@ def pod_gateway_env(upstream_url: str, port: int) -> dict[str, str]:
     """The gateway's environment on its pod (cdk/llm/workload.py, default cdk.json), made local: loopback
     addresses, METRICS=emf (the same recording; JSON lines instead of PutMetricData) and sign-in off."""
     from cdk.accelerators import NVIDIA  # the CDK only where this runner runs, not in the image
+    from cdk.build import resolve_context
     from cdk.config.llm import LlmConfig
     from cdk.config.serving import ServingConfig
     from cdk.llm.workload import gateway_env
 
-    context = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    context = resolve_context(json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
     llm = LlmConfig.from_context(context | {"llmEnabled": True})
     if llm is None:
         raise RuntimeError("cdk.json's LLM settings did not load")

@@ -11,6 +11,7 @@ Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -19,6 +20,8 @@ from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 from cdk.config.front_door import FrontDoorConfig
 
+# The families the service serves (app/models/families.py); a preset names its own (cdk/image/presets.py).
+IMAGE_FAMILIES: Final = ("sd", "sdxl", "flux")
 RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
 ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
 # The modes that split traffic with the weighted forward action (cost weights, moved by the
@@ -30,6 +33,9 @@ MAX_ROUTING_WEIGHT: Final = 999
 # downloads, optimum-neuron's export (the compiled models, weights inlined), the compiler's work files
 # (the traced graph with the weights as constants, and the NEFF built from it) and the published artifacts.
 COMPILE_SCRATCH_MODEL_COPIES: Final = 5
+# NeuronCores per Inferentia2 device (awsdocs-neuron general/arch/neuron-hardware/inferentia2: "2x NeuronCore-v2").
+NEURON_CORES_PER_DEVICE: Final = 2
+_SHAPE = r"([0-9]{2,4})x([0-9]{2,4})"
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
 # A Hub commit, branch or tag (git ref characters; no spaces, no "..").
@@ -66,15 +72,25 @@ class AcceleratorServing:
 
 @dataclass(frozen=True)
 class NeuronCompile:
-    """The static shape the Neuron compile job builds for, and how long it may take."""
+    """The static shapes the Neuron compile job builds for (one pod serves them all), and how long it may take."""
 
     batch_size: int
-    height: int
-    width: int
+    shapes: tuple[tuple[int, int], ...]  # (width, height); the first is the family's square native size
+    tensor_parallel_size: int  # NeuronCores the pipeline is sharded over (2 per Inferentia2 device)
     timeout_s: int
     cpu: float  # the compile pod's requests: large enough that only a node fit to compile takes it
     memory_gi: int
     scratch_gi: int  # its scratch volume: the weights, the export, the compiler's files, the artifacts
+
+    @property
+    def devices(self) -> int:
+        """Neuron devices the tensor parallel degree takes (two NeuronCores per Inferentia2 device)."""
+        return -(-self.tensor_parallel_size // NEURON_CORES_PER_DEVICE)
+
+    @property
+    def shape_names(self) -> tuple[str, ...]:
+        """`WxH` per shape, as the compile's `--shape` and the pods' NEURON_SHAPES name them."""
+        return tuple(f"{w}x{h}" for w, h in self.shapes)
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,8 @@ class ServingConfig:
     routing_mode: RoutingMode
     per_accelerator: Mapping[str, AcceleratorServing]  # the enabled accelerators only
     namespace: str
+    image_model: str  # the catalog preset (cdk/image/presets.py); empty for a model outside the catalog
+    family: str  # imageModelFamily: sd, sdxl or flux
     model_id: str
     model_revision: str | None  # the Hub commit staged; None: the repository's main branch
     metrics_mode: str
@@ -220,6 +238,8 @@ class ServingConfig:
             routing_mode=ctx.string("routingMode", allowed=ROUTING_MODES),
             per_accelerator=per_acc,
             namespace=ctx.string("servingNamespace", pattern=_DNS_LABEL, description="a DNS label"),
+            image_model=ctx.string("imageModel", ""),
+            family=ctx.string("imageModelFamily", allowed=IMAGE_FAMILIES),
             model_id=ctx.string("servingModelId"),
             model_revision=_read_model_revision(ctx),
             metrics_mode=ctx.string("servingMetricsMode", allowed=("cloudwatch", "emf")),
@@ -285,6 +305,12 @@ class ServingConfig:
             )
         self._check_async_only()
         self._check_starting_gate()
+        if self.neuron_compile is not None and self.neuron_devices < self.neuron_compile.devices:
+            raise ConfigError(
+                f"setting 'servingNeuronDevices' = {self.neuron_devices} is below the "
+                f"{self.neuron_compile.devices} devices of 'neuronCompileTensorParallelSize' = "
+                f"{self.neuron_compile.tensor_parallel_size}: the pods could not load the sharded model"
+            )
         self._check_volume_sizes()
         try:
             from common.model_store.layout import is_s3_uri, model_slug, split_s3_uri
@@ -378,11 +404,24 @@ def _read_model_revision(ctx: Context) -> str | None:
 
 
 def _read_neuron_compile(ctx: Context) -> NeuronCompile:
-    """neuronCompile*: the compiled static shape (sides a multiple of 8) and the job's deadline."""
-    shape = NeuronCompile(
+    """neuronCompile*: the compiled static shapes (sides a multiple of 8), the degree and the job's deadline."""
+    for old in ("neuronCompileWidth", "neuronCompileHeight"):
+        if ctx.raw(old, None) is not None:
+            raise ConfigError(
+                f"setting '{old}' is no longer read: give the compiled sizes as 'neuronCompileShapes' "
+                "(a list of WxH, such as 1024x1024,896x1152,1152x896; one pod serves every shape)"
+            )
+    shapes = tuple(_shape(name) for name in ctx.string_list("neuronCompileShapes"))
+    degree = ctx.integer("neuronCompileTensorParallelSize", minimum=1, maximum=32)
+    if degree > 1 and degree % NEURON_CORES_PER_DEVICE:
+        raise ConfigError(
+            f"setting 'neuronCompileTensorParallelSize' = {degree} is invalid: expected 1 or a multiple of "
+            f"{NEURON_CORES_PER_DEVICE} (the NeuronCores of whole Inferentia2 devices)"
+        )
+    return NeuronCompile(
         batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
-        height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
-        width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
+        shapes=shapes,
+        tensor_parallel_size=degree,
         timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
         # Above an inf2.xlarge (4 vCPU, 16 GiB), where compiling SD 2.1 runs out of memory; optimum-neuron
         # recommends an inf2.8xlarge (32 vCPU, 128 GiB) or larger for compiling (docs/serving.md).
@@ -390,10 +429,14 @@ def _read_neuron_compile(ctx: Context) -> NeuronCompile:
         memory_gi=ctx.integer("neuronCompileMemoryGi", minimum=17, maximum=760),
         scratch_gi=ctx.integer("neuronCompileScratchGi", minimum=1, maximum=10000),
     )
-    for key, value in (
-        ("neuronCompileHeight", shape.height),
-        ("neuronCompileWidth", shape.width),
-    ):
-        if value % 8:
-            raise ConfigError(f"setting '{key}' = {value} is invalid: expected a multiple of 8")
-    return shape
+
+
+def _shape(name: str) -> tuple[int, int]:
+    """`WxH` -> (width, height), each side a multiple of 8 in 64..2048; ConfigError naming neuronCompileShapes."""
+    match = re.fullmatch(_SHAPE, name)
+    sides = (int(match.group(1)), int(match.group(2))) if match else None
+    if sides is None or any(side < 64 or side > 2048 or side % 8 for side in sides):
+        raise ConfigError(
+            f"setting 'neuronCompileShapes' has {name!r}: expected WxH with each side a multiple of 8 in 64..2048"
+        )
+    return sides

@@ -55,9 +55,26 @@ WAIT_POLL_S: Final = 15
 
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
-    """The static shape from config (neuronCompile*)."""
+    """The artifact key's shape: the batch and the first (square, native) of neuronCompileShapes. The compile keeps
+    today's --height/--width for it beside the --shape list, so both sides compute the same prefix; every shape's
+    artifacts are in a `<W>x<H>/` folder under it."""
     settings = cfg.compile_settings
-    return CompileShape(settings.batch_size, settings.height, settings.width)
+    width, height = settings.shapes[0]
+    return CompileShape(settings.batch_size, height, width)
+
+
+def shape_args(cfg: ServingConfig) -> list[str]:
+    """`--shape=WxH` per shape and `--tensor-parallel-size=N`, the compile's arguments beside today's; none for one
+    shape unsharded, which today's `--height`/`--width` say alone. That keeps the shipped default's Job (its name and
+    pod template) as it was, and runnable by the service before its compile reads the shape list (issue 23's Neuron
+    side); once it does, the condition can go."""
+    settings = cfg.compile_settings
+    if len(settings.shapes) == 1 and settings.tensor_parallel_size == 1:
+        return []
+    return [
+        *(f"--shape={name}" for name in settings.shape_names),
+        f"--tensor-parallel-size={settings.tensor_parallel_size}",
+    ]
 
 
 def artifact_prefix(cfg: ServingConfig) -> str:
@@ -73,6 +90,7 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
             compile_shape(cfg).key,
+            *shape_args(cfg),
             image,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
@@ -124,18 +142,21 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--batch-size={shape.batch_size}",
             f"--height={shape.height}",
             f"--width={shape.width}",
+            *shape_args(cfg),
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
-        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=1),
+        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=settings.devices),
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
-    # One device only: the compiler needs one, and the scheduler extension is for >1 core.
+    # The devices of the tensor parallel degree (one for an unsharded model); above one device the Neuron scheduler
+    # extension places them (the cluster turns it on from neuron_devices_per_pod).
     return CompileJob(
         name=SERVICE_ACCOUNT,
         namespace=cfg.namespace,
         timeout_s=settings.timeout_s,
+        devices=settings.devices,
         pod_security=pod_security_context(cfg),
         containers=(container,),
         volumes=tuple(volumes),

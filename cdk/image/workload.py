@@ -87,11 +87,13 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "MODEL_CACHE_DIR", "value": CACHE_DIR},
     ]
     if acc.name == "neuron":
-        shape = cfg.compile_settings
+        compiled = cfg.compile_settings
+        # One pod serves every compiled shape (app/backends/neuron.py reads these; the artifacts of each are in a
+        # `<W>x<H>/` folder under the compiled prefix).
         env += [
-            {"name": "NEURON_BATCH_SIZE", "value": str(shape.batch_size)},
-            {"name": "NEURON_HEIGHT", "value": str(shape.height)},
-            {"name": "NEURON_WIDTH", "value": str(shape.width)},
+            {"name": "NEURON_BATCH_SIZE", "value": str(compiled.batch_size)},
+            {"name": "NEURON_SHAPES", "value": ",".join(compiled.shape_names)},
+            {"name": "NEURON_TENSOR_PARALLEL_SIZE", "value": str(compiled.tensor_parallel_size)},
         ]
     return env + base_env(cfg, region)
 

@@ -11,12 +11,13 @@ from tests.cdk.conftest import REPO_ROOT
 PROGRAM = """
 import json, sys
 from aws_cdk import Token
+from cdk.build import resolve_context
 from cdk.config.serving import ServingConfig
 from cdk.constructs.image_builds import image_uri
 from cdk.image import neuron_compile_job as njob
 for n in range(int(sys.argv[1])):  # tokens an unrelated part of the app creates first
     Token.as_string({"Ref": f"Unrelated{n}"})
-cfg = ServingConfig.from_context(json.load(open("cdk.json"))["context"])
+cfg = ServingConfig.from_context(resolve_context(json.load(open("cdk.json"))["context"]))
 image = image_uri("sd-on-eks", sys.argv[2])
 print(image)
 print(njob.job_name(cfg, image))

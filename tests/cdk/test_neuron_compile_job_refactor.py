@@ -2,7 +2,8 @@
 were before the compile-once pattern was shared with the LLM (cdk/serving/compile_job.py CompileJob):
 the same dicts, in the same key order (the manifest text the template embeds), for the shipped settings and
 for another node size and deadline. tests/cdk/data/sd_neuron_compile_before_refactor.json was written by the
-code before the refactor (commit f654e80)."""
+code before the refactor (commit f654e80). The shape list and tensor parallel degree (issue 23) add arguments only
+when there is more than one shape or a degree above 1, so the shipped default's objects stay as they were."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import pytest
 
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
+from cdk.image import neuron_compile_job as njob
 from cdk.image.workload import deployment_name
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
@@ -55,13 +56,17 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     assert "schedulerName" not in pod  # one whole device needs no Neuron scheduler extension
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
-    shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
+    (width, height) = cfg.compile_settings.shapes[0]
+    shape = f"b{cfg.compile_settings.batch_size}-h{height}-w{width}"
     assert env["MODEL_ID"].endswith(
         f"/compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
     )
-    assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
-        str(v) for v in (cfg.neuron_compile.batch_size, cfg.neuron_compile.height, cfg.neuron_compile.width)
+    assert (env["NEURON_BATCH_SIZE"], env["NEURON_SHAPES"], env["NEURON_TENSOR_PARALLEL_SIZE"]) == (
+        str(cfg.compile_settings.batch_size),
+        ",".join(cfg.compile_settings.shape_names),
+        str(cfg.compile_settings.tensor_parallel_size),
     )
+    assert "NEURON_WIDTH" not in env and "NEURON_HEIGHT" not in env
     (init,) = pod["initContainers"]
     assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
     gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
@@ -158,7 +163,11 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     (job,) = by_kind(serving_manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert f"--batch-size={cfg.neuron_compile.batch_size}" in args and f"--height={cfg.neuron_compile.height}" in args
+    assert f"--batch-size={cfg.compile_settings.batch_size}" in args
+    (width, height) = cfg.compile_settings.shapes[0]
+    assert f"--height={height}" in args and f"--width={width}" in args
+    # One shape unsharded (cdk.json's): today's arguments alone (tests/cdk/test_image_presets.py has the others).
+    assert [a for a in args if a.startswith(("--shape=", "--tensor-parallel-size="))] == njob.shape_args(cfg) == []
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")

@@ -21,7 +21,7 @@ import pytest
 from cdk import versions
 from cdk.config.serving import COMPILE_SCRATCH_MODEL_COPIES
 from cdk.image import neuron_compile_job as njob
-from common.model_store.layout import CompileShape, split_s3_uri
+from common.model_store.layout import split_s3_uri
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from tests.rehearsal.conftest import Stacks, seeded_weights
 from tests.rehearsal.pods import UNRESOLVED, Container, Volume
@@ -132,7 +132,7 @@ def test_the_compile_job_runs_every_step_up_to_the_first_compile(stacks, compile
     assert stop, f"the compile Job did not reach optimum-neuron's first compile:\n{outcome}"
     assert outcome.returncode == 1, outcome
     cfg = stacks.config.serving
-    shape = CompileShape(cfg.compile_settings.batch_size, cfg.compile_settings.height, cfg.compile_settings.width)
+    shape = njob.compile_shape(cfg)
     assert f"compiling {cfg.model_id} for {shape.key} with Neuron SDK {versions.NEURON_SDK_VERSION}" in outcome.log
     published = [key for key in outcome.s3_keys(bucket) if key.startswith(njob.artifact_prefix(cfg))]
     assert not published, published
