@@ -184,13 +184,6 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synth(tmp_path_factory.mktemp("cdk-variant"), VARIANT_OVERRIDES)
 
 
-@pytest.fixture(scope="session")
-def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
-    take it, so a run without them synthesizes nothing more)."""
-    return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
-
-
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Stable Diffusion Deployments (workloads.APP_LABEL), not the routing controller's."""
     from cdk.image.workload import APP_LABEL

@@ -30,8 +30,8 @@ TIER_OF_FOLDER: dict[str, str] = {"rehearsal": "sandbox", "contract": "contract"
 TIER_OF_FIXTURE: dict[str, str] = {
     "platform_synth": "synth",  # tests/conftest.py
     "variant_synth": "synth",  # tests/cdk/conftest.py
-    "trial_synth": "synth",  # tests/cdk/conftest.py: -c profile=trial
     "sdxl_synth": "synth",  # tests/conftest.py: -c imageModel=sdxl-base
+    "trial_synth": "synth",  # tests/conftest.py: -c profile=trial
     "serving": "synth",  # tests/cdk/conftest.py: views of the two synths, which tests also ask for by name
     "capacity_serving": "synth",
     "vllm_env": "engine",  # tests/conftest.py; local_stack, engine_url and gateway use it
@@ -39,6 +39,7 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "seed_dir": "contract",  # tests/rehearsal/conftest.py: written by the Neuron image's Python (the contract venv)
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
     "sdxl_stacks": "sandbox",  # tests/rehearsal/conftest.py: the SDXL preset's containers
+    "trial_stacks": "sandbox",  # tests/rehearsal/conftest.py: the trial profile's (the starting gate)
     "browser": "browser",  # tests/conftest.py
     "live_service": "server",  # tests/conftest.py: the service with the built-in model
     "held_service": "server",  # tests/conftest.py: the service (Gradio UI included) over a stand-in backend
