@@ -38,7 +38,7 @@ from cdk.serving.pod_shape import (
     pod_security_context,
     scratch_volumes,
 )
-from common.model_store.layout import CompileShape, compiled_prefix
+from common.model_store.layout import CompileShape, ImageSize, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
 # The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.
@@ -52,6 +52,8 @@ EXPORT_TMP_DIR: Final = SCRATCH_DIR
 COMPILE_CACHE_DIR: Final = f"{SCRATCH_DIR}/neuron-compile-cache"
 RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
+# NeuronCores the UNet spans: 1 for the one configured SD shape; the image catalog sets it per model.
+TENSOR_PARALLEL_SIZE: Final = 1
 
 
 def compile_shape(cfg: ServingConfig) -> CompileShape:
@@ -60,9 +62,22 @@ def compile_shape(cfg: ServingConfig) -> CompileShape:
     return CompileShape(settings.batch_size, settings.height, settings.width)
 
 
+def compile_sizes(cfg: ServingConfig) -> tuple[ImageSize, ...]:
+    """The image sizes compiled and served (the configured one; the image catalog lists several)."""
+    shape = compile_shape(cfg)
+    return (ImageSize(shape.width, shape.height),)
+
+
+def shape_args(cfg: ServingConfig) -> list[str]:
+    """`--shape=<W>x<H>` for each size, for the compile and for the wait."""
+    return [f"--shape={size.key}" for size in compile_sizes(cfg)]
+
+
 def artifact_prefix(cfg: ServingConfig) -> str:
-    """Where the compiled artifacts for this config live in the model store."""
-    return compiled_prefix(cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg))
+    """Where the compiled artifacts for this config live in the model store (one folder per size below)."""
+    return compiled_prefix(
+        cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg).batch_size, TENSOR_PARALLEL_SIZE
+    )
 
 
 def job_name(cfg: ServingConfig, image: str) -> str:
@@ -122,8 +137,8 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--model-id={cfg.model_id}",
             f"--sdk-version={versions.NEURON_SDK_VERSION}",
             f"--batch-size={shape.batch_size}",
-            f"--height={shape.height}",
-            f"--width={shape.width}",
+            *shape_args(cfg),
+            f"--tensor-parallel-size={TENSOR_PARALLEL_SIZE}",
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
@@ -176,6 +191,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",
+            *shape_args(cfg),
             f"--timeout-s={cfg.compile_settings.timeout_s}",
             f"--poll-s={WAIT_POLL_S}",
         ],

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
+from cdk.image.neuron_compile_job import TENSOR_PARALLEL_SIZE, compile_sizes
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
@@ -87,11 +88,10 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "MODEL_CACHE_DIR", "value": CACHE_DIR},
     ]
     if acc.name == "neuron":
-        shape = cfg.compile_settings
         env += [
-            {"name": "NEURON_BATCH_SIZE", "value": str(shape.batch_size)},
-            {"name": "NEURON_HEIGHT", "value": str(shape.height)},
-            {"name": "NEURON_WIDTH", "value": str(shape.width)},
+            {"name": "NEURON_BATCH_SIZE", "value": str(cfg.compile_settings.batch_size)},
+            {"name": "NEURON_SHAPES", "value": ",".join(size.key for size in compile_sizes(cfg))},
+            {"name": "NEURON_TENSOR_PARALLEL_SIZE", "value": str(TENSOR_PARALLEL_SIZE)},
         ]
     return env + base_env(cfg, region)
 

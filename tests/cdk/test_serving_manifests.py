@@ -55,15 +55,17 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     assert "schedulerName" not in pod  # one whole device needs no Neuron scheduler extension
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
-    shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
-    assert env["MODEL_ID"].endswith(
-        f"/compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
-    )
-    assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
-        str(v) for v in (cfg.neuron_compile.batch_size, cfg.neuron_compile.height, cfg.neuron_compile.width)
+    prefix = f"neuron-sdk-{versions.NEURON_SDK_VERSION}/b{cfg.neuron_compile.batch_size}-tp1/"
+    assert env["MODEL_ID"].endswith(f"/compiled/sd2-community--stable-diffusion-2-1-base/{prefix}")
+    size = f"{cfg.neuron_compile.width}x{cfg.neuron_compile.height}"
+    assert (env["NEURON_BATCH_SIZE"], env["NEURON_SHAPES"], env["NEURON_TENSOR_PARALLEL_SIZE"]) == (
+        str(cfg.neuron_compile.batch_size),
+        size,
+        "1",
     )
     (init,) = pod["initContainers"]
-    assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
+    assert init["command"][-1] == "wait" and any(a.endswith(prefix) for a in init["args"])
+    assert f"--shape={size}" in init["args"]
     gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
     assert "schedulerName" not in gpu
     gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
@@ -158,7 +160,8 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     (job,) = by_kind(serving_manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert f"--batch-size={cfg.neuron_compile.batch_size}" in args and f"--height={cfg.neuron_compile.height}" in args
+    assert f"--batch-size={cfg.neuron_compile.batch_size}" in args and "--tensor-parallel-size=1" in args
+    assert f"--shape={cfg.neuron_compile.width}x{cfg.neuron_compile.height}" in args
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
