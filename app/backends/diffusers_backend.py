@@ -71,6 +71,6 @@ class DiffusersBackend:
             "device": self.device,
             "dtype": str(self.pipeline.unet.dtype).removeprefix("torch."),
             "native_size": {"width": self.native_size[0], "height": self.native_size[1]},
-            "compiled_shape": None,
+            "compiled_shapes": None,
             "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__},
         }
