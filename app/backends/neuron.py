@@ -19,6 +19,7 @@ from PIL.Image import Image
 from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
 from app.model_store.source import resolve_model_source
 from app.models.builtin import BUILTIN_PREFIX
+from app.models.families import SD
 from app.settings import Settings
 
 T = TypeVar("T")
@@ -97,12 +98,15 @@ class NeuronBackend:
     """Runs padded batches of the compiled shape on a loaded NeuronStableDiffusionPipeline."""
 
     name = "neuron"
+    family = SD  # NeuronStableDiffusionPipeline serves the SD 1.x/2.x family
 
     def __init__(self, pipeline: Any, shape: CompiledShape):
         self.pipeline = pipeline
         self.shape = shape
         self.max_batch_size = shape.batch_size
         self.native_size = (shape.width, shape.height)
+        self.sizes = (self.native_size,)
+        self.bounds = SD.bounds  # within them, check() admits the compiled shape only
 
     def check(self, params: GenerationParams) -> None:
         """Only the compiled width and height can run."""
@@ -111,12 +115,12 @@ class NeuronBackend:
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """Pad to the compiled batch, run once, and return only the real requests' images."""
         padded = pad_batch(batch, self.shape.batch_size)
-        output = self.pipeline(**pipeline_arguments(padded, on_step))
+        output = self.pipeline(**pipeline_arguments(padded, on_step, self.family))
         return list(output.images[: len(batch)])
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """One full batch: the compiled graph has one shape (`size` is always it), so one run warms everything."""
-        self.generate([warm_up_params(steps, self.shape.width, self.shape.height)])
+        self.generate([warm_up_params(steps, self.shape.width, self.shape.height, self.family)])
 
     def describe(self) -> dict[str, Any]:
         """Compiled shape and versions for /v1/info."""
