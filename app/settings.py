@@ -39,16 +39,19 @@ class Settings(ServiceSettings):
 
     # Bounds on a request (the HTTP ones are ServiceSettings').
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
-    default_steps: int = Field(25, ge=1)
+    default_steps: int | None = Field(None, ge=1, description="unset: the model family's default")
     # Stable Diffusion's schedules have 1,000 training timesteps and steps_offset 1, so a 1,000-step run
     # would index past the schedule (IndexError in DDIM and PNDM): 999 is the most they take.
     max_steps: int = Field(100, ge=1, le=MAX_SCHEDULE_STEPS)
-    default_guidance_scale: float = Field(7.5, ge=0.0)
+    default_guidance_scale: float | None = Field(
+        None, ge=0.0, description="unset: the model family's default (guidance-distilled families take none)"
+    )
     max_guidance_scale: float = Field(30.0, gt=0.0)
     default_width: int | None = Field(None, ge=64, description="unset: the model's native size")
     default_height: int | None = Field(None, ge=64, description="unset: the model's native size")
     min_size: int = Field(64, ge=8)
-    max_size: int = Field(1024, ge=64, le=4096)
+    # The families' own bounds apply within these (SDXL's trained sizes reach 1536, Flux's 2048).
+    max_size: int = Field(2048, ge=64, le=4096)
 
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
@@ -159,11 +162,11 @@ class Settings(ServiceSettings):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
-        if self.default_steps > self.max_steps:
+        if self.default_steps is not None and self.default_steps > self.max_steps:
             raise ValueError(f"DEFAULT_STEPS={self.default_steps} is above MAX_STEPS={self.max_steps}")
         if self.min_size > self.max_size:
             raise ValueError(f"MIN_SIZE={self.min_size} is above MAX_SIZE={self.max_size}")
-        if self.default_guidance_scale > self.max_guidance_scale:
+        if self.default_guidance_scale is not None and self.default_guidance_scale > self.max_guidance_scale:
             raise ValueError(
                 f"DEFAULT_GUIDANCE_SCALE={self.default_guidance_scale} is above "
                 f"MAX_GUIDANCE_SCALE={self.max_guidance_scale}"

@@ -23,7 +23,7 @@ from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest
 from app.model_store.neuron_compile import pipeline_class_name
 from app.model_store.source import resolve_model_source
 from app.models.builtin import BUILTIN_PREFIX
-from app.models.families import Family, UnknownFamily, family_of
+from app.models.families import Family, Size, UnknownFamily, family_of
 from app.settings import Settings
 from common.model_store.layout import COMPLETE_MARKER, ImageSize
 
@@ -123,7 +123,7 @@ class NeuronBackend:
     """Runs padded batches on the compiled pipeline of their size; the first pipeline's size is the default."""
 
     compiled: Sequence[CompiledPipeline]
-    family: Family | None = None
+    family: Family
     name: str = field(default="neuron", init=False)
 
     def __post_init__(self) -> None:
@@ -135,11 +135,8 @@ class NeuronBackend:
         # One batcher serves every size, so a batch may hold no more than the smallest compiled batch.
         self.max_batch_size = min(c.shape.batch_size for c in self.compiled)
         self.native_size = self.compiled[0].size
-
-    @property
-    def sizes(self) -> list[tuple[int, int]]:
-        """The (width, height)s served, the default first."""
-        return [c.size for c in self.compiled]
+        self.sizes: tuple[Size, ...] = tuple(c.size for c in self.compiled)  # the UI's presets: the compiled ones
+        self.bounds = self.family.bounds  # within them, check() admits the compiled sizes only
 
     def check(self, params: GenerationParams) -> None:
         """Only a compiled width and height can run."""
@@ -154,13 +151,13 @@ class NeuronBackend:
         check_size(self.sizes, *size)
         compiled = self._by_size[size]
         padded = pad_batch(batch, compiled.shape.batch_size)
-        output = compiled.pipeline(**pipeline_arguments(padded, on_step))
+        output = compiled.pipeline(**pipeline_arguments(padded, on_step, self.family))
         return list(output.images[: len(batch)])
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """One full batch on every compiled pipeline: each size is its own graph (`size` is one of them)."""
         for compiled in self.compiled:
-            self.generate([warm_up_params(steps, compiled.shape.width, compiled.shape.height)])
+            self.generate([warm_up_params(steps, compiled.shape.width, compiled.shape.height, self.family)])
 
     def describe(self) -> dict[str, Any]:
         """Compiled shapes and versions for /v1/info."""

@@ -58,7 +58,8 @@ def measure_bare(backend: object, steps: int, size: int, batch: int, repeats: in
     """Call the backend directly, no HTTP and no queue: the floor the service is compared with."""
     from app.backends.base import GenerationParams
 
-    params = [GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, seed) for seed in range(batch)]
+    guidance = backend.family.default_guidance  # type: ignore[attr-defined]  # as an HTTP request without one
+    params = [GenerationParams("a lighthouse at dusk", "", steps, guidance, size, size, seed) for seed in range(batch)]
     backend.generate(params)  # type: ignore[attr-defined]  # this shape's first call may be slower
     latencies = []
     started = time.perf_counter()
@@ -85,7 +86,7 @@ def measure_paired(
 
     from app.backends.base import GenerationParams
 
-    params = GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, 1)
+    params = GenerationParams("a lighthouse at dusk", "", steps, backend.family.default_guidance, size, size, 1)
     body = {"prompt": params.prompt, "steps": steps, "width": size, "height": size, "seed": params.seed}
     bare_s: list[float] = []
     http_s: list[float] = []

@@ -27,6 +27,30 @@ Size = tuple[int, int]  # (width, height)
 
 
 @dataclass(frozen=True)
+class SizeBounds:
+    """The sides a model can draw: between two bounds, on a grid."""
+
+    min_side: int
+    max_side: int
+    multiple_of: int
+
+    def problems(self, width: int, height: int, title: str) -> list[str]:
+        """Why (width, height) is outside these bounds, one readable line per side: empty when inside."""
+        return [
+            f"{name} must be a multiple of {self.multiple_of} between {self.min_side} and {self.max_side} "
+            f"for this {title} model; got {value}"
+            for name, value in (("width", width), ("height", height))
+            if not self.min_side <= value <= self.max_side or value % self.multiple_of
+        ]
+
+    def within(self, min_side: int, max_side: int) -> SizeBounds:
+        """These bounds narrowed to [min_side, max_side] (an operator's MIN_SIZE/MAX_SIZE), kept on the grid."""
+        low = -(-max(self.min_side, min_side) // self.multiple_of) * self.multiple_of
+        high = min(self.max_side, max_side) // self.multiple_of * self.multiple_of
+        return SizeBounds(low, high, self.multiple_of)
+
+
+@dataclass(frozen=True)
 class Family:
     """The facts of one image model family, at its reference resolution."""
 
@@ -65,14 +89,21 @@ class Family:
                 scaled.append(size)
         return tuple(scaled)
 
+    @property
+    def bounds(self) -> SizeBounds:
+        """The request bounds of a model at the reference resolution."""
+        return SizeBounds(self.min_side, self.max_side, self.multiple_of)
+
+    def bounds_at(self, side: int) -> SizeBounds:
+        """The bounds scaled to a model whose square native size is `side`, like `sizes_at`."""
+        if side == self.reference_side:
+            return self.bounds
+        scale = side / self.reference_side
+        return SizeBounds(self._round(self.min_side * scale), self._round(self.max_side * scale), self.multiple_of)
+
     def size_problems(self, width: int, height: int) -> list[str]:
-        """Why (width, height) cannot be served by this family: empty when it can."""
-        return [
-            f"{name} must be a multiple of {self.multiple_of} between {self.min_side} and {self.max_side} "
-            f"for {self.title} models; got {value}"
-            for name, value in (("width", width), ("height", height))
-            if not self.min_side <= value <= self.max_side or value % self.multiple_of
-        ]
+        """Why (width, height) cannot be served by a model of this family at its reference resolution."""
+        return self.bounds.problems(width, height, self.title)
 
     def _round(self, value: float) -> int:
         return max(self.multiple_of, round(value / self.multiple_of) * self.multiple_of)

@@ -9,16 +9,20 @@ from typing import Any
 from PIL import Image
 
 from app.backends.base import GenerationParams, StepCallback
+from app.models.families import SD
 
 
 class FakeBackend:
     """Returns a solid image per request; records every batch; fails on the prompt "explode"."""
 
     name = "cpu"
+    family = SD
+    bounds = SD.bounds
 
     def __init__(self, max_batch_size: int = 8, native_size: tuple[int, int] = (64, 64), delay_s: float = 0.0):
         self.max_batch_size = max_batch_size
         self.native_size = native_size
+        self.sizes = (native_size,)
         self.delay_s = delay_s
         self.batches: list[list[GenerationParams]] = []
         self.release = threading.Event()

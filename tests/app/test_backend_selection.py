@@ -20,6 +20,7 @@ from app.backends.neuron import (
     read_compiled_shape,
 )
 from app.backends.selection import Probes, choose_backend
+from app.models.families import SD
 from app.settings import load_settings
 from tests.app.fakes import RecordingNeuronPipeline
 
@@ -143,7 +144,7 @@ def request(prompt: str, width: int = 512, height: int = 512) -> GenerationParam
 
 def test_neuron_backend_pads_to_the_compiled_batch_and_returns_only_real_images():
     pipeline = RecordingNeuronPipeline()
-    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=4, height=512, width=512))])
+    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=4, height=512, width=512))], SD)
     images = backend.generate([request("a"), request("b")])
     assert pipeline.calls[0]["prompt"] == ["a", "b", "b", "b"]
     assert len(pipeline.calls[0]["generator"]) == 4
@@ -153,7 +154,7 @@ def test_neuron_backend_pads_to_the_compiled_batch_and_returns_only_real_images(
 
 
 def test_neuron_backend_check_rejects_other_shapes():
-    backend = NeuronBackend([CompiledPipeline(RecordingNeuronPipeline(), CompiledShape(1, 512, 512))])
+    backend = NeuronBackend([CompiledPipeline(RecordingNeuronPipeline(), CompiledShape(1, 512, 512))], SD)
     backend.check(request("ok"))
     with pytest.raises(UnsupportedRequest, match="512x512"):
         backend.check(request("no", width=256))
@@ -199,7 +200,7 @@ def test_cuda_backend_generates_with_the_builtin_model(tmp_path):
 def test_neuron_warm_up_runs_each_compiled_shape_once():
     square, wide = RecordingNeuronPipeline(), RecordingNeuronPipeline()
     backend = NeuronBackend(
-        [CompiledPipeline(square, CompiledShape(2, 512, 512)), CompiledPipeline(wide, CompiledShape(2, 512, 768))]
+        [CompiledPipeline(square, CompiledShape(2, 512, 512)), CompiledPipeline(wide, CompiledShape(2, 512, 768))], SD
     )
     backend.warm_up(steps=2, size=(512, 512))
     assert len(square.calls) == 1 and len(square.calls[0]["prompt"]) == 2

@@ -84,10 +84,19 @@ def test_sizes_scale_to_a_small_model_on_the_family_grid() -> None:
 
 def test_size_problems_name_the_family_grid() -> None:
     assert FLUX_SCHNELL.size_problems(1000, 1024) == [
-        "width must be a multiple of 16 between 256 and 2048 for FLUX.1-schnell models; got 1000"
+        "width must be a multiple of 16 between 256 and 2048 for this FLUX.1-schnell model; got 1000"
     ]
     assert len(SDXL.size_problems(4096, 60)) == 2
     assert SD.size_problems(512, 768) == []
+
+
+def test_bounds_scale_with_a_small_model_and_narrow_to_the_operator_limits() -> None:
+    assert FLUX_SCHNELL.bounds_at(1024) == FLUX_SCHNELL.bounds
+    small = FLUX_SCHNELL.bounds_at(256)
+    assert (small.min_side, small.max_side, small.multiple_of) == (64, 512, 16)
+    assert all(small.problems(w, h, "x") == [] for w, h in FLUX_SCHNELL.sizes_at(256))
+    narrowed = small.within(72, 200)
+    assert (narrowed.min_side, narrowed.max_side) == (80, 192)
 
 
 def test_the_tiny_sdxl_has_the_real_component_structure(built: dict[str, Path]) -> None:
@@ -130,3 +139,34 @@ def test_each_tiny_model_draws_an_image_of_the_asked_size(built: dict[str, Path]
         prompt="a red cat", num_inference_steps=2, width=128, height=192, generator=torch.Generator().manual_seed(0)
     ).images[0]
     assert image.size == (128, 192)
+
+
+@pytest.mark.parametrize("name", ["tiny-sdxl", "tiny-flux"])
+def test_cuda_speed_steps_keep_each_family_drawing_the_same_image(
+    built: dict[str, Path], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CUDA backend's steps (here on the CPU, compile faked) on a UNet family and on Flux's transformer."""
+    import numpy as np
+    import torch
+
+    from app.backends.base import family_arguments
+    from app.backends.cuda_tuning import ServedShape, apply_speed_settings, warm_up
+    from app.backends.diffusers_backend import denoiser, load_diffusers_pipeline
+    from app.settings import load_settings
+
+    pipe, family = load_diffusers_pipeline(built[name])
+
+    def draw() -> np.ndarray:
+        generator = torch.Generator().manual_seed(0)
+        call = {"prompt": "a red cat", "num_inference_steps": 2, "width": 64, "height": 64, "generator": generator}
+        return np.asarray(pipe(**call, **family_arguments(family, None)).images[0], dtype=np.float32)
+
+    reference = draw()
+    compiled: list[object] = []
+    monkeypatch.setattr(torch, "compile", lambda target, **_: compiled.append(target) or target)
+    net = denoiser(pipe)
+    apply_speed_settings(pipe, load_settings(cuda_compile="default"))
+    assert compiled[0] is net and denoiser(pipe) is net
+    np.testing.assert_allclose(draw(), reference, atol=2.0)  # 8-bit pixels; fused projections round differently
+    timings = warm_up(pipe, [ServedShape(1, 64, 64)], steps=2, arguments=family_arguments(family, None))
+    assert len(timings) == 1

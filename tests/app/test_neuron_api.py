@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from app.backends.neuron import CompiledPipeline, CompiledShape, NeuronBackend
+from app.models.families import SD
 from tests.app.fakes import RecordingNeuronPipeline
 from tests.app.live_server import serve
 
@@ -17,7 +18,7 @@ from tests.app.live_server import serve
 @pytest.fixture(scope="module")
 def neuron_like_server(tmp_path_factory):
     pipeline = RecordingNeuronPipeline()
-    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=2, height=64, width=64))])
+    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=2, height=64, width=64))], SD)
     with serve(tmp_path_factory.mktemp("unused"), loader=lambda _settings: backend, ui=False) as live:
         yield live, pipeline
 

@@ -163,13 +163,20 @@ def test_info_lists_every_compiled_shape(three_sizes):
         {"batch_size": 2, "height": 96, "width": 64},
         {"batch_size": 2, "height": 64, "width": 96},
     ]
+    # The size presets the UI offers are the compiled sizes, not the family's whole list.
+    assert info["family"]["name"] == "sdxl"
+    assert info["family"]["sizes"] == [
+        {"width": 64, "height": 64},
+        {"width": 64, "height": 96},
+        {"width": 96, "height": 64},
+    ]
 
 
 def test_unset_neuron_shapes_serves_every_complete_size_with_the_familys_default_first(tmp_path, optimum_neuron):
     root = write_compiled(tmp_path / "compiled", ["1024x512", "512x512"], "StableDiffusionPipeline")
     (root / "768x768").mkdir()  # an unfinished size (no saved pipeline yet) is not served
     backend = load_neuron_backend(load_settings(backend="neuron", model_id=str(root), model_cache_dir=tmp_path))
-    assert backend.sizes == [(512, 512), (1024, 512)] and backend.native_size == (512, 512)
+    assert backend.sizes == ((512, 512), (1024, 512)) and backend.native_size == (512, 512)
     assert {class_name for class_name, _ in optimum_neuron.loaded.values()} == {"NeuronStableDiffusionPipeline"}
 
 
@@ -186,7 +193,7 @@ def test_a_size_asked_for_but_not_compiled_stops_the_load_naming_both(tmp_path, 
 def test_a_tensor_parallel_size_other_than_compiled_stops_the_load(tmp_path, optimum_neuron):
     root = write_compiled(tmp_path / "compiled", [SQUARE], "StableDiffusionXLPipeline", tensor_parallel_size=2)
     settings = load_settings(backend="neuron", model_id=str(root), model_cache_dir=tmp_path)
-    assert load_neuron_backend(settings.model_copy(update={"neuron_tensor_parallel_size": 2})).sizes == [(64, 64)]
+    assert load_neuron_backend(settings.model_copy(update={"neuron_tensor_parallel_size": 2})).sizes == ((64, 64),)
     with pytest.raises(RuntimeError, match=r"NEURON_TENSOR_PARALLEL_SIZE=8, but .* tensor parallel 2"):
         load_neuron_backend(settings.model_copy(update={"neuron_tensor_parallel_size": 8}))
 

@@ -1,0 +1,137 @@
+"""SDXL- and FLUX.1-schnell-shaped diffusers folders given as MODEL_ID, served by the real app over HTTP.
+
+Each folder is saved with save_pretrained from a tiny built-in model, so it is an ordinary diffusers folder
+the service knows nothing about beyond its model_index.json.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from app.backends.cpu import load_cpu_backend
+from app.models.builtin import builtin_spec
+from app.models.families import UnknownFamily
+from app.models.random_pipeline import materialize
+from app.settings import load_settings
+from tests.app.live_server import LiveServer, serve
+
+# The tiny models' native side is 256; their families' sizes scaled to it stay within 384.
+FAMILY_SETTINGS = {"default_steps": None, "default_width": None, "default_height": None, "max_size": 384}
+
+
+def _saved_folder(builtin: str, root: Path) -> Path:
+    """A diffusers folder written by save_pretrained from the built-in model `builtin`."""
+    from diffusers import DiffusionPipeline
+
+    pipeline = DiffusionPipeline.from_pretrained(materialize(builtin_spec(builtin), root / "cache"))
+    folder = root / builtin.removeprefix("builtin:")
+    pipeline.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sdxl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    root = tmp_path_factory.mktemp("sdxl")
+    folder = _saved_folder("builtin:tiny-sdxl", root)
+    with (
+        serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
+        httpx.Client(base_url=live.url, timeout=120) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, LiveServer]]:
+    root = tmp_path_factory.mktemp("flux")
+    folder = _saved_folder("builtin:tiny-flux", root)
+    with (
+        serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
+        httpx.Client(base_url=live.url, timeout=120) as client,
+    ):
+        yield client, live
+
+
+def _png(response: httpx.Response) -> Image.Image:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/png"
+    return Image.open(io.BytesIO(response.content))
+
+
+def test_sdxl_folder_reports_its_family_sizes_and_defaults(sdxl: httpx.Client) -> None:
+    family = sdxl.get("/v1/info").json()["family"]
+    assert family["name"] == "sdxl"
+    assert family["guidance"] is True and family["negative_prompt"] is True
+    assert family["default_guidance_scale"] == 5.0 and family["default_steps"] == 30
+    # SDXL's trained buckets scaled to the tiny model's 256 px: 896x1152 -> 224x288, and so on.
+    assert family["sizes"][:3] == [
+        {"width": 256, "height": 256},
+        {"width": 224, "height": 288},
+        {"width": 288, "height": 224},
+    ]
+    assert family["size_bounds"] == {"min": 64, "max": 384, "multiple_of": 8}
+
+
+def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: httpx.Client) -> None:
+    body = {
+        "prompt": "a lighthouse",
+        "negative_prompt": "fog",
+        "guidance_scale": 6.0,
+        "width": 224,
+        "height": 288,
+        "steps": 2,
+        "seed": 3,
+    }
+    assert _png(sdxl.post("/v1/generate", json=body)).size == (224, 288)
+
+
+def test_sdxl_folder_serves_its_native_size_by_default(sdxl: httpx.Client) -> None:
+    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (256, 256)
+
+
+def test_flux_folder_reports_a_guidance_distilled_family(flux: tuple[httpx.Client, LiveServer]) -> None:
+    client, _ = flux
+    info = client.get("/v1/info").json()
+    assert info["family"]["name"] == "flux"
+    assert info["family"]["guidance"] is False and info["family"]["negative_prompt"] is False
+    assert info["family"]["default_guidance_scale"] is None
+    assert info["family"]["default_steps"] == 4  # schnell's few steps, not a Stable Diffusion default
+    assert info["family"]["size_bounds"] == {"min": 64, "max": 384, "multiple_of": 16}
+    assert all(s["width"] % 16 == 0 and s["height"] % 16 == 0 for s in info["family"]["sizes"])
+
+
+def test_flux_folder_draws_the_asked_size_in_four_steps(flux: tuple[httpx.Client, LiveServer]) -> None:
+    client, live = flux
+    batches_before = sum(live.service.batcher.stats.batch_sizes.values())
+    image = _png(client.post("/v1/generate", json={"prompt": "a lighthouse", "width": 192, "height": 256, "seed": 1}))
+    assert image.size == (192, 256)
+    assert sum(live.service.batcher.stats.batch_sizes.values()) == batches_before + 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"guidance_scale": 3.5}, "guidance_scale does not apply to FLUX.1-schnell (guidance-distilled)"),
+        ({"negative_prompt": "fog"}, "negative_prompt does not apply to FLUX.1-schnell"),
+        ({"width": 200}, "width must be a multiple of 16 between 64 and 384 for this FLUX.1-schnell model; got 200"),
+    ],
+)
+def test_flux_folder_refuses_what_the_family_cannot_do(
+    flux: tuple[httpx.Client, LiveServer], extra: dict[str, object], message: str
+) -> None:
+    client, _ = flux
+    response = client.post("/v1/generate", json={"prompt": "a lighthouse", **extra})
+    assert response.status_code == 422
+    assert message in response.text
+
+
+def test_a_folder_of_an_unserved_pipeline_stops_the_load_naming_the_served_ones(tmp_path: Path) -> None:
+    (tmp_path / "model_index.json").write_text('{"_class_name": "StableCascadeCombinedPipeline"}')
+    settings = load_settings(backend="cpu", model_id=str(tmp_path), model_cache_dir=tmp_path / "cache")
+    with pytest.raises(UnknownFamily, match="StableDiffusionXLPipeline"):
+        load_cpu_backend(settings)
