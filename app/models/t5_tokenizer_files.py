@@ -44,7 +44,9 @@ def name_portable_t5_tokenizer(model_dir: Path) -> None:
     """Record tokenizer_2 as T5TokenizerFast in model_index.json, so transformers 4.x loads tokenizer.json.
 
     transformers 5 saves the class as "T5Tokenizer", which 4.x reads as the SentencePiece class that needs a
-    spiece.model we do not have.
+    spiece.model we do not have. It also writes `"extra_special_tokens": []`, which 4.57 (the Neuron image's line)
+    reads as a mapping and fails on (tokenization_utils_base.py _set_model_specific_special_tokens calls .keys());
+    an empty list says nothing, so it is dropped (found by the Neuron contract run, tests/contract).
     """
     index_path = model_dir / "model_index.json"
     index = json.loads(index_path.read_text(encoding="utf-8"))
@@ -52,3 +54,9 @@ def name_portable_t5_tokenizer(model_dir: Path) -> None:
     if isinstance(entry, list) and entry[1] == "T5Tokenizer":
         index["tokenizer_2"] = ["transformers", T5_TOKENIZER_CLASS]
         index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    config_path = model_dir / "tokenizer_2" / "tokenizer_config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        if config.get("extra_special_tokens") == []:
+            del config["extra_special_tokens"]
+            config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
