@@ -1,8 +1,4 @@
-"""SDXL- and FLUX.1-schnell-shaped diffusers folders given as MODEL_ID, served by the real app over HTTP.
-
-Each folder is saved with save_pretrained from a tiny built-in model, so it is an ordinary diffusers folder
-the service knows nothing about beyond its model_index.json.
-"""
+"""SDXL- and FLUX.1-schnell-shaped diffusers folders given as MODEL_ID, served by the real app over HTTP."""
 
 from __future__ import annotations
 
@@ -15,30 +11,16 @@ import pytest
 from PIL import Image
 
 from app.backends.cpu import load_cpu_backend
-from app.models.builtin import builtin_spec
 from app.models.families import UnknownFamily
-from app.models.random_pipeline import materialize
 from app.settings import load_settings
 from tests.app.live_server import LiveServer, serve
-
-# The tiny models' native side is 256; their families' sizes scaled to it stay within 384.
-FAMILY_SETTINGS = {"default_steps": None, "default_width": None, "default_height": None, "max_size": 384}
-
-
-def _saved_folder(builtin: str, root: Path) -> Path:
-    """A diffusers folder written by save_pretrained from the built-in model `builtin`."""
-    from diffusers import DiffusionPipeline
-
-    pipeline = DiffusionPipeline.from_pretrained(materialize(builtin_spec(builtin), root / "cache"))
-    folder = root / builtin.removeprefix("builtin:")
-    pipeline.save_pretrained(folder)
-    return folder
+from tests.support.family_folders import FAMILY_SETTINGS, saved_folder
 
 
 @pytest.fixture(scope="module")
 def sdxl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     root = tmp_path_factory.mktemp("sdxl")
-    folder = _saved_folder("builtin:tiny-sdxl", root)
+    folder = saved_folder("builtin:tiny-sdxl", root)
     with (
         serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
         httpx.Client(base_url=live.url, timeout=120) as client,
@@ -49,7 +31,7 @@ def sdxl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, LiveServer]]:
     root = tmp_path_factory.mktemp("flux")
-    folder = _saved_folder("builtin:tiny-flux", root)
+    folder = saved_folder("builtin:tiny-flux", root)
     with (
         serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
         httpx.Client(base_url=live.url, timeout=120) as client,
