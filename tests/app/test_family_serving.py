@@ -50,13 +50,15 @@ def test_sdxl_folder_reports_its_family_sizes_and_defaults(sdxl: httpx.Client) -
     assert family["name"] == "sdxl"
     assert family["guidance"] is True and family["negative_prompt"] is True
     assert family["default_guidance_scale"] == 5.0 and family["default_steps"] == 30
-    # SDXL's trained buckets scaled to the tiny model's 256 px: 896x1152 -> 224x288, and so on.
+    # SDXL's trained buckets scaled to the tiny model's 128 px: 896x1152 -> 112x144, and so on.
     assert family["sizes"][:3] == [
-        {"width": 256, "height": 256},
-        {"width": 224, "height": 288},
-        {"width": 288, "height": 224},
+        {"width": 128, "height": 128},
+        {"width": 112, "height": 144},
+        {"width": 144, "height": 112},
     ]
-    assert family["size_bounds"] == {"min": 64, "max": 384, "multiple_of": 8}
+    assert len(family["sizes"]) == 9
+    # SDXL's 1536 px bound scaled to 128 px is 192; MIN_SIZE (64) is the tighter lower bound.
+    assert family["size_bounds"] == {"min": 64, "max": 192, "multiple_of": 8}
 
 
 def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: httpx.Client) -> None:
@@ -64,16 +66,16 @@ def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: 
         "prompt": "a lighthouse",
         "negative_prompt": "fog",
         "guidance_scale": 6.0,
-        "width": 224,
-        "height": 288,
+        "width": 112,
+        "height": 144,
         "steps": 2,
         "seed": 3,
     }
-    assert _png(sdxl.post("/v1/generate", json=body)).size == (224, 288)
+    assert _png(sdxl.post("/v1/generate", json=body)).size == (112, 144)
 
 
 def test_sdxl_folder_serves_its_native_size_by_default(sdxl: httpx.Client) -> None:
-    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (256, 256)
+    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (128, 128)
 
 
 def test_flux_folder_reports_a_guidance_distilled_family(flux: tuple[httpx.Client, LiveServer]) -> None:

@@ -39,5 +39,5 @@ def test_sdxl_shows_guidance_negative_prompt_and_its_trained_aspect_ratios(brows
         assert page.locator("#guidance").is_visible() and page.locator("#negative-prompt").is_visible()
         assert page.get_by_role("spinbutton", name="Guidance").input_value() == "5"
         labels = page.locator("#size-presets label").all_inner_texts()
-        assert labels[:3] == ["256 x 256 (square)", "224 x 288 (portrait)", "288 x 224 (landscape)"]
+        assert labels[:3] == ["128 x 128 (square)", "112 x 144 (portrait)", "144 x 112 (landscape)"]
         page.close()

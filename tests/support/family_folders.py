@@ -7,7 +7,7 @@ from pathlib import Path
 from app.models.builtin import builtin_spec
 from app.models.random_pipeline import materialize
 
-# The tiny models' native side is 256; their families' sizes scaled to it stay within 384.
+# The tiny SDXL's native side is 128, the tiny Flux's 256: their families' sizes scaled to them fit in 384.
 FAMILY_SETTINGS = {"default_steps": None, "default_width": None, "default_height": None, "max_size": 384}
 
 
