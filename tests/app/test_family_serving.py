@@ -1,8 +1,4 @@
-"""SDXL- and FLUX.1-schnell-shaped diffusers folders given as MODEL_ID, served by the real app over HTTP.
-
-Each folder is saved with save_pretrained from a tiny built-in model, so it is an ordinary diffusers folder
-the service knows nothing about beyond its model_index.json.
-"""
+"""SDXL- and FLUX.1-schnell-shaped diffusers folders given as MODEL_ID, served by the real app over HTTP."""
 
 from __future__ import annotations
 
@@ -15,30 +11,16 @@ import pytest
 from PIL import Image
 
 from app.backends.cpu import load_cpu_backend
-from app.models.builtin import builtin_spec
 from app.models.families import UnknownFamily
-from app.models.random_pipeline import materialize
 from app.settings import load_settings
 from tests.app.live_server import LiveServer, serve
-
-# The tiny models' native side is 256; their families' sizes scaled to it stay within 384.
-FAMILY_SETTINGS = {"default_steps": None, "default_width": None, "default_height": None, "max_size": 384}
-
-
-def _saved_folder(builtin: str, root: Path) -> Path:
-    """A diffusers folder written by save_pretrained from the built-in model `builtin`."""
-    from diffusers import DiffusionPipeline
-
-    pipeline = DiffusionPipeline.from_pretrained(materialize(builtin_spec(builtin), root / "cache"))
-    folder = root / builtin.removeprefix("builtin:")
-    pipeline.save_pretrained(folder)
-    return folder
+from tests.support.family_folders import FAMILY_SETTINGS, saved_folder
 
 
 @pytest.fixture(scope="module")
 def sdxl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     root = tmp_path_factory.mktemp("sdxl")
-    folder = _saved_folder("builtin:tiny-sdxl", root)
+    folder = saved_folder("builtin:tiny-sdxl", root)
     with (
         serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
         httpx.Client(base_url=live.url, timeout=120) as client,
@@ -49,7 +31,7 @@ def sdxl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, LiveServer]]:
     root = tmp_path_factory.mktemp("flux")
-    folder = _saved_folder("builtin:tiny-flux", root)
+    folder = saved_folder("builtin:tiny-flux", root)
     with (
         serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
         httpx.Client(base_url=live.url, timeout=120) as client,
@@ -68,13 +50,15 @@ def test_sdxl_folder_reports_its_family_sizes_and_defaults(sdxl: httpx.Client) -
     assert family["name"] == "sdxl"
     assert family["guidance"] is True and family["negative_prompt"] is True
     assert family["default_guidance_scale"] == 5.0 and family["default_steps"] == 30
-    # SDXL's trained buckets scaled to the tiny model's 256 px: 896x1152 -> 224x288, and so on.
+    # SDXL's trained buckets scaled to the tiny model's 128 px: 896x1152 -> 112x144, and so on.
     assert family["sizes"][:3] == [
-        {"width": 256, "height": 256},
-        {"width": 224, "height": 288},
-        {"width": 288, "height": 224},
+        {"width": 128, "height": 128},
+        {"width": 112, "height": 144},
+        {"width": 144, "height": 112},
     ]
-    assert family["size_bounds"] == {"min": 64, "max": 384, "multiple_of": 8}
+    assert len(family["sizes"]) == 9
+    # SDXL's 1536 px bound scaled to 128 px is 192; MIN_SIZE (64) is the tighter lower bound.
+    assert family["size_bounds"] == {"min": 64, "max": 192, "multiple_of": 8}
 
 
 def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: httpx.Client) -> None:
@@ -82,16 +66,16 @@ def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: 
         "prompt": "a lighthouse",
         "negative_prompt": "fog",
         "guidance_scale": 6.0,
-        "width": 224,
-        "height": 288,
+        "width": 112,
+        "height": 144,
         "steps": 2,
         "seed": 3,
     }
-    assert _png(sdxl.post("/v1/generate", json=body)).size == (224, 288)
+    assert _png(sdxl.post("/v1/generate", json=body)).size == (112, 144)
 
 
 def test_sdxl_folder_serves_its_native_size_by_default(sdxl: httpx.Client) -> None:
-    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (256, 256)
+    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (128, 128)
 
 
 def test_flux_folder_reports_a_guidance_distilled_family(flux: tuple[httpx.Client, LiveServer]) -> None:
