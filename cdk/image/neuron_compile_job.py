@@ -88,6 +88,9 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
             compile_shape(cfg).key,
+            # The compile's sizes and tensor parallel degree are arguments of the (immutable) pod template too.
+            ",".join(size.key for size in compile_sizes(cfg)),
+            f"tp{TENSOR_PARALLEL_SIZE}",
             image,
             f"{settings.cpu:g}",
             str(settings.memory_gi),

@@ -42,3 +42,18 @@ def test_the_job_name_ignores_token_numbering_but_not_the_image_tag():
     assert renumbered != image, "the tokens were renumbered (else this test proves nothing)"
     assert same == name
     assert job_name_after(0, "neuron-def")[1] != name
+
+
+def test_the_job_name_follows_the_sizes_and_the_tensor_parallel_degree(monkeypatch):
+    """Both are arguments of the Job's immutable pod template: a change must be a new Job, not a failed update."""
+    from cdk.config.serving import ServingConfig
+    from cdk.image import neuron_compile_job as njob
+    from common.model_store.layout import parse_sizes
+    from tests.cdk.conftest import DEFAULT_CONTEXT
+
+    cfg = ServingConfig.from_context(DEFAULT_CONTEXT)
+    name = njob.job_name(cfg, "img")
+    monkeypatch.setattr(njob, "compile_sizes", lambda _cfg: parse_sizes(["512x512", "768x512"]))
+    with_a_size = njob.job_name(cfg, "img")
+    monkeypatch.setattr(njob, "TENSOR_PARALLEL_SIZE", 2)
+    assert len({name, with_a_size, njob.job_name(cfg, "img")}) == 3
