@@ -63,10 +63,11 @@ def _vae_scale_factor(model_dir: Path) -> int:
 
 
 def read_compiled_shape(model_dir: Path, fallback: CompiledShape) -> CompiledShape:
-    """The compiled shape stated by the artifacts, else `fallback` (the NEURON_* settings).
+    """The compiled shape stated by the artifacts, else `fallback` (NEURON_BATCH_SIZE and the folder's size).
 
     The UNet's neuron config holds the latent height/width (image size / VAE scale); the text
     encoder's holds the prompt batch size (the UNet's may be doubled for classifier-free guidance).
+    A Flux folder has no UNet: its size is the folder's name.
     """
     unet = _neuron_section(model_dir / "unet" / "config.json") or {}
     text_encoder = _neuron_section(model_dir / "text_encoder" / "config.json") or {}

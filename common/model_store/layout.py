@@ -46,7 +46,8 @@ def model_slug(model_id: str) -> str:
 
 @dataclass(frozen=True)
 class CompileShape:
-    """The static shape a Neuron pipeline is compiled for: it is part of the artifact key."""
+    """The static shape one Neuron export compiles: the batch size and one image size (the artifact key holds
+    the batch size in the compiled prefix and the size as its folder, `ImageSize`)."""
 
     batch_size: int
     height: int
