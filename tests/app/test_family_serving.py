@@ -119,3 +119,16 @@ def test_a_folder_of_an_unserved_pipeline_stops_the_load_naming_the_served_ones(
     settings = load_settings(backend="cpu", model_id=str(tmp_path), model_cache_dir=tmp_path / "cache")
     with pytest.raises(UnknownFamily, match="StableDiffusionXLPipeline"):
         load_cpu_backend(settings)
+
+
+def test_a_guidance_embedded_flux_folder_is_refused(tmp_path: Path) -> None:
+    """FLUX.1-dev shares schnell's pipeline class; its transformer config gives it away."""
+    import json
+
+    folder = saved_folder("builtin:tiny-flux", tmp_path)
+    config_path = folder / "transformer" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "guidance_embeds": True}))
+    settings = load_settings(backend="cpu", model_id=str(folder), model_cache_dir=tmp_path / "cache")
+    with pytest.raises(UnknownFamily, match="embeds guidance"):
+        load_cpu_backend(settings)
