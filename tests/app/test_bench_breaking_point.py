@@ -122,6 +122,7 @@ def test_an_unreachable_service_meets_no_slo(tmp_path, capsys):
     assert "No level met the SLO" in capsys.readouterr().out
 
 
+@pytest.mark.server  # builds the tiny Flux model and serves it
 def test_a_model_id_is_served_in_process_and_its_family_written_under_its_own_key(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MODEL_CACHE_DIR", str(tmp_path / "models"))
     args = _args(
