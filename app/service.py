@@ -85,8 +85,8 @@ class GenerationService:
 
     @property
     def default_steps(self) -> int:
-        """Steps for a request that names none: DEFAULT_STEPS, else the family's default."""
-        return self.settings.default_steps or self.family.default_steps
+        """Steps for a request that names none: DEFAULT_STEPS, else the family's default capped at MAX_STEPS."""
+        return self.settings.default_steps or min(self.family.default_steps, self.settings.max_steps)
 
     @property
     def default_guidance_scale(self) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
-from app.models.families import SD, Family, Size, SizeBounds, family_of, family_of_class
+from app.models.families import FLUX_SCHNELL, SD, Family, Size, SizeBounds, UnknownFamily, family_of, family_of_class
 
 
 def family_of_source(source: Path | str) -> Family:
@@ -37,8 +37,23 @@ def load_diffusers_pipeline(source: Path | str, dtype: Any = None) -> tuple[Any,
     if dtype is not None:
         kwargs["dtype"] = dtype
     pipeline = pipeline_class.from_pretrained(str(source), **kwargs)
+    check_served_variant(pipeline, family)
     pipeline.set_progress_bar_config(disable=True)  # progress goes to the UI, not to stderr
     return pipeline, family
+
+
+def check_served_variant(pipeline: Any, family: Family) -> None:
+    """Refuse a FluxPipeline folder whose transformer embeds guidance (FLUX.1-dev and its kind).
+
+    It shares schnell's pipeline class, but needs guidance and some 28-50 steps, where the flux family's
+    facts are schnell's; FLUX.1-dev's licence is also non-commercial. Serving it with schnell's defaults
+    would give poor images without a word, so the load stops and says why.
+    """
+    if family is FLUX_SCHNELL and bool(pipeline.transformer.config.guidance_embeds):
+        raise UnknownFamily(
+            "this FluxPipeline's transformer embeds guidance (FLUX.1-dev-like): the service serves "
+            "guidance-distilled FLUX.1-schnell models only"
+        )
 
 
 def native_side(pipeline: Any) -> int:

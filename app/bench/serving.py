@@ -227,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
             f"- 1 client: {args.pairs} bare calls and HTTP requests alternated; more clients: "
             f"{args.requests_per_client} requests per client; batches formed by size: "
             f"{info['batching']['batches_by_size']}.",
-            f"- Command: `python -m app.bench serving --concurrency {' '.join(map(str, args.concurrency))} "
+            f"- Command: `python -m app.bench serving --model-id {args.model_id} "
+            f"--concurrency {' '.join(map(str, args.concurrency))} "
             f"--requests-per-client {args.requests_per_client} --steps {args.steps} --size {args.size} "
             f"--max-batch-size {args.max_batch_size} --batch-wait-ms {args.batch_wait_ms:g} "
             f"--bare-repeats {args.bare_repeats} --pairs {args.pairs}`",

@@ -49,7 +49,8 @@ def test_sdxl_folder_reports_its_family_sizes_and_defaults(sdxl: httpx.Client) -
     family = sdxl.get("/v1/info").json()["family"]
     assert family["name"] == "sdxl"
     assert family["guidance"] is True and family["negative_prompt"] is True
-    assert family["default_guidance_scale"] == 5.0 and family["default_steps"] == 30
+    assert family["default_guidance_scale"] == 5.0
+    assert family["default_steps"] == 8  # SDXL's 30, capped at the tests' MAX_STEPS
     # SDXL's trained buckets scaled to the tiny model's 128 px: 896x1152 -> 112x144, and so on.
     assert family["sizes"][:3] == [
         {"width": 128, "height": 128},
@@ -74,8 +75,10 @@ def test_sdxl_folder_draws_a_portrait_with_guidance_and_a_negative_prompt(sdxl: 
     assert _png(sdxl.post("/v1/generate", json=body)).size == (112, 144)
 
 
-def test_sdxl_folder_serves_its_native_size_by_default(sdxl: httpx.Client) -> None:
-    assert _png(sdxl.post("/v1/generate", json={"prompt": "a lighthouse", "steps": 2})).size == (128, 128)
+def test_sdxl_folder_serves_its_native_size_and_capped_default_steps(sdxl: httpx.Client) -> None:
+    # SDXL's 30 default steps are capped at the tests' MAX_STEPS (8): a request naming none still runs.
+    response = sdxl.post("/v1/generate", json={"prompt": "a lighthouse"})
+    assert _png(response).size == (128, 128)
 
 
 def test_flux_folder_reports_a_guidance_distilled_family(flux: tuple[httpx.Client, LiveServer]) -> None:
@@ -118,4 +121,17 @@ def test_a_folder_of_an_unserved_pipeline_stops_the_load_naming_the_served_ones(
     (tmp_path / "model_index.json").write_text('{"_class_name": "StableCascadeCombinedPipeline"}')
     settings = load_settings(backend="cpu", model_id=str(tmp_path), model_cache_dir=tmp_path / "cache")
     with pytest.raises(UnknownFamily, match="StableDiffusionXLPipeline"):
+        load_cpu_backend(settings)
+
+
+def test_a_guidance_embedded_flux_folder_is_refused(tmp_path: Path) -> None:
+    """FLUX.1-dev shares schnell's pipeline class; its transformer config gives it away."""
+    import json
+
+    folder = saved_folder("builtin:tiny-flux", tmp_path)
+    config_path = folder / "transformer" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "guidance_embeds": True}))
+    settings = load_settings(backend="cpu", model_id=str(folder), model_cache_dir=tmp_path / "cache")
+    with pytest.raises(UnknownFamily, match="embeds guidance"):
         load_cpu_backend(settings)
