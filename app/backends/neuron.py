@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
-from app.model_store.neuron_compile import pipeline_class_name
+from app.model_store.neuron_compile import check_served_variant, pipeline_class_name
 from app.model_store.source import resolve_model_source
 from app.models.builtin import BUILTIN_PREFIX
 from app.models.families import Family, Size, UnknownFamily, family_of
@@ -238,9 +238,11 @@ def load_neuron_backend(settings: Settings) -> NeuronBackend:
     checked: list[tuple[Path, CompiledShape]] = []
     for size, folder in folders:
         try:
-            families.add(family_of(folder))
+            family = family_of(folder)
+            check_served_variant(folder, family)
         except UnknownFamily as exc:
             raise RuntimeError(str(exc)) from None
+        families.add(family)
         fallback = CompiledShape(settings.neuron_batch_size, size.height, size.width)
         shape = read_compiled_shape(folder, fallback)
         if (shape.width, shape.height) != (size.width, size.height):

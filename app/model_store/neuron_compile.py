@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import shutil
 import sys
@@ -78,6 +79,22 @@ class CompileError(RuntimeError):
 def pipeline_class_name(family: Family) -> str:
     """The optimum-neuron class that exports and loads a model of `family`."""
     return PIPELINE_CLASSES[family.name]
+
+
+def check_served_variant(model_dir: Path, family: Family) -> None:
+    """Refuse a FluxPipeline folder whose transformer embeds guidance (FLUX.1-dev and its kind), as the CPU/CUDA
+    backends do (app/backends/diffusers_backend.py): the flux family's facts are FLUX.1-schnell's. Read from the
+    transformer's config.json, which weights and compiled folders both hold, so no compile or load starts."""
+    config = model_dir / "transformer" / "config.json"
+    if (
+        family is FLUX_SCHNELL
+        and config.is_file()
+        and json.loads(config.read_text(encoding="utf-8")).get("guidance_embeds")
+    ):
+        raise UnknownFamily(
+            f"{model_dir}: this FluxPipeline's transformer embeds guidance (FLUX.1-dev-like): the service "
+            "serves guidance-distilled FLUX.1-schnell models only"
+        )
 
 
 def export_arguments(spec: ExportSpec, out_dir: Path) -> dict[str, Any]:
@@ -159,7 +176,9 @@ def _download_weights(s3: Any, model_id: str, bucket: str, weights_dir: Path) ->
             "'The model store'); run it again, or upload your own there"
         ) from None
     try:
-        return family_of(weights_dir)
+        family = family_of(weights_dir)
+        check_served_variant(weights_dir, family)
+        return family
     except UnknownFamily as exc:
         raise CompileError(f"s3://{weights_bucket}/{source}: {exc}") from None
 

@@ -146,6 +146,16 @@ def test_a_size_the_family_cannot_make_fails_before_any_compile(s3, tmp_path):
     assert calls == [] and keys(s3, PREFIX) == []
 
 
+def test_a_guidance_embedded_flux_is_refused_before_any_compile(s3, tmp_path):
+    stage_weights(s3, "FluxPipeline")
+    config = json.dumps({"_class_name": "FluxTransformer2DModel", "guidance_embeds": True}).encode()
+    s3.put_object(Bucket=BUCKET, Key=weights_prefix(MODEL) + "transformer/config.json", Body=config)
+    calls = []
+    with pytest.raises(nc.CompileError, match="embeds guidance"):
+        compile_sizes(s3, tmp_path, calls=calls)
+    assert calls == []
+
+
 def test_an_unknown_pipeline_class_is_a_clear_error(s3, tmp_path):
     stage_weights(s3, "KandinskyPipeline")
     with pytest.raises(nc.CompileError, match="'KandinskyPipeline' is not served"):

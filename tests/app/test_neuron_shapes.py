@@ -190,6 +190,15 @@ def test_a_size_asked_for_but_not_compiled_stops_the_load_naming_both(tmp_path, 
     assert optimum_neuron.loaded == {}  # nothing is loaded onto the device before every size is there
 
 
+def test_a_compiled_guidance_embedded_flux_is_refused_before_loading(tmp_path, optimum_neuron):
+    root = write_compiled(tmp_path / "compiled", [SQUARE], "FluxPipeline")
+    (root / SQUARE / "transformer").mkdir()
+    (root / SQUARE / "transformer" / "config.json").write_text(json.dumps({"guidance_embeds": True}))
+    with pytest.raises(RuntimeError, match="embeds guidance"):
+        load_neuron_backend(load_settings(backend="neuron", model_id=str(root), model_cache_dir=tmp_path))
+    assert optimum_neuron.loaded == {}
+
+
 def test_a_tensor_parallel_size_other_than_compiled_stops_the_load(tmp_path, optimum_neuron):
     root = write_compiled(tmp_path / "compiled", [SQUARE], "StableDiffusionXLPipeline", tensor_parallel_size=2)
     settings = load_settings(backend="neuron", model_id=str(root), model_cache_dir=tmp_path)
