@@ -60,7 +60,8 @@ def measure_bare(backend: object, steps: int, size: int, batch: int, repeats: in
     """Call the backend directly, no HTTP and no queue: the floor the service is compared with."""
     from app.backends.base import GenerationParams
 
-    params = [GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, seed) for seed in range(batch)]
+    guidance = backend.family.default_guidance  # type: ignore[attr-defined]  # as an HTTP request without one
+    params = [GenerationParams("a lighthouse at dusk", "", steps, guidance, size, size, seed) for seed in range(batch)]
     backend.generate(params)  # type: ignore[attr-defined]  # this shape's first call may be slower
     latencies = []
     started = time.perf_counter()
@@ -87,7 +88,7 @@ def measure_paired(
 
     from app.backends.base import GenerationParams
 
-    params = GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, 1)
+    params = GenerationParams("a lighthouse at dusk", "", steps, backend.family.default_guidance, size, size, 1)
     body = {"prompt": params.prompt, "steps": steps, "width": size, "height": size, "seed": params.seed}
     bare_s: list[float] = []
     http_s: list[float] = []
@@ -228,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
             f"- 1 client: {args.pairs} bare calls and HTTP requests alternated; more clients: "
             f"{args.requests_per_client} requests per client; batches formed by size: "
             f"{info['batching']['batches_by_size']}.",
-            f"- Command: `python -m app.bench serving --concurrency {' '.join(map(str, args.concurrency))} "
+            f"- Command: `python -m app.bench serving --model-id {args.model_id} "
+            f"--concurrency {' '.join(map(str, args.concurrency))} "
             f"--requests-per-client {args.requests_per_client} --steps {args.steps} --size {args.size} "
             f"--max-batch-size {args.max_batch_size} --batch-wait-ms {args.batch_wait_ms:g} "
             f"--bare-repeats {args.bare_repeats} --pairs {args.pairs}`",

@@ -38,7 +38,7 @@ from cdk.serving.pod_shape import (
     pod_security_context,
     scratch_volumes,
 )
-from common.model_store.layout import CompileShape, compiled_prefix
+from common.model_store.layout import ImageSize, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
 # The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.
@@ -54,32 +54,22 @@ RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
 
 
-def compile_shape(cfg: ServingConfig) -> CompileShape:
-    """The artifact key's shape: the batch and the first (square, native) of neuronCompileShapes. The compile keeps
-    today's --height/--width for it beside the --shape list, so both sides compute the same prefix; every shape's
-    artifacts are in a `<W>x<H>/` folder under it."""
-    settings = cfg.compile_settings
-    width, height = settings.shapes[0]
-    return CompileShape(settings.batch_size, height, width)
+def compile_sizes(cfg: ServingConfig) -> tuple[ImageSize, ...]:
+    """The image sizes compiled and served (neuronCompileShapes; the first is the family's square native size)."""
+    return tuple(ImageSize(width, height) for width, height in cfg.compile_settings.shapes)
 
 
 def shape_args(cfg: ServingConfig) -> list[str]:
-    """`--shape=WxH` per shape and `--tensor-parallel-size=N`, the compile's arguments beside today's; none for one
-    shape unsharded, which today's `--height`/`--width` say alone. That keeps the shipped default's Job (its name and
-    pod template) as it was, and runnable by the service before its compile reads the shape list (issue 23's Neuron
-    side); once it does, the condition can go."""
-    settings = cfg.compile_settings
-    if len(settings.shapes) == 1 and settings.tensor_parallel_size == 1:
-        return []
-    return [
-        *(f"--shape={name}" for name in settings.shape_names),
-        f"--tensor-parallel-size={settings.tensor_parallel_size}",
-    ]
+    """`--shape=<W>x<H>` for each size, for the compile and for the wait."""
+    return [f"--shape={size.key}" for size in compile_sizes(cfg)]
 
 
 def artifact_prefix(cfg: ServingConfig) -> str:
-    """Where the compiled artifacts for this config live in the model store."""
-    return compiled_prefix(cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg))
+    """Where the compiled artifacts for this config live in the model store (one folder per size below)."""
+    settings = cfg.compile_settings
+    return compiled_prefix(
+        cfg.model_id, versions.NEURON_SDK_VERSION, settings.batch_size, settings.tensor_parallel_size
+    )
 
 
 def job_name(cfg: ServingConfig, image: str) -> str:
@@ -89,8 +79,10 @@ def job_name(cfg: ServingConfig, image: str) -> str:
         (
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
-            compile_shape(cfg).key,
-            *shape_args(cfg),
+            f"b{settings.batch_size}",
+            # The compile's sizes and tensor parallel degree are arguments of the (immutable) pod template too.
+            ",".join(size.key for size in compile_sizes(cfg)),
+            f"tp{settings.tensor_parallel_size}",
             image,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
@@ -128,7 +120,6 @@ def compile_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict
 
 def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> CompileJob:
     """The image model's compile: one Neuron device on a node fit to compile."""
-    shape = compile_shape(cfg)
     settings = cfg.compile_settings
     volumes, mounts = compile_volumes(cfg)
     container = {
@@ -139,10 +130,9 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--bucket={bucket}",
             f"--model-id={cfg.model_id}",
             f"--sdk-version={versions.NEURON_SDK_VERSION}",
-            f"--batch-size={shape.batch_size}",
-            f"--height={shape.height}",
-            f"--width={shape.width}",
+            f"--batch-size={settings.batch_size}",
             *shape_args(cfg),
+            f"--tensor-parallel-size={settings.tensor_parallel_size}",
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
@@ -197,6 +187,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",
+            *shape_args(cfg),
             f"--timeout-s={cfg.compile_settings.timeout_s}",
             f"--poll-s={WAIT_POLL_S}",
         ],

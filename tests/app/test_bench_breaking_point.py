@@ -128,3 +128,16 @@ def test_an_unreachable_service_meets_no_slo(tmp_path, capsys):
     args = _args(url, tmp_path, slo_ms=1000.0, level_seconds=0.2, results_file=None)
     assert breaking_point.run(args) == 1
     assert "No level met the SLO" in capsys.readouterr().out
+
+
+@pytest.mark.server  # builds the tiny Flux model and serves it
+def test_a_model_id_is_served_in_process_and_its_family_written_under_its_own_key(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MODEL_CACHE_DIR", str(tmp_path / "models"))
+    args = _args(
+        "http://unused", tmp_path, model_id="builtin:tiny-flux", slo_ms=60_000.0, level_seconds=1.0, max_concurrency=2
+    )
+    assert breaking_point.run(args) == 0
+    written = args.results_file.read_text()
+    assert "<!-- bench:breaking-point builtin:tiny-flux cpu 60000ms -->" in written
+    assert '"name": "flux"' in written  # /v1/info's family, in the section's service line
+    assert "concurrency 2:" in capsys.readouterr().out

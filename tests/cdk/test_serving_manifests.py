@@ -6,7 +6,6 @@ import pytest
 
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
-from cdk.image import neuron_compile_job as njob
 from cdk.image.workload import deployment_name
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
@@ -56,19 +55,19 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     assert "schedulerName" not in pod  # one whole device needs no Neuron scheduler extension
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
-    (width, height) = cfg.compile_settings.shapes[0]
-    shape = f"b{cfg.compile_settings.batch_size}-h{height}-w{width}"
-    assert env["MODEL_ID"].endswith(
-        f"/compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
-    )
+    settings = cfg.compile_settings
+    prefix = f"neuron-sdk-{versions.NEURON_SDK_VERSION}/b{settings.batch_size}-tp{settings.tensor_parallel_size}/"
+    assert env["MODEL_ID"].endswith(f"/compiled/sd2-community--stable-diffusion-2-1-base/{prefix}")
+    size = ",".join(settings.shape_names)
     assert (env["NEURON_BATCH_SIZE"], env["NEURON_SHAPES"], env["NEURON_TENSOR_PARALLEL_SIZE"]) == (
-        str(cfg.compile_settings.batch_size),
-        ",".join(cfg.compile_settings.shape_names),
-        str(cfg.compile_settings.tensor_parallel_size),
+        str(settings.batch_size),
+        size,
+        str(settings.tensor_parallel_size),
     )
     assert "NEURON_WIDTH" not in env and "NEURON_HEIGHT" not in env
     (init,) = pod["initContainers"]
-    assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
+    assert init["command"][-1] == "wait" and any(a.endswith(prefix) for a in init["args"])
+    assert [a for a in init["args"] if a.startswith("--shape=")] == [f"--shape={n}" for n in settings.shape_names]
     gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
     assert "schedulerName" not in gpu
     gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
@@ -163,11 +162,10 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     (job,) = by_kind(serving_manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert f"--batch-size={cfg.compile_settings.batch_size}" in args
-    (width, height) = cfg.compile_settings.shapes[0]
-    assert f"--height={height}" in args and f"--width={width}" in args
-    # One shape unsharded (cdk.json's): today's arguments alone (tests/cdk/test_image_presets.py has the others).
-    assert [a for a in args if a.startswith(("--shape=", "--tensor-parallel-size="))] == njob.shape_args(cfg) == []
+    settings = cfg.compile_settings
+    assert f"--batch-size={settings.batch_size}" in args
+    assert f"--tensor-parallel-size={settings.tensor_parallel_size}" in args
+    assert [a for a in args if a.startswith("--shape=")] == [f"--shape={name}" for name in settings.shape_names]
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
     assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")

@@ -60,6 +60,7 @@ TIER_OF_STARTER: dict[str, str] = {
     "tests.app.live_server.serve": "server",  # in-process (its loader may be a stand-in: still a full start)
     "tests.app.jobs_server.serve_jobs": "server",
     "tests.app.native_server.serve_gated": "server",
+    "tests.support.family_folders.saved_folder": "server",  # builds a tiny model and saves it
     "tests.llm.stack.run_gateway": "server",  # python -m llm_gateway as a process
     "tests.llm.stack.run_standin": "server",  # the pace stand-in engine as a process
     "common.server_process.serve_process": "server",  # any service as a process
