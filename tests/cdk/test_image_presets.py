@@ -217,15 +217,12 @@ def test_the_manifests_carry_the_preset_without_a_synth():
     }
 
 
-def test_the_shape_list_is_passed_when_there_is_more_than_todays_one_shape():
-    assert njob.shape_args(serving()) == []  # --height/--width say it, as the service's compile reads today
-    assert njob.shape_args(serving(imageModel="sdxl-base")) == [
-        "--shape=1024x1024",
-        "--shape=896x1152",
-        "--shape=1152x896",
-        "--tensor-parallel-size=1",
-    ]
-    assert njob.shape_args(serving(neuronCompileTensorParallelSize=2))[-1] == "--tensor-parallel-size=2"
+def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():
+    assert njob.shape_args(serving()) == ["--shape=512x512"]
+    sdxl = serving(imageModel="sdxl-base")
+    assert njob.shape_args(sdxl) == ["--shape=1024x1024", "--shape=896x1152", "--shape=1152x896"]
+    args = njob.compile_job(sdxl, image="img", bucket="b", region="us-east-1")["spec"]["template"]["spec"]
+    assert f"--tensor-parallel-size={sdxl.compile_settings.tensor_parallel_size}" in args["containers"][0]["args"]
 
 
 def test_the_cost_table_prices_every_preset_from_its_instance():
