@@ -31,7 +31,7 @@ def test_the_deploy_stages_sdxl(sdxl_synth):
     template = sdxl_synth.raw_templates[SERVING]
     (staging,) = [v for k, v in resources_of(template, "Custom::ModelStaging").items() if not k.startswith("Llm")]
     assert staging["Properties"]["PhysicalResourceId"] == f"weights-{SDXL_SLUG}"
-    assert sdxl_synth.config.serving.model_id == SDXL_BASE.model_id
+    assert sdxl_synth.config.serving.model_id == SDXL_BASE.model_id.value
 
 
 def test_the_compile_job_compiles_every_shape_on_a_node_fit_to_compile(sdxl_synth):
