@@ -3,7 +3,8 @@
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
 ingress*, alarm*, modelStore*, neuronCompile*, jobs*). Their values are written once, in `cdk.json`
 (docs/serving.md explains each); only routingWeight*, ingressCertificateArn, ingressDomainName,
-authDomainPrefix, alarmTopicArn and servingHubTokenSecretName are optional. The front door's keys
+authDomainPrefix, alarmTopicArn, servingHubTokenSecretName and costPricePerHour* (unset: the price of
+servingInstanceType*) are optional. The front door's keys
 (ingressFrontDoor, ingressInternetFacing, ingressCertificateArn, ingressDomainName, auth*, waf*) are read
 by `cdk/config/front_door.py`.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
