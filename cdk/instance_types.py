@@ -1,7 +1,8 @@
 """The accelerated instance types the stacks can name, with what Karpenter sees of each, and their price.
 
-A workload that names an instance (an LLM preset does) takes its size and its price from here, so the pod's
-requests, the node it lands on and the price the cost weights and dashboards use cannot disagree.
+A workload that names an instance (an LLM preset, an image preset, the Neuron compile Job) takes its size and its
+price from here, so the pod's requests, the node it lands on (cdk/serving/pod_fit.py pins it there) and the price
+the cost weights and dashboards use cannot disagree.
 
 Every row was read in aws/karpenter-provider-aws@v1.14.1 (bde00654cd31, the chart pinned in cdk/versions.py):
 - vCPUs, memory, pods, GPUs, Neuron devices and NeuronCores: website/content/en/docs/reference/instance-types.md
@@ -12,7 +13,7 @@ Every row was read in aws/karpenter-provider-aws@v1.14.1 (bde00654cd31, the char
   ranks instance types by before it has read the pricing API.
 Verify on first deploy (docs/first-deploy.md): aws ec2 describe-instance-types --instance-types inf2.xlarge \
   inf2.8xlarge inf2.24xlarge inf2.48xlarge g5.xlarge g5.2xlarge g6.xlarge g6.2xlarge g6.12xlarge \
-  g6.48xlarge --query 'InstanceTypes[].[InstanceType,VCpuInfo.DefaultVCpus,
+  g6.48xlarge g6e.xlarge --query 'InstanceTypes[].[InstanceType,VCpuInfo.DefaultVCpus,
   MemoryInfo.SizeInMiB]', and the prices on https://aws.amazon.com/ec2/pricing/on-demand/.
 """
 
@@ -54,5 +55,7 @@ INSTANCE_TYPES: Final[dict[str, InstanceType]] = {
         InstanceType("g6.2xlarge", "nvidia", 8, 32768, 58, 1, 0, 0.9776),
         InstanceType("g6.12xlarge", "nvidia", 48, 196608, 234, 4, 0, 4.6016),
         InstanceType("g6.48xlarge", "nvidia", 192, 786432, 737, 8, 0, 13.3504),
+        # L40S, 48 GB (instance-gpu-memory 45776): the one-GPU type whose GPU holds FLUX.1-schnell in bf16.
+        InstanceType("g6e.xlarge", "nvidia", 4, 32768, 58, 1, 0, 1.861),
     )
 }

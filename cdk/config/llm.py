@@ -26,7 +26,8 @@ from typing import Any, Final
 
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
-from cdk.instance_types import INSTANCE_TYPES, InstanceType
+from cdk.config.instances import read_instance_type
+from cdk.instance_types import InstanceType
 from cdk.llm.presets import DEFAULT_PRESET, PRESETS, LlmPreset, preset_for_model_id
 
 ENABLED_KEY: Final = "llmEnabled"
@@ -273,20 +274,7 @@ def _read_instance(
     ctx: Context, name: str, families: Sequence[str] | None, node_types: Sequence[str] | None
 ) -> InstanceType:
     """`llmInstanceType<Acc>`: a type of cdk/instance_types.py that this accelerator's nodes can be."""
-    key = f"llmInstanceType{_suffix(name)}"
-    known = sorted(t for t, it in INSTANCE_TYPES.items() if it.accelerator == name)
-    instance = INSTANCE_TYPES[ctx.string(key, allowed=known)]
-    if families and instance.family not in families:
-        raise ConfigError(
-            f"setting '{key}' = {instance.name!r} is of family {instance.family}, which '{name}InstanceFamilies' "
-            f"({', '.join(families)}) does not allow: add it there or pick another '{key}'"
-        )
-    if node_types is not None and instance.name not in node_types:
-        raise ConfigError(
-            f"setting '{key}' = {instance.name!r} is not what the managed node group launches "
-            f"({', '.join(node_types)}): set '{key}' to it, or use nodeProvisioner=karpenter"
-        )
-    return instance
+    return read_instance_type(ctx, f"llmInstanceType{_suffix(name)}", name, families, node_types)
 
 
 def _read_accelerator(

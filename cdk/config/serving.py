@@ -3,7 +3,8 @@
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
 ingress*, alarm*, modelStore*, neuronCompile*, jobs*). Their values are written once, in `cdk.json`
 (docs/serving.md explains each); only routingWeight*, ingressCertificateArn, ingressDomainName,
-authDomainPrefix, alarmTopicArn and servingHubTokenSecretName are optional. The front door's keys
+authDomainPrefix, alarmTopicArn, servingHubTokenSecretName and costPricePerHour* (unset: the price of
+servingInstanceType*) are optional. The front door's keys
 (ingressFrontDoor, ingressInternetFacing, ingressCertificateArn, ingressDomainName, auth*, waf*) are read
 by `cdk/config/front_door.py`.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
@@ -19,6 +20,8 @@ from typing import Any, Final, Literal
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 from cdk.config.front_door import FrontDoorConfig
+from cdk.config.instances import read_instance_type
+from cdk.instance_types import InstanceType
 
 # The families the service serves (app/models/families.py); a preset names its own (cdk/image/presets.py).
 IMAGE_FAMILIES: Final = ("sd", "sdxl", "flux")
@@ -57,7 +60,8 @@ def _suffix(accelerator: str) -> str:
 class AcceleratorServing:
     """Settings that differ per accelerator."""
 
-    price_per_hour: float  # USD per instance hour (one pod per instance)
+    instance: InstanceType  # servingInstanceType<Acc>: the type one pod is pinned to and priced at
+    price_per_hour: float  # USD per instance hour (one pod per instance): costPricePerHour<Acc>, or the instance's
     seconds_per_image: float  # measured with the service's benchmark
     routing_weight: int | None  # explicit weight, or None to derive it from cost
     min_replicas: int
@@ -74,6 +78,7 @@ class AcceleratorServing:
 class NeuronCompile:
     """The static shapes the Neuron compile job builds for (one pod serves them all), and how long it may take."""
 
+    instance: InstanceType  # neuronCompileInstanceType: the type the compile pod is pinned to
     batch_size: int
     shapes: tuple[tuple[int, int], ...]  # (width, height); the first is the family's square native size
     tensor_parallel_size: int  # NeuronCores the pipeline is sharded over (2 per Inferentia2 device)
@@ -188,11 +193,19 @@ class ServingConfig:
 
     @classmethod
     def from_context(
-        cls, values: Mapping[str, Any], accelerators: Sequence[str] = tuple(ACCELERATORS)
+        cls,
+        values: Mapping[str, Any],
+        accelerators: Sequence[str] = tuple(ACCELERATORS),
+        instance_families: Mapping[str, Sequence[str]] | None = None,
+        node_instance_types: Mapping[str, Sequence[str]] | None = None,
     ) -> ServingConfig:
         """Read and check the serving settings of the enabled `accelerators`; a bad value raises
-        ConfigError naming its key, and a disabled accelerator's settings are not read at all."""
+        ConfigError naming its key, and a disabled accelerator's settings are not read at all.
+        `instance_families` and `node_instance_types`: as LlmConfig.from_context takes them, to check that each
+        `servingInstanceType<Acc>` (and `neuronCompileInstanceType`) can be launched."""
         ctx = Context(values)
+        families = instance_families or {}
+        node_types = node_instance_types or {}
         per_acc: dict[str, AcceleratorServing] = {}
         for name in accelerators:
             s = _suffix(name)
@@ -208,8 +221,16 @@ class ServingConfig:
                 raise ConfigError(
                     f"setting 'scalingMaxReplicas{s}' = {max_r} is below 'scalingMinReplicas{s}' = {min_r}"
                 )
+            instance = read_instance_type(
+                ctx, f"servingInstanceType{s}", name, families.get(name), node_types.get(name)
+            )
+            price_key = f"costPricePerHour{s}"
             per_acc[name] = AcceleratorServing(
-                price_per_hour=ctx.number(f"costPricePerHour{s}", minimum=0.0001),
+                instance=instance,
+                # Unset: the price of the instance the pod is pinned to (cdk/instance_types.py).
+                price_per_hour=ctx.number(price_key, minimum=0.0001)
+                if values.get(price_key) is not None
+                else instance.usd_per_hour,
                 seconds_per_image=ctx.number(f"costSecondsPerImage{s}", minimum=0.001),
                 routing_weight=weight,
                 min_replicas=min_r,
@@ -269,7 +290,9 @@ class ServingConfig:
             alarm_evaluation_periods=ctx.integer("alarmEvaluationPeriods", minimum=1, maximum=60),
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
-            neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
+            # Not held against managed node groups' types: their inf2.xlarge never took the compile pod (16 vCPU),
+            # a gap this check would only move to the synth.
+            neuron_compile=_read_neuron_compile(ctx, families.get("neuron")) if "neuron" in accelerators else None,
             stage_weights=ctx.boolean("servingStageWeights"),
             hub_token_secret=ctx.string(
                 "servingHubTokenSecretName",
@@ -403,7 +426,7 @@ def _read_model_revision(ctx: Context) -> str | None:
     )
 
 
-def _read_neuron_compile(ctx: Context) -> NeuronCompile:
+def _read_neuron_compile(ctx: Context, families: Sequence[str] | None) -> NeuronCompile:
     """neuronCompile*: the compiled static shapes (sides a multiple of 8), the degree and the job's deadline."""
     for old in ("neuronCompileWidth", "neuronCompileHeight"):
         if ctx.raw(old, None) is not None:
@@ -419,6 +442,7 @@ def _read_neuron_compile(ctx: Context) -> NeuronCompile:
             f"{NEURON_CORES_PER_DEVICE} (the NeuronCores of whole Inferentia2 devices)"
         )
     return NeuronCompile(
+        instance=read_instance_type(ctx, "neuronCompileInstanceType", "neuron", families, None),
         batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
         shapes=shapes,
         tensor_parallel_size=degree,

@@ -6,9 +6,9 @@ A Job's pod template is immutable, so the Job's name carries a hash of what it c
 update, and an unchanged deploy leaves the finished Job alone. The Job itself skips work when the
 artifacts exist. The serving stack applies it only after the weights are staged.
 
-The pod asks for more CPU and memory than an inf2.xlarge has, so Karpenter launches an inf2.8xlarge
-or larger from the neuron NodePool (optimum-neuron: "We recommend using a inf2.8xlarge or a larger
-instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/stable_diffusion),
+The pod is pinned to `neuronCompileInstanceType` (an inf2.8xlarge by default; optimum-neuron: "We recommend using a
+inf2.8xlarge or a larger instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/
+stable_diffusion) and must fit it beside the DaemonSets (cdk/serving/pod_fit.py checks it at synth),
 and carries `karpenter.sh/do-not-disrupt: "true"` so consolidation does not take the node away
 mid-compile; a finished (Succeeded/Failed) pod no longer blocks, so the node is then reclaimed
 (aws/karpenter-provider-aws website/content/en/v1.14/concepts/disruption.md at 388ed61, "Pod-Level Controls").
@@ -30,6 +30,7 @@ from typing import Any, Final
 from cdk import versions
 from cdk.config.serving import ServingConfig
 from cdk.serving.compile_job import CompileJob, hashed_name, neuron_resources, rerun_command_for, service_account_for
+from cdk.serving.pod_fit import FitSettings
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     TMP_DIR,
@@ -72,6 +73,16 @@ def artifact_prefix(cfg: ServingConfig) -> str:
     )
 
 
+# The settings that size the compile pod, as a synth-time fit error names them.
+COMPILE_FIT: Final = FitSettings(
+    pod="the Neuron compile pod",
+    instance_key="neuronCompileInstanceType",
+    cpu_key="neuronCompileCpu",
+    memory_key="neuronCompileMemoryGi",
+    devices_key="neuronCompileTensorParallelSize",
+)
+
+
 def job_name(cfg: ServingConfig, image: str) -> str:
     """`sd-neuron-compile-<hash>` of every input of the (immutable) pod template."""
     settings = cfg.compile_settings
@@ -84,6 +95,7 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             ",".join(size.key for size in compile_sizes(cfg)),
             f"tp{settings.tensor_parallel_size}",
             image,
+            settings.instance.name,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
             str(settings.timeout_s),
@@ -150,6 +162,7 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
         pod_security=pod_security_context(cfg),
         containers=(container,),
         volumes=tuple(volumes),
+        pinned=(settings.instance, COMPILE_FIT),
     )
 
 

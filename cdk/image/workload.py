@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
+from cdk.serving.pod_fit import FitSettings, pinned_and_fitting
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
@@ -62,6 +63,19 @@ def accelerator_resources(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any
     per = cfg.per_accelerator[acc.name]
     count = cfg.neuron_devices if acc.name == "neuron" else 1
     return device_resources(acc, count, cpu=per.cpu, memory_gi=per.memory_gi)
+
+
+def fit_settings(acc: Accelerator) -> FitSettings:
+    """The settings that size the image pod on `acc`, as a synth-time fit error names them."""
+    suffix = acc.name[0].upper() + acc.name[1:]
+    return FitSettings(
+        pod=f"the image pod on {acc.name}",
+        instance_key=f"servingInstanceType{suffix}",
+        cpu_key=f"servingCpu{suffix}",
+        memory_key=f"servingMemoryGi{suffix}",
+        # One GPU per pod on NVIDIA: only the instance can change there.
+        devices_key="servingNeuronDevices" if acc.name == "neuron" else f"servingInstanceType{suffix}",
+    )
 
 
 def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
@@ -155,6 +169,8 @@ def deployment(
     }
     if init_containers:
         pod_spec["initContainers"] = list(init_containers)
+    # Exactly the instance the pod is sized for and priced at (the NodePool allows whole families).
+    pod_spec = pinned_and_fitting(pod_spec, cfg.per_accelerator[acc.name].instance, fit_settings(acc))
     return accelerator_deployment(
         deployment_name(acc),
         cfg,

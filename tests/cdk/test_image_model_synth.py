@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
-from cdk.image.presets import INF2_XLARGE, SDXL_BASE
+from cdk.image.presets import INF2_8XLARGE, INF2_XLARGE, SDXL_BASE
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from tests.cdk.conftest import resources_of
 from tests.cdk.manifests import manifests
 from tests.support.k8s_schema import validate_all
@@ -30,7 +31,7 @@ def test_the_deploy_stages_sdxl(sdxl_synth):
     template = sdxl_synth.raw_templates[SERVING]
     (staging,) = [v for k, v in resources_of(template, "Custom::ModelStaging").items() if not k.startswith("Llm")]
     assert staging["Properties"]["PhysicalResourceId"] == f"weights-{SDXL_SLUG}"
-    assert sdxl_synth.config.serving.model_id == SDXL_BASE.model_id
+    assert sdxl_synth.config.serving.model_id == SDXL_BASE.model_id.value
 
 
 def test_the_compile_job_compiles_every_shape_on_a_node_fit_to_compile(sdxl_synth):
@@ -45,9 +46,9 @@ def test_the_compile_job_compiles_every_shape_on_a_node_fit_to_compile(sdxl_synt
     ]
     assert "--tensor-parallel-size=1" in container["args"] and "--height=1024" in container["args"]
     requests = container["resources"]["requests"]
-    # More than an inf2.xlarge has: Karpenter takes the inf2.8xlarge optimum-neuron compiles SDXL on.
+    # Pinned to the inf2.8xlarge optimum-neuron compiles SDXL on (more than an inf2.xlarge has in any case).
     assert float(requests["cpu"]) > INF2_XLARGE.vcpu and requests[NEURON.resource_name] == 1
-    assert pod["nodeSelector"] == NEURON.node_label
+    assert pod["nodeSelector"] == {**NEURON.node_label, INSTANCE_TYPE_LABEL: INF2_8XLARGE.name}
     scratch = next(v for v in pod["volumes"] if v["name"] == "cache")
     assert scratch["emptyDir"]["sizeLimit"] == f"{SDXL_BASE.neuron_compile.scratch_gi}Gi"
     assert validate_all(objects, sdxl_synth.config.kubernetes_version) == []
@@ -60,12 +61,14 @@ def test_the_pods_serve_every_shape_on_instances_that_fit(sdxl_synth):
     env = {e["name"]: e["value"] for e in serve["env"]}
     assert env["NEURON_SHAPES"] == "1024x1024,896x1152,1152x896"
     assert env["MODEL_ID"].endswith(f"/compiled/{SDXL_SLUG}/neuron-sdk-{versions.NEURON_SDK_VERSION}/b1-h1024-w1024/")
-    # The inf2.xlarge's 16 GiB would need swap to load SDXL: the pod asks for more, so it lands on an inf2.8xlarge.
+    # The inf2.xlarge's 16 GiB would need swap to load SDXL: the pod asks for more and is pinned to an inf2.8xlarge.
     assert serve["resources"]["requests"]["memory"] == f"{SDXL_BASE.neuron.memory_gi}Gi"
-    assert SDXL_BASE.neuron.memory_gi > INF2_XLARGE.memory_gib
+    assert SDXL_BASE.neuron.memory_gi * 1024 > INF2_XLARGE.memory_mib
+    assert neuron["nodeSelector"][INSTANCE_TYPE_LABEL] == INF2_8XLARGE.name
     gpu = named(objects, "Deployment", "sd-gpu")["spec"]["template"]["spec"]
     (gpu_serve,) = gpu["containers"]
     assert gpu_serve["resources"]["requests"][NVIDIA.resource_name] == 1
+    assert gpu["nodeSelector"][INSTANCE_TYPE_LABEL] == SDXL_BASE.nvidia.instance.name == "g6.xlarge"
     assert {e["name"]: e["value"] for e in gpu_serve["env"]}["MODEL_ID"].endswith(f"/models/{SDXL_SLUG}/")
 
 

@@ -1,6 +1,8 @@
 """The image model catalog (cdk/image/presets.py) without a synth: one setting picks a preset, a key the user gives
-wins, a model outside the catalog names the fact it lacks, every preset's pods fit the instance it names beside the
-DaemonSets and no cheaper one, and the pure-function manifests (compile Job, Deployments) carry the preset."""
+wins, a model outside the catalog names the fact it lacks, every preset's facts name their source, and the pure-function
+manifests (compile Job, Deployments) carry the preset. That each preset's pods are pinned to the instance it names,
+fit there beside the DaemonSets and that no cheaper instance of its families would do is the shared fit check's test,
+tests/cdk/test_pod_fit.py."""
 
 from __future__ import annotations
 
@@ -22,43 +24,21 @@ from cdk.image.presets import (
     DEFAULT_PRESET,
     FAMILY_KEY,
     FLUX_SCHNELL,
-    INF2_8XLARGE,
-    INF2_24XLARGE,
-    INF2_XLARGE,
     PRESETS,
     SDXL_BASE,
     ImagePreset,
-    Instance,
     PodSize,
 )
+from cdk.instance_types import InstanceType
 from tests.cdk.conftest import EXAMPLE_ENVIRONMENT, REPO_ROOT
 
 CDK_JSON: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
-# What the platform's DaemonSets request on an accelerated node (docs/shared DESIGN: about 730m: kube-proxy, aws-node,
-# the CloudWatch agent, Fluent Bit, node exporter, the Neuron monitor or DCGM exporter), and the share of a node's
-# CPU and memory a pod can count on after the kubelet's reservations and the VM's overhead (a 4-vCPU node has about
-# 3,920m allocatable under Karpenter: 98%; memory: 85% less 1 GiB for the DaemonSets, a conservative bound).
-DAEMONSETS_CPU = 0.73
-ALLOCATABLE_CPU_SHARE = 0.98
-ALLOCATABLE_MEMORY_SHARE = 0.85
-DAEMONSETS_MEMORY_GI = 1.0
-# The cheaper instances Karpenter could take instead (its NodePools allow every size of the families).
-INSTANCES = (INF2_XLARGE, INF2_8XLARGE, INF2_24XLARGE)
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sd:neuron-abc"
 
 
 def serving(**given: Any) -> ServingConfig:
     """The serving settings `cdk synth -c key=value ...` reads, with the preset applied as the app applies it."""
     return ServingConfig.from_context(resolve_context({**CDK_JSON, **given}))
-
-
-def fits(instance: Instance, *, cpu: float, memory_gi: float, devices: int) -> bool:
-    """The pod fits the instance beside the DaemonSets."""
-    return (
-        cpu + DAEMONSETS_CPU <= instance.vcpu * ALLOCATABLE_CPU_SHARE
-        and memory_gi + DAEMONSETS_MEMORY_GI <= instance.memory_gib * ALLOCATABLE_MEMORY_SHARE
-        and devices <= instance.devices
-    )
 
 
 def test_cdk_json_holds_the_default_presets_values():
@@ -72,7 +52,7 @@ def test_cdk_json_holds_the_default_presets_values():
 def test_one_setting_picks_sdxl_with_its_shapes_compile_and_prices():
     cfg = serving(imageModel="sdxl-base")
     compiled = cfg.compile_settings
-    assert (cfg.model_id, cfg.family, cfg.image_model) == (SDXL_BASE.model_id, "sdxl", "sdxl-base")
+    assert (cfg.model_id, cfg.family, cfg.image_model) == (SDXL_BASE.model_id.value, "sdxl", "sdxl-base")
     assert compiled.shapes == ((1024, 1024), (896, 1152), (1152, 896))
     assert (compiled.tensor_parallel_size, compiled.devices, compiled.memory_gi) == (1, 1, 96)
     assert cfg.model_size_gi == 14 and compiled.scratch_gi >= COMPILE_SCRATCH_MODEL_COPIES * 14
@@ -115,7 +95,7 @@ def test_weights_brought_take_the_named_presets_facts_and_no_commit():
         ({"servingModelId": "someone/sd15-finetune", FAMILY_KEY: "sd"}, "servingModelSizeGi"),
         ({"servingModelId": "someone/sd15-finetune", FAMILY_KEY: "sd", "servingModelSizeGi": 3}, "neuronCompileShapes"),
         ({"imageModel": "sd3"}, "imageModel"),
-        ({"imageModel": "sdxl-base", "servingModelId": FLUX_SCHNELL.model_id}, "imageModel"),
+        ({"imageModel": "sdxl-base", "servingModelId": FLUX_SCHNELL.model_id.value}, "imageModel"),
         ({"neuronCompileWidth": 768}, "neuronCompileShapes"),
     ],
 )
@@ -157,30 +137,17 @@ def test_a_model_outside_the_catalog_runs_on_its_own_facts_at_its_main_branch():
 
 
 @pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
-def test_every_presets_pods_fit_their_instance_and_no_cheaper_one(preset: ImagePreset):
-    pods: list[tuple[str, Instance, float, int, int]] = [
-        ("compile", preset.neuron_compile.instance, preset.neuron_compile.cpu, preset.neuron_compile.memory_gi, 0),
-        ("neuron", preset.neuron.instance, preset.neuron.cpu, preset.neuron.memory_gi, preset.neuron.devices),
-        ("nvidia", preset.nvidia.instance, preset.nvidia.cpu, preset.nvidia.memory_gi, preset.nvidia.devices),
-    ]
-    for what, instance, cpu, memory, devices in pods:
-        if what == "compile":
-            devices = -(-preset.neuron_compile.tensor_parallel_size // 2)
-        assert fits(instance, cpu=cpu, memory_gi=memory, devices=devices), (preset.name, what, instance.name)
-        if instance.name.startswith("inf2"):
-            cheaper = [i.name for i in INSTANCES if i.usd_per_hour < instance.usd_per_hour]
-            taken = [n for n in cheaper if fits(_named(n), cpu=cpu, memory_gi=memory, devices=devices)]
-            assert taken == [], f"{preset.name} {what}: Karpenter would take {taken} before {instance.name}"
-
-
-def _named(name: str) -> Instance:
-    return next(i for i in INSTANCES if i.name == name)
+def test_every_presets_model_facts_name_their_source(preset: ImagePreset):
+    for fact in (preset.model_id, preset.licence, preset.size_gi):
+        assert fact.source.strip()
+    # FLUX.1-dev is not for commercial use: never a preset.
+    assert "FLUX.1-dev" not in preset.model_id.value
 
 
 @pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
 def test_every_presets_volumes_hold_the_model_on_the_nodes_disk(preset: ImagePreset):
-    assert preset.cache_gi >= preset.size_gi
-    assert COMPILE_SCRATCH_MODEL_COPIES * preset.size_gi <= preset.neuron_compile.scratch_gi < ROOT_VOLUME_GIB
+    assert preset.cache_gi >= preset.size_gi.value
+    assert COMPILE_SCRATCH_MODEL_COPIES * preset.size_gi.value <= preset.neuron_compile.scratch_gi < ROOT_VOLUME_GIB
     assert preset.neuron.devices * 2 >= preset.neuron_compile.tensor_parallel_size
 
 
@@ -230,5 +197,5 @@ def test_the_cost_table_prices_every_preset_from_its_instance():
     for preset in PRESETS.values():
         assert f"| `{preset.name}` | Neuron | {preset.neuron.instance.name} |" in table
         assert f"| `{preset.name}` | NVIDIA | {preset.nvidia.instance.name} |" in table
-    pod = PodSize(Instance("x", 4, 16, 1, 3.6), 1, 1, 1, 2.0, 60)
+    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 3.6), 1, 1, 1, 2.0, 60)
     assert usd_per_1000_images(pod) == pytest.approx(2.0)  # 2,000 s at $3.60 an hour

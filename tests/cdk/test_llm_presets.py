@@ -1,9 +1,9 @@
-"""The LLM catalog: each preset builds with its own shape on the instance it names, priced at that instance, and
-its pod fits there beside the DaemonSets; no synth (tests/cdk/test_llm_serving.py synthesizes the default)."""
+"""The LLM catalog: each preset builds with its own shape on the instance it names, priced at that instance; no synth
+(tests/cdk/test_llm_serving.py synthesizes the default). That each preset's pod is pinned to that instance and fits
+there beside the DaemonSets is the shared fit check's test, tests/cdk/test_pod_fit.py, for every workload."""
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -13,12 +13,8 @@ from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError
 from cdk.config.llm import LlmConfig, preset_keys
 from cdk.instance_types import INSTANCE_TYPES
-from cdk.llm import workload
-from cdk.llm.pod_fit import INSTANCE_TYPE_LABEL, require_fit
 from cdk.llm.presets import PRESETS, LlmPreset
-from cdk.node_fit import allocatable, daemonset_requests, pod_requests
 from tests.cdk.conftest import DEFAULT_CONTEXT
-from tests.cdk.test_llm_workload import build, configs, pod
 
 ON = DEFAULT_CONTEXT | {"llmEnabled": True}
 FAMILIES = {"neuron": ["inf2"], "nvidia": ["g5", "g6"]}
@@ -52,44 +48,6 @@ def test_each_preset_configures_its_own_shape(preset, key):
         )
         # The routing weights, the dashboard and the benchmark Job all read this price.
         assert per.price_per_hour == INSTANCE_TYPES[fit.instance_type].usd_per_hour
-
-
-@pytest.mark.parametrize("preset", PRESETS.values(), ids=lambda p: p.name)
-@pytest.mark.parametrize("acc", ACCELERATORS.values(), ids=lambda a: a.name)
-def test_each_presets_pod_and_the_daemonsets_fit_the_instance_it_names(preset, acc):
-    llm, cfg = configs(**settings_for(preset))
-    spec = pod(build(acc, llm, cfg))
-    instance = INSTANCE_TYPES[preset.per_accelerator[acc.name].instance_type]
-    assert spec["nodeSelector"][INSTANCE_TYPE_LABEL] == instance.name
-    need = pod_requests(spec) + daemonset_requests(acc.name)
-    room = allocatable(instance)
-    assert need.cpu_m <= room.cpu_m and need.memory_mib <= room.memory_mib, (need, room)
-    # And what the pod asks of the accelerator is on that instance.
-    engine = next(c for c in spec["containers"] if c["name"] == workload.ENGINE_CONTAINER)
-    assert engine["resources"]["requests"][acc.resource_name] <= instance.devices
-
-
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"llmCpuNeuron": 3}, "lower 'llmCpuNeuron' by 11m, or pick a larger 'llmInstanceTypeNeuron'"),
-        ({"llmMemoryGiNvidia": 14}, "lower 'llmMemoryGiNvidia' by 711 MiB"),
-    ],
-)
-def test_a_pod_too_large_for_its_instance_stops_the_synth_naming_the_setting(extra, message):
-    llm, cfg = configs(**extra)
-    acc = ACCELERATORS["neuron" if "Neuron" in next(iter(extra)) else "nvidia"]
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        build(acc, llm, cfg)
-
-
-def test_the_fit_check_reads_the_pod_it_is_given():
-    llm, cfg = configs()
-    # A copy: the built containers share the workload's resource constants.
-    spec = copy.deepcopy(pod(build(ACCELERATORS["nvidia"], llm, cfg)))
-    spec["containers"][1]["resources"]["requests"]["cpu"] = "2"  # the gateway grown past the node
-    with pytest.raises(ConfigError, match=re.escape("'llmInstanceTypeNvidia' = 'g6.xlarge' offers")):
-        require_fit(llm.per_accelerator["nvidia"], spec)
 
 
 def test_a_model_outside_the_catalog_names_every_missing_setting():

@@ -10,10 +10,10 @@ import json
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.names import deployment_name
-from cdk.llm.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS, LLM_PREFIX_PATHS
 from cdk.llm.serving import cost_weights
 from cdk.node_fit import allocatable, daemonset_requests, pod_requests
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from common.metrics.recorder import MetricsRecorder
 from common.model_store.layout import weights_prefix
 from tests.cdk.conftest import resources_of

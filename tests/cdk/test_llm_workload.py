@@ -17,8 +17,8 @@ from cdk.image import workload as sd
 from cdk.llm import workload
 from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
-from cdk.llm.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving import pod_shape
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
 from common.auth import env as auth_env
 from common.probe_paths import HEALTH_PATH, READINESS_PATH

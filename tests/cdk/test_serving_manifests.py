@@ -7,6 +7,7 @@ import pytest
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
 from cdk.image.workload import deployment_name
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
 
@@ -36,7 +37,10 @@ def test_schema_check_is_not_blind():
 def test_deployment_lands_on_its_node_pool(serving_manifests, name):
     acc = ACCELERATORS[name]
     pod = by_kind(serving_manifests, "Deployment")[deployment_name(acc)]["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {NODE_LABEL_KEY: name} == acc.node_label
+    # Its node pool, and in it the one instance type it is priced at (cdk.json's servingInstanceType<Acc>).
+    instance = {"neuron": "inf2.xlarge", "nvidia": "g6.xlarge"}[name]
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: name, INSTANCE_TYPE_LABEL: instance}
+    assert {NODE_LABEL_KEY: name} == acc.node_label
     assert {"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"][acc.resource_name] == container["resources"]["requests"][acc.resource_name]
@@ -167,6 +171,6 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     assert f"--tensor-parallel-size={settings.tensor_parallel_size}" in args
     assert [a for a in args if a.startswith("--shape=")] == [f"--shape={name}" for name in settings.shape_names]
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
-    assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron", INSTANCE_TYPE_LABEL: "inf2.8xlarge"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
