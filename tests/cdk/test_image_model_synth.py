@@ -61,7 +61,7 @@ def test_the_pods_serve_every_shape_on_instances_that_fit(sdxl_synth):
     (serve,) = neuron["containers"]
     env = {e["name"]: e["value"] for e in serve["env"]}
     assert env["NEURON_SHAPES"] == "1024x1024,896x1152,1152x896"
-    assert env["MODEL_ID"].endswith(f"/compiled/{SDXL_SLUG}/neuron-sdk-{versions.NEURON_SDK_VERSION}/b1-h1024-w1024/")
+    assert env["MODEL_ID"].endswith(f"/compiled/{SDXL_SLUG}/neuron-sdk-{versions.NEURON_SDK_VERSION}/b1-tp1/")
     # The inf2.xlarge's 16 GiB would need swap to load SDXL: the pod asks for more and is pinned to an inf2.8xlarge.
     assert serve["resources"]["requests"]["memory"] == f"{SDXL_BASE.neuron.memory_gi}Gi"
     assert SDXL_BASE.neuron.memory_gi * 1024 > INF2_XLARGE.memory_mib
