@@ -38,6 +38,13 @@ MAX_ROUTING_WEIGHT: Final = 999
 COMPILE_SCRATCH_MODEL_COPIES: Final = 5
 # NeuronCores per Inferentia2 device (awsdocs-neuron general/arch/neuron-hardware/inferentia2: "2x NeuronCore-v2").
 NEURON_CORES_PER_DEVICE: Final = 2
+# Inferentia2: "32GiB of high-bandwidth device memory (HBM)" per chip of two NeuronCore-v2 (awsdocs-neuron v2.29.1
+# about-neuron/arch/neuron-hardware/inferentia2.rst), so 16 GiB a core.
+NEURON_CORE_MEMORY_GB: Final = 16
+# The least device memory one compiled size of a family's pipeline takes: the lower ends of the table in
+# docs/serving.md "Several sizes per Neuron pod" (reasoned from parameter counts and optimum-neuron 0.4.5's
+# loader; the first deploy measures them). A lower bound, so the check stops only what cannot fit.
+NEURON_GB_PER_SIZE_AT_LEAST: Final = {"sd": 4.3, "sdxl": 12.3, "flux": 34.0}
 _SHAPE = r"([0-9]{2,4})x([0-9]{2,4})"
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
@@ -334,6 +341,7 @@ class ServingConfig:
                 f"{self.neuron_compile.devices} devices of 'neuronCompileTensorParallelSize' = "
                 f"{self.neuron_compile.tensor_parallel_size}: the pods could not load the sharded model"
             )
+        self._check_neuron_device_memory()
         self._check_volume_sizes()
         try:
             from common.model_store.layout import is_s3_uri, model_slug, split_s3_uri
@@ -341,6 +349,25 @@ class ServingConfig:
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+    def _check_neuron_device_memory(self) -> None:
+        """Stop a shape list whose pipelines cannot all fit the NeuronCores they load onto (one whole pipeline
+        per size: docs/serving.md "Several sizes per Neuron pod")."""
+        plan = self.neuron_compile
+        if plan is None:
+            return
+        # Unsharded (SD, SDXL), optimum-neuron 0.4.5 loads every size onto the first device's two cores; sharded
+        # (Flux), each size is spread over the degree's cores.
+        cores = max(plan.tensor_parallel_size, NEURON_CORES_PER_DEVICE)
+        available = cores * NEURON_CORE_MEMORY_GB
+        needed = len(plan.shapes) * NEURON_GB_PER_SIZE_AT_LEAST[self.family]
+        if needed > available:
+            raise ConfigError(
+                f"setting 'neuronCompileShapes' lists {len(plan.shapes)} sizes: a {self.family} pipeline per size "
+                f"takes at least {NEURON_GB_PER_SIZE_AT_LEAST[self.family]:g} GB of Neuron device memory, "
+                f"{needed:g} GB in all, over the {available:g} GB of the {cores} NeuronCores it loads onto "
+                "(list fewer sizes, or raise 'neuronCompileTensorParallelSize' where the family shards)"
+            )
 
     def _check_volume_sizes(self) -> None:
         """The pods' cache volume holds the model they download; the compile Job's scratch several copies."""

@@ -150,7 +150,10 @@ SD21_BASE: Final = ImagePreset(
 # EKS node has no swap, so the pod asks for 48 GiB and is pinned to the inf2.8xlarge. On NVIDIA the fp16 pipeline
 # (about 7 GB) fits the 24 GB of a g5's A10G or a g6's L4; the g6.xlarge is the cheaper. Seconds per image: 1024 px
 # has 4x the latents of 512 px; the figures are SD 2.1's scaled by 4 until the benchmark on first deploy replaces
-# them (docs/first-deploy.md).
+# them (docs/first-deploy.md). Neuron compiles the square native size only: optimum-neuron 0.4.5 loads every size's
+# whole pipeline onto the first chip's two cores, and SDXL takes at least 12 GB of its 32 per size
+# (docs/serving.md "Several sizes per Neuron pod"), so three sizes cannot fit (the synth stops them:
+# cdk/config/serving.py) and two might; the portrait and landscape sizes are served on NVIDIA, which takes any size.
 SDXL_BASE: Final = ImagePreset(
     name="sdxl-base",
     model_id=Sourced("stabilityai/stable-diffusion-xl-base-1.0", f"{_OPTIMUM_NEURON}/stable_diffusion_xl.mdx"),
@@ -163,7 +166,7 @@ SDXL_BASE: Final = ImagePreset(
     ),
     size_gi=Sourced(14, "3.5 B parameters in fp32 (UNet 2.6 B, text encoders 0.8 B, VAE 0.08 B): 13 GiB"),
     cache_gi=40,
-    neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("1024x1024", "896x1152", "1152x896"), 1, 16, 96, 80),
+    neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("1024x1024",), 1, 16, 96, 80),
     neuron=PodSize(INF2_8XLARGE, 8, 48, 1, 6.4, 1800),
     nvidia=PodSize(G6_XLARGE, 3, 12, 1, 8.8, 1800),
     nvidia_families=("g5", "g6"),  # A10G and L4: 24 GB each

@@ -39,11 +39,7 @@ def test_the_compile_job_compiles_every_shape_on_a_node_fit_to_compile(sdxl_synt
     job = named(objects, "Job", "sd-neuron-compile-")
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert [a for a in container["args"] if a.startswith("--shape=")] == [
-        "--shape=1024x1024",
-        "--shape=896x1152",
-        "--shape=1152x896",
-    ]
+    assert [a for a in container["args"] if a.startswith("--shape=")] == ["--shape=1024x1024"]
     assert "--tensor-parallel-size=1" in container["args"]
     assert not [a for a in container["args"] if a.startswith(("--height=", "--width="))]
     requests = container["resources"]["requests"]
@@ -60,7 +56,7 @@ def test_the_pods_serve_every_shape_on_instances_that_fit(sdxl_synth):
     neuron = named(objects, "Deployment", "sd-neuron")["spec"]["template"]["spec"]
     (serve,) = neuron["containers"]
     env = {e["name"]: e["value"] for e in serve["env"]}
-    assert env["NEURON_SHAPES"] == "1024x1024,896x1152,1152x896"
+    assert env["NEURON_SHAPES"] == "1024x1024"
     assert env["MODEL_ID"].endswith(f"/compiled/{SDXL_SLUG}/neuron-sdk-{versions.NEURON_SDK_VERSION}/b1-tp1/")
     # The inf2.xlarge's 16 GiB would need swap to load SDXL: the pod asks for more and is pinned to an inf2.8xlarge.
     assert serve["resources"]["requests"]["memory"] == f"{SDXL_BASE.neuron.memory_gi}Gi"

@@ -53,7 +53,7 @@ def test_one_setting_picks_sdxl_with_its_shapes_compile_and_prices():
     cfg = serving(imageModel="sdxl-base")
     compiled = cfg.compile_settings
     assert (cfg.model_id, cfg.family, cfg.image_model) == (SDXL_BASE.model_id.value, "sdxl", "sdxl-base")
-    assert compiled.shapes == ((1024, 1024), (896, 1152), (1152, 896))
+    assert compiled.shapes == ((1024, 1024),)  # one SDXL pipeline per size: one surely fits the chip
     assert (compiled.tensor_parallel_size, compiled.devices, compiled.memory_gi) == (1, 1, 96)
     assert cfg.model_size_gi == 14 and compiled.scratch_gi >= COMPILE_SCRATCH_MODEL_COPIES * 14
     assert cfg.per_accelerator["neuron"].price_per_hour == SDXL_BASE.neuron.instance.usd_per_hour
@@ -187,9 +187,23 @@ def test_the_manifests_carry_the_preset_without_a_synth():
 def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():
     assert njob.shape_args(serving()) == ["--shape=512x512"]
     sdxl = serving(imageModel="sdxl-base")
-    assert njob.shape_args(sdxl) == ["--shape=1024x1024", "--shape=896x1152", "--shape=1152x896"]
+    assert njob.shape_args(sdxl) == ["--shape=1024x1024"]  # one SDXL pipeline per size: only one surely fits a chip
+    flux = serving(imageModel="flux-schnell")
+    assert njob.shape_args(flux) == ["--shape=1024x1024", "--shape=896x1152", "--shape=1152x896"]
     args = njob.compile_job(sdxl, image="img", bucket="b", region="us-east-1")["spec"]["template"]["spec"]
     assert f"--tensor-parallel-size={sdxl.compile_settings.tensor_parallel_size}" in args["containers"][0]["args"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"imageModel": "sdxl-base", "neuronCompileShapes": ["1024x1024", "896x1152", "1152x896"]}, "36.9 GB in all"),
+        ({"imageModel": "flux-schnell", "neuronCompileTensorParallelSize": 2, "servingNeuronDevices": 1}, "102 GB"),
+    ],
+)
+def test_sizes_whose_pipelines_cannot_fit_the_neuron_cores_stop_the_synth(overrides, message):
+    with pytest.raises(ConfigError, match=rf"'neuronCompileShapes' lists 3 sizes: .*{message}.*NeuronCores"):
+        serving(**overrides)
 
 
 def test_the_cost_table_prices_every_preset_from_its_instance():
