@@ -46,7 +46,7 @@ def test_the_sdxl_neuron_pods_wait_ends_once_its_shapes_are_published(sdxl_stack
     container = sdxl_stacks.containers[WAIT_INIT]
     args = dict(a.removeprefix("--").split("=", 1) for a in container.args or () if a.startswith("--"))
     assert args["prefix"] == njob.artifact_prefix(sdxl_stacks.config.serving)
-    assert "/b1-h1024-w1024/" in args["prefix"]
+    assert args["prefix"].endswith("/b1-tp1/")
     files = {f"{shape}/model_index.json": "{}" for shape in sdxl_stacks.config.serving.compile_settings.shape_names}
     compiled = {"bucket": args["bucket"], "prefix": args["prefix"], "files": files, "marker": {"files": []}}
     outcome = _run(sdxl_stacks, WAIT_INIT, seed_dir, tmp_path, compiled=[compiled], timeout_s=60)
