@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdk.image import neuron_compile_job as njob
-from common.model_store.layout import split_s3_uri
+from common.model_store.layout import shape_prefix, split_s3_uri
 from common.probe_paths import HEALTH_PATH
 from tests.rehearsal.conftest import Stacks, seeded_weights
 from tests.rehearsal.sandbox import rehearse
@@ -47,7 +47,15 @@ def test_the_sdxl_neuron_pods_wait_ends_once_its_shapes_are_published(sdxl_stack
     args = dict(a.removeprefix("--").split("=", 1) for a in container.args or () if a.startswith("--"))
     assert args["prefix"] == njob.artifact_prefix(sdxl_stacks.config.serving)
     assert args["prefix"].endswith("/b1-tp1/")
-    files = {f"{shape}/model_index.json": "{}" for shape in sdxl_stacks.config.serving.compile_settings.shape_names}
-    compiled = {"bucket": args["bucket"], "prefix": args["prefix"], "files": files, "marker": {"files": []}}
-    outcome = _run(sdxl_stacks, WAIT_INIT, seed_dir, tmp_path, compiled=[compiled], timeout_s=60)
+    # Each size is its own folder with its own completion marker, as the compile Job publishes them.
+    compiled = [
+        {
+            "bucket": args["bucket"],
+            "prefix": shape_prefix(args["prefix"], size),
+            "files": {"model_index.json": "{}"},
+            "marker": {"files": []},
+        }
+        for size in njob.compile_sizes(sdxl_stacks.config.serving)
+    ]
+    outcome = _run(sdxl_stacks, WAIT_INIT, seed_dir, tmp_path, compiled=compiled, timeout_s=60)
     assert outcome.returncode == 0, outcome
