@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from app.api.schemas import NON_BLANK, json_int
+from app.api.schemas import guidance_field, json_int, prompt_field, steps_field
 from app.model_store.source import public_model_name
 from app.params import MAX_SEED
 from app.settings import Settings
@@ -73,15 +73,7 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
     JSON here and are checked against their accepted values by the route, which names the reason.
     """
     fields: dict[str, Any] = {
-        "prompt": (
-            str,
-            Field(
-                min_length=1,
-                max_length=settings.max_prompt_chars,
-                description="what to draw (not only spaces)",
-                json_schema_extra={"pattern": NON_BLANK},
-            ),
-        ),
+        "prompt": prompt_field(settings),
         "model": (
             str | None,
             Field(
@@ -117,19 +109,9 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
             str | None,
             Field(None, max_length=settings.max_prompt_chars, description="this service's: what to avoid"),
         ),
-        "steps": (
-            json_int(ge=1, le=settings.max_steps),
-            Field(None, description=f"this service's: denoising steps (default {settings.default_steps})"),
-        ),
-        "guidance_scale": (
-            float | None,
-            Field(
-                None,
-                ge=0.0,
-                le=settings.max_guidance_scale,
-                allow_inf_nan=False,
-                description=f"this service's: classifier-free guidance (default {settings.default_guidance_scale})",
-            ),
+        "steps": steps_field(settings, f"this service's: denoising steps (default {settings.default_steps})"),
+        "guidance_scale": guidance_field(
+            settings, f"this service's: classifier-free guidance (default {settings.default_guidance_scale})"
         ),
         "seed": (
             json_int(ge=0, le=MAX_SEED),

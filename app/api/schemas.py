@@ -50,6 +50,33 @@ SIZE_DESCRIPTION = (
 )
 
 
+def prompt_field(settings: Settings) -> tuple[Any, Any]:
+    """The prompt, as /v1/generate and /v1/images/generations take it: not blank, at most MAX_PROMPT_CHARS."""
+    return (
+        str,
+        Field(
+            min_length=1,
+            max_length=settings.max_prompt_chars,
+            description="what to draw (not only spaces)",
+            # Documents app/params.py's check, which answers it with its own readable message.
+            json_schema_extra={"pattern": NON_BLANK},
+        ),
+    )
+
+
+def steps_field(settings: Settings, description: str) -> tuple[Any, Any]:
+    """Denoising steps, 1 to MAX_STEPS, optional."""
+    return json_int(ge=1, le=settings.max_steps), Field(None, description=description)
+
+
+def guidance_field(settings: Settings, description: str) -> tuple[Any, Any]:
+    """Classifier-free guidance, 0 to MAX_GUIDANCE_SCALE, finite, optional."""
+    return (
+        float | None,
+        Field(None, ge=0.0, le=settings.max_guidance_scale, allow_inf_nan=False, description=description),
+    )
+
+
 def make_generate_request(settings: Settings) -> type[BaseModel]:
     """The POST /v1/generate body model with this deployment's limits.
 
@@ -58,16 +85,7 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
     """
     size = {"ge": settings.min_size, "le": settings.max_size, "multiple_of": 8}
     fields: dict[str, Any] = {
-        "prompt": (
-            str,
-            Field(
-                min_length=1,
-                max_length=settings.max_prompt_chars,
-                description="what to draw (not only spaces)",
-                # Documents app/params.py's check, which answers it with its own readable message.
-                json_schema_extra={"pattern": NON_BLANK},
-            ),
-        ),
+        "prompt": prompt_field(settings),
         "negative_prompt": (
             str | None,
             Field(
@@ -76,22 +94,11 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
                 description="what to avoid (refused for a family it does not act on, such as FLUX.1-schnell)",
             ),
         ),
-        "steps": (
-            json_int(ge=1, le=settings.max_steps),
-            Field(None, description="denoising steps (default: the model family's, see /v1/info `family`)"),
-        ),
-        "guidance_scale": (
-            float | None,
-            Field(
-                None,
-                ge=0.0,
-                le=settings.max_guidance_scale,
-                allow_inf_nan=False,
-                description=(
-                    "classifier-free guidance (default: the model family's); refused for a guidance-distilled "
-                    "family such as FLUX.1-schnell"
-                ),
-            ),
+        "steps": steps_field(settings, "denoising steps (default: the model family's, see /v1/info `family`)"),
+        "guidance_scale": guidance_field(
+            settings,
+            "classifier-free guidance (default: the model family's); refused for a guidance-distilled family such "
+            "as FLUX.1-schnell",
         ),
         "width": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
         "height": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),

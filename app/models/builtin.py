@@ -14,6 +14,26 @@ from app.models.random_sdxl import SdxlSpec
 
 BUILTIN_PREFIX = "builtin:"
 
+# Small enough to leave a laptop's CPU at a fraction of a second per image at the models' default sizes.
+_TINY_VAE = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "block_out_channels": (32, 32, 32, 32),  # four blocks: the 8x latent scale of every family's VAE
+    "down_block_types": ("DownEncoderBlock2D",) * 4,
+    "up_block_types": ("UpDecoderBlock2D",) * 4,
+    "layers_per_block": 1,
+    "norm_num_groups": 32,
+}
+
+_TINY_CLIP = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 77,
+    "projection_dim": 32,
+}
+
 TINY = PipelineSpec(
     name="builtin-tiny-v2",  # v2: a tokenizer with the whole vocabulary (v1 ignored the prompt)
     description="tiny random-weight Stable Diffusion (demo: abstract images, no download)",
@@ -29,47 +49,9 @@ TINY = PipelineSpec(
         "attention_head_dim": 8,
         "norm_num_groups": 32,
     },
-    vae={
-        "sample_size": 256,
-        "in_channels": 3,
-        "out_channels": 3,
-        "latent_channels": 4,
-        # Four blocks give Stable Diffusion's 8x latent scale.
-        "block_out_channels": (32, 32, 32, 32),
-        "down_block_types": ("DownEncoderBlock2D",) * 4,
-        "up_block_types": ("UpDecoderBlock2D",) * 4,
-        "layers_per_block": 1,
-        "norm_num_groups": 32,
-    },
-    text_encoder={
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_attention_heads": 4,
-        "num_hidden_layers": 2,
-        "max_position_embeddings": 77,
-        "projection_dim": 32,
-    },
+    vae={**_TINY_VAE, "sample_size": 256, "latent_channels": 4},
+    text_encoder=_TINY_CLIP,
 )
-
-# Small enough to leave a laptop's CPU at a fraction of a second per image at the models' default sizes.
-_TINY_VAE = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "block_out_channels": (32, 32, 32, 32),  # four blocks: the 8x latent scale of SDXL's and Flux's VAEs
-    "down_block_types": ("DownEncoderBlock2D",) * 4,
-    "up_block_types": ("UpDecoderBlock2D",) * 4,
-    "layers_per_block": 1,
-    "norm_num_groups": 32,
-}
-
-_TINY_CLIP = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 2,
-    "max_position_embeddings": 77,
-    "projection_dim": 32,
-}
 
 TINY_SDXL = SdxlSpec(
     name="builtin-tiny-sdxl-v1",
