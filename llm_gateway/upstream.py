@@ -189,6 +189,8 @@ class Response:
     def _take(self) -> bytes:
         """Decode what the buffer holds now; sets `_done` at the body's end."""
         buffer = self._connection.buffer
+        if not buffer:
+            return b""  # the usual case after a piece: nothing more yet (this runs once or twice per token)
         if not self._chunked:
             if self._length is None:
                 piece = bytes(buffer)
