@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm test test-fast lint synth deploy kubectl-tunnel verify bench bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm run-llm-embed test test-fast lint synth deploy kubectl-tunnel verify bench bench-families bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ run: $(VENV)/.local-installed
 ## under .cache/: several minutes).
 run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 $(BIN)/python -m llm_local
+
+## The same, with the tiny model as an embedding model (tiny-llama-embed) on /v1/embeddings.
+run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
+	HOST=127.0.0.1 ENGINE_TASK=embed $(BIN)/python -m llm_local
 
 ## Lint and run the whole test suite, offline.
 test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
@@ -96,6 +100,15 @@ verify: $(VENV)/.dev-installed
 ## Benchmark the service through its HTTP server (BENCH_ARGS=..., see `python -m app.bench --help`).
 bench: $(VENV)/.local-installed
 	$(BIN)/python -m app.bench $(BENCH_ARGS)
+
+## CPU benchmark per image model family: the serving benchmark and the breaking point for the tiny SDXL and
+## Flux built-ins at 128x128 and each family's default steps, written into docs/benchmarks.md (a ramp that meets
+## no SLO is a result too: the next family still runs).
+bench-families: $(VENV)/.local-installed
+	$(BIN)/python -m app.bench serving --model-id builtin:tiny-sdxl --steps 30 --size 128 --concurrency 1 4 --pairs 20 --results-file docs/benchmarks.md
+	-$(BIN)/python -m app.bench breaking-point --model-id builtin:tiny-sdxl --steps 30 --width 128 --height 128 --level-seconds 20 --max-concurrency 16 --results-file docs/benchmarks.md
+	$(BIN)/python -m app.bench serving --model-id builtin:tiny-flux --steps 4 --size 128 --concurrency 1 4 --pairs 20 --results-file docs/benchmarks.md
+	-$(BIN)/python -m app.bench breaking-point --model-id builtin:tiny-flux --steps 4 --width 128 --height 128 --level-seconds 20 --max-concurrency 16 --results-file docs/benchmarks.md
 
 ## Benchmark the LLM stack of make run-llm, llmperf-style (BENCH_ARGS=..., see `python -m llm_bench --help`).
 bench-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed

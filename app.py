@@ -19,9 +19,10 @@ def main() -> None:
     app = cdk.App(context={DISABLE_METADATA_STACK_TRACE: True})
     try:
         config = read_config(app)
+        # Building checks what only the built manifests show (a pod against its instance: cdk/serving/pod_fit.py).
+        build_app(app, config)
     except ConfigError as exc:
         sys.exit(f"configuration error: {exc}")
-    build_app(app, config)
     app.synth()
 
 

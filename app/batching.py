@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,21 +160,37 @@ class Batcher:
         self, params: GenerationParams, timeout_s: float, on_step: StepListener | None = None
     ) -> BatchResult:
         """Queue one request and wait for its image; QueueFull or DeadlineExceeded otherwise."""
-        if len(self._queue) >= self.capacity:
+        return (await self.submit_many([params], timeout_s, on_step))[0]
+
+    async def submit_many(
+        self, group: Sequence[GenerationParams], timeout_s: float, on_step: StepListener | None = None
+    ) -> list[BatchResult]:
+        """Queue a group of requests at once (one client's n images) and wait for all their images, in order.
+
+        They enter the queue together, so a group of one shape up to the batch limit runs as one pipeline
+        call unless compatible requests queued earlier share it. All or nothing: QueueFull when the queue
+        cannot take the whole group, DeadlineExceeded after `timeout_s`, and the first failure of any image
+        fails the group (its other requests are withdrawn).
+        """
+        if len(self._queue) + len(group) > self.capacity:
             raise QueueFull
-        job = _Job(params, asyncio.get_running_loop().create_future(), on_step)
-        self._queue.append(job)
+        loop = asyncio.get_running_loop()
+        jobs = [_Job(params, loop.create_future(), on_step) for params in group]
+        self._queue.extend(jobs)
         self._idle.clear()
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, len(self._queue))
         self._arrived.set()
         try:
-            # wait_for cancels the future on timeout or when our caller is cancelled (client gone).
-            return await asyncio.wait_for(job.future, timeout_s)
+            # wait_for cancels the gathered futures on timeout or when our caller is cancelled (client gone).
+            return list(await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), timeout_s))
         except TimeoutError:
             raise DeadlineExceeded from None
         finally:
-            if job.future.cancelled():
-                self._forget(job)
+            for job in jobs:
+                if not job.future.done():  # a sibling failed: nobody waits for this one any more
+                    job.future.cancel()
+                if job.future.cancelled():
+                    self._forget(job)
 
     def _forget(self, job: _Job) -> None:
         """Take a departed request out of the queue now, so it no longer counts against QUEUE_SIZE."""

@@ -21,19 +21,28 @@ def resolve_params(
     height: int | None = None,
     seed: int | None = None,
 ) -> GenerationParams:
-    """Fill defaults from the settings and the model, check the bounds; UnsupportedRequest if out of them."""
+    """Fill defaults from the settings and the model's family, check the bounds; UnsupportedRequest if out of them.
+
+    A guidance scale or a negative prompt sent to a family they do not act on is refused rather than
+    silently dropped: the caller would otherwise believe it had been applied.
+    """
     settings = service.settings
+    family = service.family
     default_width, default_height = service.default_size
+    problems = []
+    if guidance_scale is not None and not family.guidance:
+        problems.append(f"guidance_scale does not apply to {family.title} (guidance-distilled); leave it out")
+    if negative_prompt and not family.negative_prompt:
+        problems.append(f"negative_prompt does not apply to {family.title}; leave it out")
     params = GenerationParams(
         prompt=prompt,
         negative_prompt=negative_prompt or "",
-        steps=settings.default_steps if steps is None else steps,
-        guidance_scale=settings.default_guidance_scale if guidance_scale is None else guidance_scale,
+        steps=service.default_steps if steps is None else steps,
+        guidance_scale=service.default_guidance_scale if guidance_scale is None else guidance_scale,
         width=default_width if width is None else width,
         height=default_height if height is None else height,
         seed=secrets.randbelow(MAX_SEED + 1) if seed is None else seed,
     )
-    problems = []
     if not params.prompt.strip():
         problems.append("prompt must not be empty")
     for name, text in (("prompt", params.prompt), ("negative_prompt", params.negative_prompt)):
@@ -41,11 +50,9 @@ def resolve_params(
             problems.append(f"{name} is {len(text)} characters; the limit is {settings.max_prompt_chars}")
     if not 1 <= params.steps <= settings.max_steps:
         problems.append(f"steps must be between 1 and {settings.max_steps}")
-    if not 0.0 <= params.guidance_scale <= settings.max_guidance_scale:
+    if params.guidance_scale is not None and not 0.0 <= params.guidance_scale <= settings.max_guidance_scale:
         problems.append(f"guidance_scale must be between 0 and {settings.max_guidance_scale}")
-    for name, value in (("width", params.width), ("height", params.height)):
-        if not settings.min_size <= value <= settings.max_size or value % 8:
-            problems.append(f"{name} must be a multiple of 8 between {settings.min_size} and {settings.max_size}")
+    problems += service.size_bounds.problems(params.width, params.height, family.title)
     if not 0 <= params.seed <= MAX_SEED:
         problems.append(f"seed must be between 0 and {MAX_SEED}")
     if problems:

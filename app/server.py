@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 
-from app.api import generate, info, probes
+from app.api import generate, info, openai_images, probes
 from app.api.docs import install_offline_docs
 from app.api.errors import install_error_handlers, unexpected_error
 from app.api.fallback import install_api_fallback
@@ -36,7 +36,8 @@ GRADIO_UPLOAD_PATH = "/gradio_api/upload"
 
 API_DESCRIPTION = """Stable Diffusion on Inferentia2, NVIDIA GPUs or the CPU.
 
-`POST /v1/generate` returns a PNG (or base64 JSON with `Accept: application/json`).
+`POST /v1/generate` returns a PNG (or base64 JSON with `Accept: application/json`);
+`POST /v1/images/generations` is OpenAI's Images API (the official `openai` client works unmodified).
 Readiness turns 200 once the model is loaded and warmed up."""
 
 
@@ -83,6 +84,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(probes.router)
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
+    app.include_router(openai_images.images_router(settings))
     if jobs is not None:
         app.include_router(jobs_router(settings))
     install_api_fallback(app)  # after every /v1 route, before the UI's catch-all mount

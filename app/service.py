@@ -10,15 +10,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from app.backends.base import Backend, GenerationParams
 from app.batching import Batcher, BatchResult, StepListener
 from app.metrics.aggregator import MetricsAggregator
-from app.model_store.source import public_model_name
+from app.model_store.source import declared_family, public_model_name
 from app.models.builtin import BUILTIN_PREFIX
+from app.models.families import Family, SizeBounds
 from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure
@@ -70,10 +71,46 @@ class GenerationService:
         return self.settings.model_id.startswith(BUILTIN_PREFIX)
 
     @property
+    def family(self) -> Family:
+        """The loaded model's family; before it loads, the one its source declares (SD when unknown yet)."""
+        if self.backend is not None:
+            return self.backend.family
+        return declared_family(self.settings.model_id)
+
+    @property
     def default_size(self) -> tuple[int, int]:
         """(width, height) for a request that names none: the settings, else the model's native size."""
-        native = self.backend.native_size if self.backend else (512, 512)
+        native = self.backend.native_size if self.backend else self.family.default_size
         return (self.settings.default_width or native[0], self.settings.default_height or native[1])
+
+    @property
+    def default_steps(self) -> int:
+        """Steps for a request that names none: DEFAULT_STEPS, else the family's default capped at MAX_STEPS."""
+        return self.settings.default_steps or min(self.family.default_steps, self.settings.max_steps)
+
+    @property
+    def default_guidance_scale(self) -> float | None:
+        """Guidance for a request that names none: None for a guidance-distilled family, else the
+        DEFAULT_GUIDANCE_SCALE setting or the family's default."""
+        family = self.family
+        if not family.guidance:
+            return None
+        configured = self.settings.default_guidance_scale
+        return family.default_guidance if configured is None else configured
+
+    @property
+    def size_bounds(self) -> SizeBounds:
+        """The sides a request may ask for: the family's bounds at the model's scale, within MIN_SIZE..MAX_SIZE."""
+        settings = self.settings
+        bounds = self.backend.bounds if self.backend is not None else self.family.bounds
+        return bounds.within(settings.min_size, settings.max_size)
+
+    @property
+    def sizes(self) -> tuple[tuple[int, int], ...]:
+        """The family's native sizes for this model that the bounds admit: the UI's presets."""
+        sizes = self.backend.sizes if self.backend is not None else self.family.sizes_at(self.family.reference_side)
+        bounds = self.size_bounds
+        return tuple(size for size in sizes if not bounds.problems(*size, self.family.title))
 
     async def start(self) -> None:
         """Load the model and warm it up in a thread, then start the batcher and mark ready."""
@@ -83,7 +120,7 @@ class GenerationService:
             backend = await self._on_pipeline_thread(self._load_backend, settings)
             log.info("model loaded", extra={"backend": backend.name, "model": settings.model_id})
             self.backend = backend
-            await self._on_pipeline_thread(backend.warm_up, min(settings.default_steps, 4), self.default_size)
+            await self._on_pipeline_thread(backend.warm_up, min(self.default_steps, 4), self.default_size)
         except Exception as exc:
             self.backend = None
             self.load_error = f"{type(exc).__name__}: {exc}"
@@ -149,6 +186,13 @@ class GenerationService:
     ) -> BatchResult:
         """Queue `params` and wait for the image within `timeout_s` (default REQUEST_TIMEOUT_S); raises
         NotReady, QueueFull or DeadlineExceeded."""
+        return (await self.generate_many([params], on_step, timeout_s))[0]
+
+    async def generate_many(
+        self, group: Sequence[GenerationParams], on_step: StepListener | None = None, timeout_s: float | None = None
+    ) -> list[BatchResult]:
+        """Queue one client's images together (Batcher.submit_many) and wait for them all, in order; raises
+        NotReady, QueueFull or DeadlineExceeded."""
         if self.draining:
             raise NotReady("the service is shutting down")
         if self.load_error_id is not None:
@@ -156,7 +200,7 @@ class GenerationService:
         if not self.ready or self.batcher is None:
             raise NotReady("the model is still loading")
         timeout = self.settings.request_timeout_s if timeout_s is None else timeout_s
-        return await self.batcher.submit(params, timeout, on_step)
+        return await self.batcher.submit_many(group, timeout, on_step)
 
     def record(self, status: int, latency_ms: float, images: int) -> None:
         """Count one finished generation request (API or UI) in the metrics (499: the client left)."""
@@ -164,6 +208,21 @@ class GenerationService:
             self.cancelled += 1
         if self.metrics is not None:
             self.metrics.request_finished(status, latency_ms, images)
+
+    def describe_family(self) -> dict[str, Any]:
+        """What /v1/info says about the model's family: sizes, defaults, bounds, the controls that apply."""
+        family = self.family
+        bounds = self.size_bounds
+        return {
+            "name": family.name,
+            "title": family.title,
+            "sizes": [{"width": w, "height": h} for w, h in self.sizes],
+            "default_steps": self.default_steps,
+            "default_guidance_scale": self.default_guidance_scale,
+            "guidance": family.guidance,
+            "negative_prompt": family.negative_prompt,
+            "size_bounds": {"min": bounds.min_side, "max": bounds.max_side, "multiple_of": bounds.multiple_of},
+        }
 
     def info(self) -> dict[str, Any]:
         """The body of GET /v1/info."""
@@ -178,6 +237,7 @@ class GenerationService:
             "demo_model": self.demo_model,
             **(backend.describe() if backend else {}),
             "load_error_id": self.load_error_id,
+            "family": self.describe_family(),
             "limits": {
                 "max_prompt_chars": settings.max_prompt_chars,
                 "max_steps": settings.max_steps,

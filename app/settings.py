@@ -13,6 +13,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from common.model_store.layout import ImageSize, parse_sizes
 from common.settings import ServiceSettings, https_or_loopback, read_settings
 
 Backend = Literal["auto", "neuron", "cuda", "cpu"]
@@ -38,16 +39,19 @@ class Settings(ServiceSettings):
 
     # Bounds on a request (the HTTP ones are ServiceSettings').
     max_prompt_chars: int = Field(1000, ge=1, le=10000)
-    default_steps: int = Field(25, ge=1)
+    default_steps: int | None = Field(None, ge=1, description="unset: the model family's default")
     # Stable Diffusion's schedules have 1,000 training timesteps and steps_offset 1, so a 1,000-step run
     # would index past the schedule (IndexError in DDIM and PNDM): 999 is the most they take.
     max_steps: int = Field(100, ge=1, le=MAX_SCHEDULE_STEPS)
-    default_guidance_scale: float = Field(7.5, ge=0.0)
+    default_guidance_scale: float | None = Field(
+        None, ge=0.0, description="unset: the model family's default (guidance-distilled families take none)"
+    )
     max_guidance_scale: float = Field(30.0, gt=0.0)
     default_width: int | None = Field(None, ge=64, description="unset: the model's native size")
     default_height: int | None = Field(None, ge=64, description="unset: the model's native size")
     min_size: int = Field(64, ge=8)
-    max_size: int = Field(1024, ge=64, le=4096)
+    # The families' own bounds apply within these (SDXL's trained sizes reach 1536, Flux's 2048).
+    max_size: int = Field(2048, ge=64, le=4096)
 
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
@@ -55,10 +59,22 @@ class Settings(ServiceSettings):
     queue_size: int = Field(32, ge=1, le=10000, description="requests that may wait; more get a 429")
     request_timeout_s: float = Field(120.0, gt=0.0, description="a request waiting longer gets a 504")
 
-    # Neuron: the compiled static shape (the artifacts' own config wins when it states one).
-    neuron_batch_size: int = Field(1, ge=1, le=64)
-    neuron_height: int = Field(512, ge=64)
-    neuron_width: int = Field(512, ge=64)
+    # Neuron: one compiled pipeline per image size, each in a <W>x<H>/ folder of MODEL_ID (neuron_compile.py).
+    neuron_shapes: str | None = Field(
+        None,
+        description="the compiled sizes to serve, WxH,WxH,... (the first is the default size); unset: every "
+        "complete size folder under MODEL_ID",
+    )
+    neuron_tensor_parallel_size: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="the NeuronCores each UNet/transformer was compiled to span; checked against "
+        "the artifacts (unset: as compiled)",
+    )
+    neuron_batch_size: int = Field(
+        1, ge=1, le=64, description="compiled batch size, when the artifacts do not state it"
+    )
 
     # CUDA speed switches; each can be turned off to measure its gain.
     cuda_dtype: CudaDtype = "bf16"
@@ -125,6 +141,11 @@ class Settings(ServiceSettings):
         "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
     )
 
+    @property
+    def neuron_sizes(self) -> tuple[ImageSize, ...] | None:
+        """NEURON_SHAPES as sizes in the order given, or None when unset (serve every compiled size)."""
+        return None if self.neuron_shapes is None else parse_sizes(self.neuron_shapes.split(","))
+
     @model_validator(mode="after")
     def _check_browser_sign_in(self) -> Self:
         if self.auth == "off":
@@ -141,23 +162,21 @@ class Settings(ServiceSettings):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
-        if self.default_steps > self.max_steps:
+        if self.default_steps is not None and self.default_steps > self.max_steps:
             raise ValueError(f"DEFAULT_STEPS={self.default_steps} is above MAX_STEPS={self.max_steps}")
         if self.min_size > self.max_size:
             raise ValueError(f"MIN_SIZE={self.min_size} is above MAX_SIZE={self.max_size}")
-        if self.default_guidance_scale > self.max_guidance_scale:
+        if self.default_guidance_scale is not None and self.default_guidance_scale > self.max_guidance_scale:
             raise ValueError(
                 f"DEFAULT_GUIDANCE_SCALE={self.default_guidance_scale} is above "
                 f"MAX_GUIDANCE_SCALE={self.max_guidance_scale}"
             )
-        for name in (
-            "default_width",
-            "default_height",
-            "neuron_width",
-            "neuron_height",
-            "min_size",
-            "max_size",
-        ):
+        if self.neuron_shapes is not None:
+            try:
+                parse_sizes(self.neuron_shapes.split(","))
+            except ValueError as exc:
+                raise ValueError(f"NEURON_SHAPES={self.neuron_shapes!r}: {exc}") from None
+        for name in ("default_width", "default_height", "min_size", "max_size"):
             value = getattr(self, name)
             if value is not None and value % 8:
                 raise ValueError(f"{name.upper()}={value} is not a multiple of 8")

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 CLIENT_POLL_S = 0.5  # how often a waiting UI request checks whether its browser is still there
 
 DEMO_NOTICE = (
-    "**Demo model loaded**: `builtin:tiny` is a tiny Stable Diffusion with *random weights*, built on this "
+    "**Demo model loaded**: `{model}` is a tiny {family} with *random weights*, built on this "
     "machine with no download. It shows that the whole service works; its images are abstract colour "
     "fields, not pictures. Set `MODEL_ID` to real weights for real images."
 )
@@ -183,7 +183,43 @@ def model_status(service: GenerationService) -> str:
         return f"**The model failed to load** (error id {service.load_error_id}); the operator must fix it."
     if not service.ready:
         return LOADING_NOTICE
-    return DEMO_NOTICE if service.demo_model else ""
+    family = f"Model family: **{service.family.title}**."
+    if service.demo_model:
+        return DEMO_NOTICE.format(model=service.settings.model_id, family=service.family.title) + "\n\n" + family
+    return family
+
+
+def size_label(width: int, height: int) -> str:
+    """A size preset as the page shows it, e.g. "896 x 1152 (portrait)"."""
+    shape = "square" if width == height else "portrait" if height > width else "landscape"
+    return f"{width} x {height} ({shape})"
+
+
+def family_controls(service: GenerationService) -> dict[str, dict[str, Any]]:
+    """gr.update() arguments that fit the page's controls to the model's family.
+
+    Size presets of the family at this model's scale; sliders on the family's grid within its bounds; the
+    guidance slider and the negative prompt only where they act on the family.
+    """
+    family = service.family
+    bounds = service.size_bounds
+    # Before the model loads the family's reference size stands in; keep it inside the sliders' bounds.
+    width, height = (min(max(side, bounds.min_side), bounds.max_side) for side in service.default_size)
+    sizes = service.sizes
+    guidance = service.default_guidance_scale
+    size = {"minimum": bounds.min_side, "maximum": bounds.max_side, "step": bounds.multiple_of}
+    return {
+        "presets": {
+            "choices": [size_label(*s) for s in sizes],
+            "value": size_label(width, height) if (width, height) in sizes else None,
+            "visible": len(sizes) > 1,
+        },
+        "width": {**size, "value": width},
+        "height": {**size, "value": height},
+        "steps": {"value": service.default_steps},
+        "guidance": {"visible": family.guidance, **({"value": guidance} if guidance is not None else {})},
+        "negative": {"visible": family.negative_prompt},
+    }
 
 
 def build_ui(service: GenerationService) -> gr.Blocks:
@@ -193,22 +229,29 @@ def build_ui(service: GenerationService) -> gr.Blocks:
     # Gradio writes each output image under GRADIO_TEMP_DIR; delete them after UI_FILE_TTL_S (checked as
     # often), so a busy UI cannot fill the pod's /tmp. The browser fetches an image as soon as it is shown.
     ttl = settings.ui_file_ttl_s
-    with gr.Blocks(title="Stable Diffusion", delete_cache=(ttl, ttl)) as ui:
-        gr.Markdown("# Stable Diffusion\nType a prompt and press **Generate**.")
+    # The family the model source declares (a built-in's, a local folder's): status_update corrects the
+    # controls once the model has loaded, for sources that cannot say before (hub ids, s3:// prefixes).
+    controls = family_controls(service)
+    with gr.Blocks(title="Image generation", delete_cache=(ttl, ttl)) as ui:
+        gr.Markdown("# Image generation\nType a prompt and press **Generate**.")
         status = gr.Markdown(model_status(service), elem_id="model-status")
         with gr.Row():
             with gr.Column():
                 prompt = gr.Textbox(label="Prompt", max_length=settings.max_prompt_chars, elem_id="prompt")
-                negative = gr.Textbox(label="Negative prompt", max_length=settings.max_prompt_chars)
+                negative = gr.Textbox(
+                    label="Negative prompt",
+                    max_length=settings.max_prompt_chars,
+                    elem_id="negative-prompt",
+                    **controls["negative"],
+                )
                 with gr.Accordion("Options", open=False):
-                    steps = gr.Slider(1, settings.max_steps, value=settings.default_steps, step=1, label="Steps")
+                    steps = gr.Slider(1, settings.max_steps, step=1, label="Steps", **controls["steps"])
                     guidance = gr.Slider(
-                        0.0, settings.max_guidance_scale, value=settings.default_guidance_scale, label="Guidance"
+                        0.0, settings.max_guidance_scale, label="Guidance", elem_id="guidance", **controls["guidance"]
                     )
-                    size = {"minimum": settings.min_size, "maximum": settings.max_size, "step": 8}
-                    # A placeholder until the model is known: status_update sets its native size.
-                    width = gr.Slider(**size, value=settings.default_width or settings.min_size, label="Width")
-                    height = gr.Slider(**size, value=settings.default_height or settings.min_size, label="Height")
+                    presets = gr.Radio(label="Size", elem_id="size-presets", **controls["presets"])
+                    width = gr.Slider(label="Width", elem_id="width", **controls["width"])
+                    height = gr.Slider(label="Height", elem_id="height", **controls["height"])
                     # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
                     # frontend, `value ??= 0`), which would repeat one image on every Generate.
                     seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
@@ -222,6 +265,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         # start at a placeholder, so the public endpoint reads sizes and seed from empty hidden numbers
         # instead (empty: the model's native size, a random seed, as in the API). The page never shows them.
         with gr.Group(visible=False):
+            api_guidance = gr.Number(label="Guidance (empty: the model family's default)", value=None)
             api_width = gr.Number(label="Width (empty: the model's native size)", value=None)
             api_height = gr.Number(label="Height (empty: the model's native size)", value=None)
             api_seed = gr.Number(label="Seed (empty: random)", value=None)
@@ -257,28 +301,67 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                 service, fields, progress, lambda: _browser_left(ui, request), request_model
             )
 
-        def status_update() -> tuple[Any, Any, Any, Any]:
+        async def generate_page(
+            prompt: Any,
+            negative_prompt: Any = None,
+            steps: Any = None,
+            guidance_scale: Any = None,
+            width: Any = None,
+            height: Any = None,
+            seed: Any = None,
+            request: gr.Request | None = None,
+            progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
+        ) -> tuple[Image, str]:
+            """The page's Generate: a control the family has not (hidden on the page) sends nothing."""
+            family = service.family
+            return await generate(
+                prompt,
+                negative_prompt if family.negative_prompt else None,
+                steps,
+                guidance_scale if family.guidance else None,
+                width,
+                height,
+                seed,
+                request,
+                progress,
+            )
+
+        control_outputs = [presets, width, height, steps, guidance, negative]
+
+        def status_update() -> tuple[Any, ...]:
             # On page load, then every STATUS_POLL_S while the model loads: once it is ready the page
-            # says what it runs and the size sliders take the model's native size.
+            # says what it runs and the controls fit the model's family and native size.
             if not service.ready:
-                return model_status(service), gr.update(), gr.update(), gr.Timer(active=service.load_error_id is None)
-            default_width, default_height = service.default_size
-            return model_status(service), default_width, default_height, gr.Timer(active=False)
+                unchanged = [gr.update() for _ in control_outputs]
+                return (model_status(service), *unchanged, gr.Timer(active=service.load_error_id is None))
+            fitted = family_controls(service)
+            updates = [gr.update(**fitted[name]) for name in ("presets", "width", "height", "steps", "guidance")]
+            return (model_status(service), *updates, gr.update(**fitted["negative"]), gr.Timer(active=False))
+
+        def preset_chosen(label: str | None) -> tuple[Any, Any]:
+            # The Radio's labels are the model's sizes; anything else (none chosen) leaves the sliders.
+            for size in service.sizes:
+                if size_label(*size) == label:
+                    return size
+            return gr.update(), gr.update()
 
         # Internal handlers stay out of gradio_client's view_api (api_visibility, gradio 6.31 blocks.py).
         internal = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
-        ui.load(status_update, outputs=[status, width, height, poll], **internal)
-        poll.tick(status_update, outputs=[status, width, height, poll], **internal)
+        status_outputs = [status, *control_outputs, poll]
+        ui.load(status_update, outputs=status_outputs, **internal)
+        poll.tick(status_update, outputs=status_outputs, **internal)
+        presets.input(preset_chosen, inputs=[presets], outputs=[width, height], **internal)
         outputs = [image, caption]
         # Our batcher is the one bound for UI and API alike: Gradio hands every UI request to it at once
         # (no concurrency limit, so nothing waits in Gradio's own queue), and a full queue is a "busy".
         # preprocess=False: the raw values reach the API's request model (see generate).
         event = {"concurrency_limit": None, "preprocess": False}
-        api_inputs = [prompt, negative, steps, guidance, api_width, api_height, api_seed]
+        api_inputs = [prompt, negative, steps, api_guidance, api_width, api_height, api_seed]
         api_trigger.click(generate, api_inputs, outputs, api_name="generate", **event)
         page_inputs = [prompt, negative, steps, guidance, width, height, seed]
-        button.click(generate, page_inputs, outputs, api_name="page_generate", api_visibility="private", **event)
-        prompt.submit(generate, page_inputs, outputs, api_name="page_submit", api_visibility="private", **event)
+        page_event = {"api_visibility": "private", **event}
+        button.click(generate_page, page_inputs, outputs, api_name="page_generate", **page_event)
+        prompt.submit(generate_page, page_inputs, outputs, api_name="page_submit", **page_event)
     # No size for Gradio's own queue: our batcher is the one bound (a full one is "busy" on the page).
     # Events do wait in Gradio's queue between joining and its next pass, so a bound there answered a
     # burst of page requests with its own 503 "Queue is full" before our handler saw them; memory is

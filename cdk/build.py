@@ -20,6 +20,7 @@ from cdk.checkov import CustomResourceHandlerSkips
 from cdk.composition import workloads_for
 from cdk.config import AppConfig
 from cdk.config.profiles import apply_profile
+from cdk.image.presets import apply_image_model
 from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
 from cdk.platform_stacks import PlatformStacks
@@ -38,10 +39,16 @@ def project_defaults() -> dict[str, Any]:
 
 
 def read_config(app: cdk.App) -> AppConfig:
-    """The AppConfig from the app's context (a `profile`'s defaults applied first), with account/region from the
-    CLI's environment."""
-    values = apply_profile(app.node.get_all_context(), project_defaults())
-    return AppConfig.from_context(values, os.environ)
+    """The AppConfig from the app's context (a `profile`'s and the image model's defaults applied first), with
+    account/region from the CLI's environment."""
+    return AppConfig.from_context(resolve_context(app.node.get_all_context()), os.environ)
+
+
+def resolve_context(context: dict[str, Any]) -> dict[str, Any]:
+    """The context with a `profile`'s defaults, then the image model preset's (`imageModel`), in place of cdk.json's
+    values where the user gave none of their own."""
+    defaults = project_defaults()
+    return apply_image_model(apply_profile(context, defaults), defaults)
 
 
 def environment(config: AppConfig) -> cdk.Environment:

@@ -181,7 +181,7 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
 
     acknowledge_aws_custom_resource_provider(stack)
 
-    alb_role = stack.load_balancer_controller.node.find_child("alb-sa").node.find_child("Role")
+    alb_role = stack.load_balancer_controller.identity.role
     acknowledge(
         alb_role,
         "IAM5[Resource::*]",

@@ -237,6 +237,9 @@ VLLM_NEURON_IMAGE: Final = (
 )
 # Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst
 # (Plugin Version 0.4.1, Neuron SDK Version 2.28.0, vLLM Version 0.13.0, PyTorch Version 2.9.0).
+# Its OpenAI server has /v1/responses and /v1/embeddings (the latter for `--runner pooling` models), answering 400
+# "The model does not support ... API" where the model cannot: read in PyPI's vllm-0.13.0 wheel
+# (vllm/entrypoints/openai/api_server.py, vllm/entrypoints/pooling/embed/api_router.py; llm_gateway/unserved.py).
 VLLM_NEURON_VLLM_VERSION: Final = "0.13.0"
 # Part of the compiled-artifact key (artifacts of one SDK do not load on another).
 # Verified: aws-neuron/deep-learning-containers@2.28.0 README.md (Neuron SDK Version: Neuron 2.28.0 for this tag).
@@ -251,6 +254,8 @@ VLLM_NEURON_SDK_VERSION: Final = "2.28.0"
 VLLM_NVIDIA_IMAGE: Final = "public.ecr.aws/deep-learning-containers/vllm:0.27.1-gpu-py312-cu130-ubuntu22.04-ec2"
 # Verified: aws/deep-learning-containers@e0ecedea6a1c .github/config/image/vllm/ec2-ubuntu.yml
 # (framework_version 0.27.1); PyPI vllm==0.27.1 (vllm/_version.py: 0.27.1).
+# Its /v1/responses was not read here (0.13.0 and 0.32.0 serve it; the build machine's index had no 0.27.1 when the
+# route was added): a row of docs/first-deploy.md checks it.
 VLLM_NVIDIA_VLLM_VERSION: Final = "0.27.1"
 
 # Default LLM: Apache-2.0, not gated, Qwen2ForCausalLM (12 query heads, 2 KV heads: tensor parallel degree 1 or 2),

@@ -35,10 +35,12 @@ from pathlib import Path
 import httpx
 
 from common.bench.results_file import update_section
+from common.bench.sweep_plot import write_sweep_plot
 from llm_bench.cpu_time import cpu_seconds
 from llm_bench.job import TOKEN_FLAG
 from llm_bench.load import Load, first_model, run_load
 from llm_bench.machine import cpu_name, load_average
+from llm_bench.plots import LLM_SWEEP
 from llm_bench.report import Slo, change_pct, summarize, table
 from llm_bench.sweep import RESULT_KEYS, run_bench_serve
 from llm_bench.token import TokenFile
@@ -283,6 +285,7 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     if args.results_file:
         key = args.results_key or f"llm {model} {device} {args.input_tokens}/{args.output_tokens}"
         update_section(args.results_file, key, section)
+        print(f"plot: {write_sweep_plot(args.results_file, LLM_SWEEP)}", file=sys.stderr)
     return section
 
 

@@ -5,7 +5,9 @@
 
 It serves what the gateway and the benchmark call: `GET /health`, `GET /v1/models`, `GET /metrics` (no samples)
 and `POST /v1/completions`, streamed or whole, with vLLM's chunk layout (one event per token, the usage chunk
-with `choices: []` when `stream_options.include_usage` is asked, then `data: [DONE]`). Every answer is
+with `choices: []` when `stream_options.include_usage` is asked, then `data: [DONE]`); and, for the gateway's
+tests, `POST /v1/embeddings` (one small vector per input) and `POST /v1/responses`, whole or streamed in the
+Responses API's layout (`event:` and `data:` lines, the usage in the closing `response.completed`). Every answer is
 `max_tokens` long (as with `ignore_eos`); a prompt counts one token per word. Token i of a request is due
 `ttft + i * gap` after the request arrived, whatever the load, so the only latency a client sees beyond the
 pace is what lies between it and this server. With a gap of 0 the tokens go out as fast as the loop allows,
@@ -81,6 +83,10 @@ class StandinEngine:
             _send_whole(writer, 200, b"", content_type=b"text/plain; version=0.0.4")
         elif method == "POST" and path == "/v1/completions":
             await self._completion(body, arrived, writer)
+        elif method == "POST" and path == "/v1/embeddings":
+            await self._embeddings(body, arrived, writer)
+        elif method == "POST" and path == "/v1/responses":
+            await self._responses(body, arrived, writer)
         else:
             _send_whole(writer, 404, _error(f"no route {method} {path}", 404))
         await writer.drain()
@@ -125,6 +131,57 @@ class StandinEngine:
             writer.write(_event(prefix + b',"choices":[],"usage":' + usage_json + b"}"))
         writer.write(_event(b"[DONE]") + b"0\r\n\r\n")
 
+    async def _embeddings(self, body: bytes, arrived: float, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = json.loads(body)
+            given = request["input"]
+            inputs = [given] if isinstance(given, str) else list(given)
+            if not inputs or not all(isinstance(text, str) for text in inputs):
+                raise ValueError("input must be a string or a list of strings")
+        except (ValueError, KeyError, TypeError) as exc:
+            _send_whole(writer, 400, _error(f"bad request: {exc}", 400))
+            return
+        await self._until(arrived + self.pace.ttft_s)
+        tokens = sum(len(text.split()) for text in inputs)
+        data = [{"index": i, "object": "embedding", "embedding": [1.0, 0.0]} for i in range(len(inputs))]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0}
+        answer = {"id": f"embd-{uuid.uuid4().hex}", "object": "list", "model": self.model, "data": data}
+        _send_whole(writer, 200, json.dumps({**answer, "usage": usage}).encode())
+
+    async def _responses(self, body: bytes, arrived: float, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = json.loads(body)
+            prompt = request["input"]
+            tokens = int(request.get("max_output_tokens") or 16)
+            if not isinstance(prompt, str) or tokens < 1:
+                raise ValueError("input must be a string and max_output_tokens positive")
+        except (ValueError, KeyError, TypeError) as exc:
+            _send_whole(writer, 400, _error(f"bad request: {exc}", 400))
+            return
+        usage = {"input_tokens": len(prompt.split()), "output_tokens": tokens}
+        usage["total_tokens"] = usage["input_tokens"] + tokens
+        message = {"id": "msg-standin", "type": "message", "role": "assistant", "status": "completed"}
+        message["content"] = [{"type": "output_text", "text": TOKEN_TEXT * tokens, "annotations": []}]
+        done = {"id": f"resp-{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time())}
+        done.update(model=self.model, status="completed", output=[message], usage=usage)
+        if request.get("stream") is not True:
+            await self._until(arrived + self.pace.ttft_s + (tokens - 1) * self.pace.gap_s)
+            _send_whole(writer, 200, json.dumps(done).encode())
+            return
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        opening = {**done, "status": "in_progress", "output": [], "usage": None}
+        writer.write(_named_event({"type": "response.created", "response": opening, "sequence_number": 0}))
+        for index in range(tokens):
+            await self._until(arrived + self.pace.ttft_s + index * self.pace.gap_s)
+            delta = {"type": "response.output_text.delta", "delta": TOKEN_TEXT, "sequence_number": index + 1}
+            delta.update(item_id="msg-standin", output_index=0, content_index=0, logprobs=[])
+            writer.write(_named_event(delta))
+            await writer.drain()
+        writer.write(_named_event({"type": "response.completed", "response": done, "sequence_number": tokens + 1}))
+        writer.write(b"0\r\n\r\n")
+
     async def _until(self, due: float) -> None:
         delay = due - time.monotonic()
         # At full speed, still let the other streams in between two tokens.
@@ -143,6 +200,12 @@ def _event(data: bytes) -> bytes:
     """One SSE event as one HTTP chunk."""
     payload = b"data: " + data + b"\n\n"
     return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _named_event(payload: dict[str, object]) -> bytes:
+    """One Responses API SSE event (`event: <type>` and its `data:`) as one HTTP chunk."""
+    data = b"event: %s\ndata: %s\n\n" % (str(payload["type"]).encode(), json.dumps(payload).encode())
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def _parse_head(head: bytes) -> tuple[str, str, int]:

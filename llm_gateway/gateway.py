@@ -32,9 +32,20 @@ from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.metrics_bridge import MetricsBridge
+from llm_gateway.model_card import model_id, retrieve
 from llm_gateway.request_checks import Refusal, check_fields, check_request_id, parse_body, sequences
-from llm_gateway.routes import CHAT_PAGE_PATH, FORWARDED, GENERATION_PATHS, UPSTREAM_HEALTH_PATH
+from llm_gateway.routes import (
+    CHAT_PAGE_PATH,
+    FORWARDED,
+    GENERATION_PATHS,
+    MODEL_PATH_PREFIX,
+    MODELS_PATH,
+    RESPONSES_PATH,
+    STREAM_OPTIONS_PATHS,
+    UPSTREAM_HEALTH_PATH,
+)
 from llm_gateway.settings import GatewaySettings
+from llm_gateway.unserved import is_unserved, unserved_body
 from llm_gateway.upstream import ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord
 
@@ -141,7 +152,7 @@ class Gateway:
         if path == CHAT_PAGE_PATH and self.settings.chat_page and method == "GET":
             await send_page(send)
             return
-        expected_method = GET_ONLY.get(path) or FORWARDED.get(path)
+        expected_method = GET_ONLY.get(path) or FORWARDED.get(path) or _model_path_method(path)
         if expected_method is None:
             await send_error(send, 404, f"no route {path}: this server serves {', '.join(FORWARDED)}")
             return
@@ -162,6 +173,8 @@ class Gateway:
             return
         if path in GENERATION_PATHS:
             await self._generation(path, headers, receive, send)
+        elif path.startswith(MODEL_PATH_PREFIX):
+            await self._retrieve_model(model_id(path), send)
         else:
             await self._forward_get(path, send)
 
@@ -214,6 +227,23 @@ class Gateway:
             return
         await _send_whole(send, response.status_code, response.headers, content)
 
+    async def _retrieve_model(self, wanted: str, send: Send) -> None:
+        """OpenAI's retrieve-model answer, from the engine's model list (llm_gateway/model_card.py)."""
+        try:
+            response = await self.http.get(MODELS_PATH)
+            try:
+                content = await response.read()
+            finally:
+                await response.aclose()
+        except UpstreamError as exc:
+            await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
+            return
+        if response.status_code != 200:
+            await _send_whole(send, response.status_code, response.headers, content)
+            return
+        answer = retrieve(content, wanted)
+        await _send_whole(send, answer.status, _JSON, answer.body)
+
     async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
         try:
@@ -228,7 +258,8 @@ class Gateway:
             await _refuse(send, request)
             return
         refusal = check_request_id(headers) or check_fields(request)
-        wanted, limit = (sequences(path, request) if refusal is None else 0), self.admission.limit
+        limit = self.admission.limit
+        wanted = sequences(path, request, limit) if refusal is None else 0
         if wanted > limit:
             message = f"this request asks for {wanted} sequences (prompts x n or best_of); at most {limit} run here"
             refusal = Refusal(400, message, "n")
@@ -286,7 +317,8 @@ class Gateway:
         send: Send,
     ) -> None:
         """Forward the generation, racing it against the client's disconnect and the drain's cut."""
-        client_wants_usage = _asks_for_usage(request)
+        # A Responses stream always ends with its usage, which its client gets: nothing to ask for or drop.
+        client_wants_usage = _asks_for_usage(request) or path not in STREAM_OPTIONS_PATHS
         if record.stream and not client_wants_usage:
             # Ask vLLM for the usage chunk anyway, to count tokens; EventStream drops it for this client.
             options = {**(request.get("stream_options") or {}), "include_usage": True}
@@ -360,7 +392,7 @@ class Gateway:
         try:
             response = await self._open_upstream(path, body, headers)
             try:  # a cancelled forwarding closes the response, and with it the connection: vLLM aborts
-                record.status = response.status_code
+                record.status = status = response.status_code
                 if response.status_code == 200 and response.headers.get("content-type", "").startswith(
                     "text/event-stream"
                 ):
@@ -370,9 +402,13 @@ class Gateway:
                     if response.status_code == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
-                    await _send_whole(send, response.status_code, response.headers, content)
+                    if is_unserved(response.status_code, content):  # this engine's model does not serve `path`
+                        record.status = status = 404
+                        await _send_whole(send, status, _JSON, unserved_body(path))
+                    else:
+                        await _send_whole(send, response.status_code, response.headers, content)
                     reply.finished = True
-                record.outcome = "completed" if response.status_code < 400 else "rejected"
+                record.outcome = "completed" if status < 400 else "rejected"
             finally:
                 await response.aclose()
         except UpstreamError as exc:
@@ -400,7 +436,9 @@ class Gateway:
     async def _stream(
         self, response: Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
     ) -> None:
-        events = EventStream(record, client_wants_usage=client_wants_usage)
+        events = EventStream(
+            record, client_wants_usage=client_wants_usage, responses_api=record.route == RESPONSES_PATH
+        )
         await send(
             {
                 "type": "http.response.start",
@@ -453,6 +491,11 @@ async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> Asyn
                 await first
 
 
+def _model_path_method(path: str) -> str | None:
+    """GET for a `/v1/models/{id}` path with an id."""
+    return "GET" if path.startswith(MODEL_PATH_PREFIX) and len(path) > len(MODEL_PATH_PREFIX) else None
+
+
 def _cause(exc: UpstreamError) -> dict[str, str]:
     """An upstream failure as log fields: its class and what it says."""
     return {"cause": type(exc).__name__, "detail": str(exc) or repr(exc.__cause__ or exc.__context__)}
@@ -494,5 +537,8 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
     await send_error(send, refusal.status, refusal.message, param=refusal.param)
 
 
+_JSON = {"content-type": "application/json"}
+
+
 async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
-    await _send_whole(send, status, {"content-type": "application/json"}, json.dumps(payload).encode())
+    await _send_whole(send, status, _JSON, json.dumps(payload).encode())

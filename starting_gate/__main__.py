@@ -20,10 +20,10 @@ def main() -> None:
     counter = DemandCounter()
     flusher = Flusher(counter, boto3.client("cloudwatch"), settings.demand_units, FLUSH_PERIOD_S)
     flusher.start()
-    try:
-        uvicorn.run(create_app(settings, counter), host="0.0.0.0", port=int(os.environ.get("PORT", "8000")))
-    finally:
-        flusher.stop()
+    # The last flush runs in the app's shutdown: on SIGTERM uvicorn re-raises the signal after it stops serving,
+    # so nothing after uvicorn.run would run (tests/rehearsal/test_starting_gate.py stops the pod that way).
+    app = create_app(settings, counter, on_shutdown=flusher.stop)
+    uvicorn.run(app, host="0.0.0.0", port=int(os.environ.get("PORT", "8000")))
 
 
 if __name__ == "__main__":

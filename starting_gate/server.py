@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -23,8 +23,12 @@ GATE_HEALTH_PATH = HEALTH_PATH
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
-def create_app(settings: GateSettings, counter: DemandCounter | None = None) -> Starlette:
-    """The gate for `settings`; `counter` counts the requests that found no ready pod (the demand to publish)."""
+def create_app(
+    settings: GateSettings, counter: DemandCounter | None = None, on_shutdown: Callable[[], None] | None = None
+) -> Starlette:
+    """The gate for `settings`; `counter` counts the requests that found no ready pod (the demand to publish);
+    `on_shutdown` runs once the server has stopped serving (uvicorn then re-raises SIGTERM, which ends the
+    process before any code after `uvicorn.run`)."""
     demand = counter if counter is not None else DemandCounter()
     timeout = httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
 
@@ -32,7 +36,11 @@ def create_app(settings: GateSettings, counter: DemandCounter | None = None) -> 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
             app.state.client = client
-            yield
+            try:
+                yield
+            finally:
+                if on_shutdown is not None:
+                    on_shutdown()
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "waiting_requests_seen": demand.total})

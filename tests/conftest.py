@@ -1,8 +1,8 @@
 """Fixtures shared across test folders: one live service per session (tests/app, tests/browser), the
-one synth of the app as shipped (tests/cdk, tests/rehearsal), the one local LLM stack (tests/llm,
-tests/rehearsal) and the one Chromium (tests/browser, tests/llm). The tiers (tests/support/tiers.py) mark each
-test by the fixtures it uses; the heavy modules are imported inside the fixtures, so the fast tier
-(`pytest --fast`) never loads them for nothing."""
+one synth of the app as shipped and the one of the trial profile (tests/cdk, tests/rehearsal), the one local
+LLM stack (tests/llm, tests/rehearsal) and the one Chromium (tests/browser, tests/llm). The tiers
+(tests/support/tiers.py) mark each test by the fixtures it uses; the heavy modules are imported inside the
+fixtures, so the fast tier (`pytest --fast`) never loads them for nothing."""
 
 from __future__ import annotations
 
@@ -47,6 +47,24 @@ def platform_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     from tests.cdk.conftest import DEFAULT_OVERRIDES, synth  # aws_cdk only for the tests that synthesize
 
     return synth(tmp_path_factory.mktemp("cdk-default"), DEFAULT_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def sdxl_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c imageModel=sdxl-base` over cdk.json: the one extra synth the image model tests and the SDXL pod rehearsal
+    share (tests/cdk/conftest.py SDXL_OVERRIDES)."""
+    from tests.cdk.conftest import SDXL_OVERRIDES, synth
+
+    return synth(tmp_path_factory.mktemp("cdk-sdxl"), SDXL_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
+    and the starting gate's rehearsal take it, so a run without them synthesizes nothing more)."""
+    from tests.cdk.conftest import TRIAL_OVERRIDES, synth
+
+    return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
 
 
 @pytest.fixture(scope="session")

@@ -143,6 +143,7 @@ def pod_gateway_env(upstream_url: str, port: int) -> tuple[dict[str, str], str]:
     local = {"HOST": "127.0.0.1", "PORT": str(port), "UPSTREAM_URL": upstream_url, "AUTH": "off"}
     try:
         from cdk.accelerators import NVIDIA  # the CDK only where this runner runs, not in the image
+        from cdk.build import resolve_context
         from cdk.config.llm import LlmConfig
         from cdk.config.serving import ServingConfig
         from cdk.llm.workload import gateway_env
@@ -150,7 +151,7 @@ def pod_gateway_env(upstream_url: str, port: int) -> tuple[dict[str, str], str]:
         print(f"the CDK app is not importable ({exc}): the gateway runs on its defaults", file=sys.stderr)
         return local | {"METRICS": "emf", "CHAT_PAGE": "false"}, "its defaults (the CDK app was not installed)"
 
-    context = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    context = resolve_context(json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
     llm = LlmConfig.from_context(context | {"llmEnabled": True})
     if llm is None:
         raise RuntimeError("cdk.json's LLM settings did not load")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from cdk.accelerators import ACCELERATORS
+from cdk.build import resolve_context
 from cdk.config.serving import ServingConfig
 from cdk.serving.routing import CostInput, resolve_weights
 from routing_controller.simulate import MODES, PoolSpec, Scenario, simulate, table
@@ -35,7 +36,7 @@ def write_into_doc(text: str, doc: Path = DOC) -> None:
 
 def pools_from_cdk_json(path: Path = REPO_ROOT / "cdk.json") -> tuple[tuple[PoolSpec, ...], Scenario]:
     """Prices, seconds per image, cost weights, KEDA bounds and controller settings as cdk.json has them."""
-    context = json.loads(path.read_text())["context"]
+    context = resolve_context(json.loads(path.read_text())["context"])
     cfg = ServingConfig.from_context(context, accelerators=("neuron", "nvidia"))
     per = cfg.per_accelerator
     accs = tuple(ACCELERATORS[n] for n in ("neuron", "nvidia"))

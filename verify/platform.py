@@ -1,6 +1,6 @@
 """The cluster's own state through kubectl: the images the Deployments run are the ones in ECR, the pods are
-Ready with a read-only root and Pod Identity's token, the load balancer controller runs the region's image,
-Karpenter is not denied, KEDA reads its metrics, the NetworkPolicies are in place."""
+Ready with a read-only root and Pod Identity's token, the load balancer controller runs the region's image with
+its Pod Identity association, Karpenter is not denied, KEDA reads its metrics, the NetworkPolicies are in place."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ SPOT_ROLE_NAME: Final = "AWSServiceRoleForEC2Spot"  # cdk/constructs/spot_role.p
 DENY_INGRESS_NAME: Final = "default-deny-ingress"  # cdk/serving/network_policy.py
 ALLOW_SERVICE_NAME: Final = "allow-service-port-from-load-balancer"  # cdk/serving/network_policy.py
 LBC_DEPLOYMENT: Final = "aws-load-balancer-controller"
+LBC_SERVICE_ACCOUNT: Final = "aws-load-balancer-controller"  # cdk/constructs/addons/load_balancer_controller.py
+# The chart's selector labels (kubernetes-sigs/aws-load-balancer-controller@v3.2.2
+# helm/aws-load-balancer-controller/templates/_helpers.tpl: app.kubernetes.io/name is the chart's name).
+LBC_POD_SELECTOR: Final = "app.kubernetes.io/name=aws-load-balancer-controller"
 KARPENTER_DEPLOYMENT: Final = "karpenter"
 
 
@@ -175,6 +179,33 @@ def load_balancer_controller(ctx: Context) -> Outcome:
     return verdict(ready >= wanted, f"{expected.rpartition('/')[2]}, {ready}/{wanted} ready")
 
 
+def load_balancer_controller_pod_identity(ctx: Context) -> Outcome:
+    """The controller's service account has a Pod Identity association and its pods carry the Pod Identity token,
+    not IRSA's (pods started before the association have no credentials: they need a rollout)."""
+    cluster = ctx.output(CLUSTER, "ClusterName")
+    if cluster is None:
+        return failed(f"{CLUSTER} has no ClusterName output")
+    associations = ctx.client("eks").list_pod_identity_associations(
+        clusterName=cluster, namespace=SYSTEM_NAMESPACE, serviceAccount=LBC_SERVICE_ACCOUNT
+    )["associations"]
+    if not associations:
+        return failed(f"no Pod Identity association for {SYSTEM_NAMESPACE}/{LBC_SERVICE_ACCOUNT}")
+    pods = ctx.kube.items("pods", "--selector", LBC_POD_SELECTOR, namespace=SYSTEM_NAMESPACE)
+    if not pods:
+        return failed(f"no pods with {LBC_POD_SELECTOR}")
+    without = [
+        p["metadata"]["name"]
+        for p in pods
+        if POD_IDENTITY_VOLUME not in {v["name"] for v in p["spec"].get("volumes", [])}
+    ]
+    if without:
+        return failed(
+            f"no {POD_IDENTITY_VOLUME} volume: {', '.join(without)} "
+            f"(`kubectl rollout restart deployment/{LBC_DEPLOYMENT} -n {SYSTEM_NAMESPACE}`)"
+        )
+    return passed(f"{associations[0]['associationId']}; {POD_IDENTITY_VOLUME} on {len(pods)} pods")
+
+
 def karpenter_not_denied(ctx: Context) -> Outcome:
     """Karpenter's controller log has no AccessDenied (its IAM policy is complete)."""
     try:
@@ -258,6 +289,7 @@ CHECKS: Final = (
     Check("pods-ready-read-only", pods_ready_read_only),
     Check("pod-identity-token", pod_identity_token),
     Check("load-balancer-controller-image", load_balancer_controller),
+    Check("load-balancer-controller-pod-identity", load_balancer_controller_pod_identity),
     Check("spot-service-linked-role", spot_role),
     Check("karpenter-not-denied", karpenter_not_denied),
     Check("keda-triggers-read-metrics", keda_triggers),

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from app.api.openai_errors import is_openai_path, openai_error
 from app.api.schemas import ErrorResponse
 from common.logs import log_failure
 
@@ -53,8 +54,10 @@ async def validation_error(_request: Request, exc: RequestValidationError) -> JS
 _UNPARSABLE_BODY = "There was an error parsing the body"
 
 
-async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
-    """Starlette/FastAPI HTTP errors (404, 405, ...) in the same shape as ours."""
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette/FastAPI HTTP errors (404, 405, ...) in the same shape as ours (OpenAI's on its routes)."""
+    if is_openai_path(request.url.path):
+        return openai_error(exc.status_code, str(exc.detail), headers=exc.headers)
     if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
         # Not JSON, like any other body that is not JSON: the documented 422, not an undocumented 400.
         problem = {"field": "body", "message": "the body is not valid JSON (not UTF-8 text)"}

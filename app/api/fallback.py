@@ -11,6 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount
 
+from app.api.openai_errors import is_openai_path, openai_error
+
 API_PREFIX = "/v1"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
 
@@ -31,9 +33,17 @@ def install_api_fallback(app: FastAPI) -> None:
 
         allowed = [method for method in _METHODS if any(serves(route, method) for route in app.router.routes)]
         if allowed:
-            return JSONResponse(
-                {"error": f"{request.method} is not allowed on {path}; use {', '.join(allowed)}"},
-                status_code=405,
-                headers={"Allow": ", ".join(allowed)},
+            return _error(
+                path,
+                405,
+                f"{request.method} is not allowed on {path}; use {', '.join(allowed)}",
+                {"Allow": ", ".join(allowed)},
             )
-        return JSONResponse({"error": f"no API path {path}; see /docs"}, status_code=404)
+        return _error(path, 404, f"no API path {path}; see /docs")
+
+
+def _error(path: str, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The API's error shape, or OpenAI's on its routes."""
+    if is_openai_path(path):
+        return openai_error(status, message, headers=headers)
+    return JSONResponse({"error": message}, status_code=status, headers=headers)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.openai_errors import error_payload
 from common.http.body import BodyLimits, BodyTooLarge, discard_body, read_body
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected
 from common.http.protocol import CUT_STATUS_STATE_KEY
@@ -32,10 +32,11 @@ async def send_json_error(
     detail: list[dict[str, str]] | None = None,
     extra_headers: list[tuple[bytes, bytes]] | None = None,
     close: bool = True,
+    path: str = "",
 ) -> None:
     """Answer `{"error": message}` (with `detail`, the bad fields, when given) straight from ASGI middleware
-    (before any route runs)."""
-    payload = json.dumps({"error": message} if detail is None else {"error": message, "detail": detail}).encode()
+    (before any route runs); on the OpenAI-compatible routes (`path`) in OpenAI's error shape."""
+    payload = error_payload(path, status, message, detail)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if close:
         headers.append((b"connection", b"close"))
@@ -70,7 +71,8 @@ class BodyLimitMiddleware:
         except ClientDisconnected:
             return
         except BodyTooLarge:
-            await send_json_error(send, 413, f"request body larger than {self.limits.max_bytes} bytes")
+            message = f"request body larger than {self.limits.max_bytes} bytes"
+            await send_json_error(send, 413, message, path=scope["path"])
             return
         whole = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, replaying(whole, receive), send)

@@ -44,6 +44,12 @@ def _non_blank_pattern() -> str:
 NON_BLANK = _non_blank_pattern()
 
 
+SIZE_DESCRIPTION = (
+    "pixels; default: the model's native size; the family's grid applies within these bounds "
+    "(multiple of 16 for Flux; /v1/info `family.size_bounds`)"
+)
+
+
 def make_generate_request(settings: Settings) -> type[BaseModel]:
     """The POST /v1/generate body model with this deployment's limits.
 
@@ -64,11 +70,15 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
         ),
         "negative_prompt": (
             str | None,
-            Field(None, max_length=settings.max_prompt_chars, description="what to avoid"),
+            Field(
+                None,
+                max_length=settings.max_prompt_chars,
+                description="what to avoid (refused for a family it does not act on, such as FLUX.1-schnell)",
+            ),
         ),
         "steps": (
             json_int(ge=1, le=settings.max_steps),
-            Field(None, description=f"denoising steps (default {settings.default_steps})"),
+            Field(None, description="denoising steps (default: the model family's, see /v1/info `family`)"),
         ),
         "guidance_scale": (
             float | None,
@@ -77,11 +87,14 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
                 ge=0.0,
                 le=settings.max_guidance_scale,
                 allow_inf_nan=False,
-                description=f"classifier-free guidance (default {settings.default_guidance_scale})",
+                description=(
+                    "classifier-free guidance (default: the model family's); refused for a guidance-distilled "
+                    "family such as FLUX.1-schnell"
+                ),
             ),
         ),
-        "width": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
-        "height": (json_int(**size), Field(None, description="pixels; default: the model's native size")),
+        "width": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
+        "height": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
         "seed": (json_int(ge=0, le=MAX_SEED), Field(None, description="same seed, same image; default random")),
     }
     return create_model(

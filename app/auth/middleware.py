@@ -99,7 +99,7 @@ async def _reply(scope: Scope, send: Send, status: int, message: str) -> None:
         await send({"type": "websocket.close", "code": 1008})
         return
     challenge = [(b"www-authenticate", b'Bearer realm="sd", error="invalid_token"')] if status == 401 else []
-    await send_json_error(send, status, message, extra_headers=challenge, close=False)
+    await send_json_error(send, status, message, extra_headers=challenge, close=False, path=scope["path"])
 
 
 async def _redirect(send: Send, location: str) -> None:

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from PIL.Image import Image
 
+from app.models.families import SD, Family, Size, SizeBounds
+
 StepCallback = Callable[[int, int], None]
 """Called after each denoising step with (steps done, total steps)."""
 
@@ -19,27 +21,43 @@ class GenerationParams:
     prompt: str
     negative_prompt: str
     steps: int
-    guidance_scale: float
+    guidance_scale: float | None  # None for a guidance-distilled family (no classifier-free guidance)
     width: int
     height: int
     seed: int
 
     @property
-    def batch_key(self) -> tuple[int, int, int, float]:
+    def batch_key(self) -> tuple[int, int, int, float | None]:
         """Requests with equal keys can share one pipeline call."""
         return (self.width, self.height, self.steps, self.guidance_scale)
 
 
-def warm_up_params(steps: int, width: int, height: int) -> GenerationParams:
-    """The request every backend's warm-up runs: a fixed prompt and seed, guidance on as served."""
-    return GenerationParams("warm-up", "", steps, 7.5, width, height, 0)
+def warm_up_params(steps: int, width: int, height: int, family: Family = SD) -> GenerationParams:
+    """The request every backend's warm-up runs: a fixed prompt and seed, guidance as the family serves it."""
+    return GenerationParams("warm-up", "", steps, family.default_guidance, width, height, 0)
 
 
-def pipeline_arguments(batch: Sequence[GenerationParams], on_step: StepCallback | None) -> dict[str, Any]:
+def family_arguments(family: Family, guidance_scale: float | None) -> dict[str, Any]:
+    """The call arguments that depend on the family: guidance where it applies, the T5 prompt length.
+
+    Warm-up and serving must pass the same ones: the prompt length is part of a compiled graph's shape.
+    """
+    arguments: dict[str, Any] = {}
+    if family.guidance:
+        arguments["guidance_scale"] = family.default_guidance if guidance_scale is None else guidance_scale
+    if family.max_sequence_length is not None:
+        arguments["max_sequence_length"] = family.max_sequence_length
+    return arguments
+
+
+def pipeline_arguments(
+    batch: Sequence[GenerationParams], on_step: StepCallback | None, family: Family = SD
+) -> dict[str, Any]:
     """The diffusers-style call arguments every backend passes for a batch of compatible requests.
 
     One seeded CPU generator per image: CPU generators give the same noise whatever the device, so
-    a seed means the same image. `on_step` hears (steps done, total) after each denoising step.
+    a seed means the same image. `on_step` hears (steps done, total) after each denoising step. A
+    negative prompt goes only to a family it acts on (app.params refuses one elsewhere).
     """
     import torch
 
@@ -50,14 +68,16 @@ def pipeline_arguments(batch: Sequence[GenerationParams], on_step: StepCallback 
             on_step(step + 1, steps)
         return tensors
 
-    return {
+    arguments: dict[str, Any] = {
         "prompt": [p.prompt for p in batch],
-        "negative_prompt": [p.negative_prompt for p in batch],
         "num_inference_steps": steps,
-        "guidance_scale": batch[0].guidance_scale,
         "generator": [torch.Generator("cpu").manual_seed(p.seed) for p in batch],
         "callback_on_step_end": step_end,
+        **family_arguments(family, batch[0].guidance_scale),
     }
+    if family.negative_prompt:
+        arguments["negative_prompt"] = [p.negative_prompt for p in batch]
+    return arguments
 
 
 class UnsupportedRequest(ValueError):
@@ -68,8 +88,11 @@ class Backend(Protocol):
     """A loaded pipeline on one accelerator, called from a worker thread one batch at a time."""
 
     name: str  # "cpu" | "cuda" | "neuron"
+    family: Family  # the model's family: defaults, bounds and the controls that apply
     max_batch_size: int  # the most requests one generate() call accepts
-    native_size: tuple[int, int]  # (width, height) used when a request names none
+    native_size: Size  # (width, height) used when a request names none
+    sizes: tuple[Size, ...]  # the (width, height)s to offer (the UI's presets): the native size first
+    bounds: SizeBounds  # the family's request bounds at this model's scale
 
     def check(self, params: GenerationParams) -> None:
         """Raise UnsupportedRequest when this backend cannot serve `params`."""

@@ -10,5 +10,5 @@ from app.settings import Settings
 def load_cpu_backend(settings: Settings) -> DiffusersBackend:
     """Load the model in fp32 on the CPU (bf16 on CPUs is slow or unsupported for many ops)."""
     source = resolve_model_source(settings.model_id, settings.model_cache_dir)
-    pipeline = load_diffusers_pipeline(str(source))
-    return DiffusersBackend(pipeline, name="cpu", max_batch_size=settings.max_batch_size)
+    pipeline, family = load_diffusers_pipeline(source)
+    return DiffusersBackend(pipeline, family, name="cpu", max_batch_size=settings.max_batch_size)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.backends.base import family_arguments
 from app.backends.cuda_tuning import WARM_UP_STEPS, apply_speed_settings, load_dtype, served_shapes, warm_up
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
 from app.model_store.source import resolve_model_source
+from app.models.families import Family
 from app.settings import Settings
 
 
@@ -24,14 +26,19 @@ def prepare_pipeline_for_cuda(pipeline: Any, settings: Settings) -> Any:
 class CudaBackend(DiffusersBackend):
     """The diffusers backend on a GPU, with a warm-up over every served shape."""
 
-    def __init__(self, pipeline: Any, settings: Settings):
-        super().__init__(pipeline, name="cuda", max_batch_size=settings.max_batch_size)
+    def __init__(self, pipeline: Any, family: Family, settings: Settings):
+        super().__init__(pipeline, family, name="cuda", max_batch_size=settings.max_batch_size)
         self.settings = settings
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         """Run each batch size 1..MAX_BATCH_SIZE once at `size` (width, height) on this thread."""
         width, height = size
-        warm_up(self.pipeline, served_shapes(self.settings, height, width), steps=max(steps, WARM_UP_STEPS))
+        warm_up(
+            self.pipeline,
+            served_shapes(self.settings, height, width),
+            steps=max(steps, WARM_UP_STEPS),
+            arguments=family_arguments(self.family, None),
+        )
 
     def describe(self) -> dict[str, Any]:
         """The diffusers facts plus the GPU's name."""
@@ -47,5 +54,5 @@ def load_cuda_backend(settings: Settings) -> CudaBackend:
     if not torch.cuda.is_available():
         raise RuntimeError("BACKEND=cuda but torch sees no CUDA device")
     source = resolve_model_source(settings.model_id, settings.model_cache_dir)
-    pipeline = load_diffusers_pipeline(str(source), dtype=load_dtype(settings, "cuda"))
-    return CudaBackend(prepare_pipeline_for_cuda(pipeline, settings), settings)
+    pipeline, family = load_diffusers_pipeline(source, dtype=load_dtype(settings, "cuda"))
+    return CudaBackend(prepare_pipeline_for_cuda(pipeline, settings), family, settings)

@@ -1,6 +1,6 @@
 """The CUDA backend's speed work: each step one setting, so its gain can be measured alone.
 
-`apply_speed_settings()` changes a loaded diffusers `StableDiffusionPipeline` in this order (each
+`apply_speed_settings()` changes a loaded diffusers pipeline (SD, SDXL or Flux) in this order (each
 step needs the previous one's result):
 
 1. dtype (`CUDA_DTYPE`): bf16/fp16 weights and activations. Skipped on CPU, where half precision
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from app.backends.diffusers_backend import denoiser
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -143,13 +144,15 @@ def compile_options(settings: Settings, on_cuda: bool) -> dict[str, Any]:
 
 
 def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
-    """Apply the CUDA speed settings to a loaded StableDiffusionPipeline, in the module's order.
+    """Apply the CUDA speed settings to a loaded SD, SDXL or Flux pipeline, in the module's order.
 
     The pipeline must already be on its device; it is changed in place and returned.
     """
     from diffusers.models.attention_processor import AttnProcessor, AttnProcessor2_0
 
     device_type = pipe.device.type
+    net = denoiser(pipe)
+    unet_family = getattr(pipe, "unet", None) is not None
     for step in plan_speed_settings(settings, device_type):
         if step.skipped is not None:
             logger.info("speed step %s (%s) skipped: %s", step.name, step.detail, step.skipped)
@@ -159,19 +162,24 @@ def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
             pipe.to(dtype=_DTYPES[settings.cuda_dtype])
         elif step.name == "attention":
             processor = AttnProcessor2_0 if settings.cuda_sdpa else AttnProcessor
-            pipe.unet.set_attn_processor(processor())
+            # Flux's transformer keeps its own processors (rotary embeddings; SDPA already): only the
+            # UNet and the VAE take the generic ones.
+            if unet_family:
+                net.set_attn_processor(processor())
             pipe.vae.set_attn_processor(processor())
         elif step.name == "fuse_qkv":
-            pipe.unet.fuse_qkv_projections()
+            net.fuse_qkv_projections()
             pipe.vae.fuse_qkv_projections()
         elif step.name == "channels_last":
-            pipe.unet.to(memory_format=torch.channels_last)
+            if unet_family:  # a memory format for convolutions: the UNet's, not a transformer's
+                net.to(memory_format=torch.channels_last)
             pipe.vae.to(memory_format=torch.channels_last)
         elif step.name == "compile":
             options = compile_options(settings, on_cuda=device_type == "cuda")
             # Static shapes: warm_up compiles each served shape once, and a kernel specialized
             # for one shape is faster than a dynamic one.
-            pipe.unet = torch.compile(pipe.unet, fullgraph=True, dynamic=False, options=options)
+            compiled = torch.compile(net, fullgraph=True, dynamic=False, options=options)
+            setattr(pipe, "unet" if unet_family else "transformer", compiled)
             pipe.vae.decode = torch.compile(pipe.vae.decode, fullgraph=True, dynamic=False, options=options)
     return pipe
 
@@ -181,15 +189,27 @@ def served_shapes(settings: Settings, height: int, width: int) -> list[ServedSha
     return [ServedShape(batch, height, width) for batch in range(1, settings.max_batch_size + 1)]
 
 
-def run_shape(pipe: Any, shape: ServedShape, *, steps: int, guidance_scale: float, prompt: str) -> None:
-    """One pipeline call at `shape`, seeded, as the service runs it (guidance > 1 doubles the UNet batch)."""
+def run_shape(
+    pipe: Any,
+    shape: ServedShape,
+    *,
+    steps: int,
+    guidance_scale: float,
+    prompt: str,
+    arguments: Mapping[str, Any] | None = None,
+) -> None:
+    """One pipeline call at `shape`, seeded, as the service runs it (guidance > 1 doubles the UNet batch).
+
+    `arguments`, when given, are the family's own call arguments (app.backends.base.family_arguments) and
+    replace `guidance_scale`: a Flux model takes no guidance but a fixed T5 prompt length.
+    """
     pipe(
         prompt=[prompt] * shape.batch,
         height=shape.height,
         width=shape.width,
         num_inference_steps=steps,
-        guidance_scale=guidance_scale,
         generator=torch.Generator(pipe.device).manual_seed(0),
+        **({"guidance_scale": guidance_scale} if arguments is None else arguments),
     )
 
 
@@ -200,6 +220,7 @@ def warm_up(
     steps: int = WARM_UP_STEPS,
     guidance_scale: float = 7.5,
     prompt: str = "warm-up",
+    arguments: Mapping[str, Any] | None = None,
 ) -> list[tuple[ServedShape, float]]:
     """Run each shape once so compilation and CUDA-graph capture happen now, not in a request.
 
@@ -219,7 +240,7 @@ def warm_up(
     timings = []
     for shape in shapes:
         started = time.perf_counter()
-        run_shape(pipe, shape, steps=steps, guidance_scale=guidance_scale, prompt=prompt)
+        run_shape(pipe, shape, steps=steps, guidance_scale=guidance_scale, prompt=prompt, arguments=arguments)
         if pipe.device.type == "cuda":
             torch.cuda.synchronize(pipe.device)
         elapsed = time.perf_counter() - started

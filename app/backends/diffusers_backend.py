@@ -1,41 +1,91 @@
-"""The diffusers StableDiffusionPipeline as a backend; the CPU and CUDA backends share it."""
+"""The diffusers pipeline of the model's family as a backend; the CPU and CUDA backends share it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
+from app.models.families import FLUX_SCHNELL, SD, Family, Size, SizeBounds, UnknownFamily, family_of, family_of_class
 
 
-def load_diffusers_pipeline(source: str, dtype: Any = None) -> Any:  # a StableDiffusionPipeline
-    """Load a diffusers folder or hub id through the normal loader, without a safety checker."""
-    from diffusers import StableDiffusionPipeline
+def family_of_source(source: Path | str) -> Family:
+    """The family of a local diffusers folder or a hub id, from its model_index.json."""
+    if isinstance(source, Path) or Path(source).is_dir():
+        return family_of(Path(source))
+    from diffusers import DiffusionPipeline
 
-    kwargs: dict[str, Any] = {"safety_checker": None, "requires_safety_checker": False}
+    return family_of_class(str(DiffusionPipeline.load_config(source).get("_class_name")))
+
+
+def load_diffusers_pipeline(source: Path | str, dtype: Any = None) -> tuple[Any, Family]:
+    """Load a diffusers folder or hub id with its family's pipeline class; return it and the family.
+
+    The class comes from model_index.json (checked against the served families first), so a folder of
+    an unserved pipeline stops with a message naming the served ones instead of loading half-way.
+    """
+    import diffusers
+
+    family = family_of_source(source)
+    pipeline_class = getattr(diffusers, family.pipeline_classes[0])
+    kwargs: dict[str, Any] = {}
+    if family is SD:  # only SD 1.x/2.x folders carry a safety checker; the service runs without it
+        kwargs = {"safety_checker": None, "requires_safety_checker": False}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    pipeline = StableDiffusionPipeline.from_pretrained(source, **kwargs)
+    pipeline = pipeline_class.from_pretrained(str(source), **kwargs)
+    check_served_variant(pipeline, family)
     pipeline.set_progress_bar_config(disable=True)  # progress goes to the UI, not to stderr
-    return pipeline
+    return pipeline, family
 
 
-def native_size(pipeline: Any) -> tuple[int, int]:
-    """The (width, height) the UNet was trained for: its sample size times the VAE scale."""
-    side = int(pipeline.unet.config.sample_size) * int(pipeline.vae_scale_factor)
-    return (side, side)
+def check_served_variant(pipeline: Any, family: Family) -> None:
+    """Refuse a FluxPipeline folder whose transformer embeds guidance (FLUX.1-dev and its kind).
+
+    It shares schnell's pipeline class, but needs guidance and some 28-50 steps, where the flux family's
+    facts are schnell's; FLUX.1-dev's licence is also non-commercial. Serving it with schnell's defaults
+    would give poor images without a word, so the load stops and says why.
+    """
+    if family is FLUX_SCHNELL and bool(pipeline.transformer.config.guidance_embeds):
+        raise UnknownFamily(
+            "this FluxPipeline's transformer embeds guidance (FLUX.1-dev-like): the service serves "
+            "guidance-distilled FLUX.1-schnell models only"
+        )
+
+
+def native_side(pipeline: Any) -> int:
+    """The side of the square size the model was trained at.
+
+    UNet families: the UNet's sample size times the VAE scale (SDXL base: 128 x 8 = 1024). Flux has no
+    sample size on its transformer; its VAE's `sample_size` is the pixel size (FLUX.1-schnell: 1024).
+    """
+    unet = getattr(pipeline, "unet", None)
+    if unet is not None:
+        return int(unet.config.sample_size) * int(pipeline.vae_scale_factor)
+    return int(pipeline.vae.config.sample_size)
+
+
+def denoiser(pipeline: Any) -> Any:
+    """The network that runs every step: the UNet (SD, SDXL) or the transformer (Flux)."""
+    unet = getattr(pipeline, "unet", None)
+    return unet if unet is not None else pipeline.transformer
 
 
 class DiffusersBackend:
-    """Runs batches on a loaded diffusers pipeline; requests of any size (multiple of 8) are served."""
+    """Runs batches on a loaded diffusers pipeline; any size on its family's grid is served."""
 
-    def __init__(self, pipeline: Any, name: str, max_batch_size: int):
+    def __init__(self, pipeline: Any, family: Family, name: str, max_batch_size: int):
         self.pipeline = pipeline
+        self.family = family
         self.name = name
         self.max_batch_size = max_batch_size
-        self.native_size = native_size(pipeline)
+        self.side = native_side(pipeline)
+        self.sizes: tuple[Size, ...] = family.sizes_at(self.side)
+        self.native_size: Size = self.sizes[0]
+        self.bounds: SizeBounds = family.bounds_at(self.side)
 
     @property
     def device(self) -> str:
@@ -43,7 +93,7 @@ class DiffusersBackend:
         return str(self.pipeline.device)
 
     def check(self, params: GenerationParams) -> None:
-        """Every size the request bounds admit (multiples of 8, checked in app.params) works with a UNet."""
+        """Every size the family's bounds admit (checked in app.params) works with a diffusers pipeline."""
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """One pipeline call for the whole batch, one seeded generator per image."""
@@ -51,26 +101,26 @@ class DiffusersBackend:
 
         with torch.inference_mode():
             output = self.pipeline(
-                **pipeline_arguments(batch, on_step),
+                **pipeline_arguments(batch, on_step, self.family),
                 width=batch[0].width,
                 height=batch[0].height,
                 output_type="pil",
             )
         return list(output.images)
 
-    def warm_up(self, steps: int, size: tuple[int, int]) -> None:
+    def warm_up(self, steps: int, size: Size) -> None:
         """One generation at the default (width, height): loads lazy weights and allocator pools."""
-        self.generate([warm_up_params(steps, *size)])
+        self.generate([warm_up_params(steps, *size, self.family)])
 
     def describe(self) -> dict[str, Any]:
-        """Device, dtype and library versions for /v1/info."""
+        """Device, dtype, family and library versions for /v1/info."""
         import diffusers
         import torch
 
         return {
             "device": self.device,
-            "dtype": str(self.pipeline.unet.dtype).removeprefix("torch."),
+            "dtype": str(denoiser(self.pipeline).dtype).removeprefix("torch."),
             "native_size": {"width": self.native_size[0], "height": self.native_size[1]},
-            "compiled_shape": None,
+            "compiled_shapes": None,
             "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__},
         }

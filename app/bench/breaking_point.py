@@ -1,6 +1,7 @@
 """`python -m app.bench breaking-point`: the load one service sustains within its latency SLO.
 
-Against a running service (`--url`), it ramps the number of concurrent clients (1, 2, 4, ... up to
+Against a running service (`--url`), or one it serves in-process for `--model-id` (e.g. a tiny built-in
+of each model family on the CPU), it ramps the number of concurrent clients (1, 2, 4, ... up to
 `--max-concurrency`). At each level every client sends `POST /v1/generate` back to back for
 `--level-seconds`; a 429 (queue full) counts as rejected, anything else not 200 as failed. The ramp
 stops at the first level whose p90 latency passes `--slo-ms` (SLO_P90_MS) or whose rejected and
@@ -22,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.bench.plots import BREAKING_POINT_SWEEP
 from app.bench.report import format_table, percentile
 from app.settings import load_settings
 from common.bench.cost import cost_per_1000_images
 from common.bench.results_file import update_section
+from common.bench.sweep_plot import write_sweep_plot
 
 BACKOFF_ON_REJECT_S = 0.05  # a client told "queue full" waits this long, so it does not spin
 
@@ -64,6 +67,9 @@ class LevelResult:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `breaking-point` mode's options to `parser`."""
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the running service")
+    parser.add_argument(
+        "--model-id", default=None, help="serve this MODEL_ID in-process on the CPU instead of using --url"
+    )
     parser.add_argument("--slo-ms", type=float, default=None, help="p90 latency limit (default: SLO_P90_MS)")
     parser.add_argument("--max-concurrency", type=int, default=64)
     parser.add_argument("--level-seconds", type=float, default=60.0, help="how long each level runs")
@@ -204,13 +210,34 @@ def summary(results: Sequence[LevelResult], slo_ms: float, args: argparse.Namesp
 
 
 def run(args: argparse.Namespace) -> int:
-    """Ramp the load, print the levels and the sustained rate; 0 when some level met the SLO."""
+    """Ramp the load (against --url, or a service of --model-id started here); 0 when some level met the SLO."""
+    if args.model_id is None:
+        return _run_against(args, f"breaking-point {args.url}")
+    from app.bench.inprocess import bench_cache_dir, serve_in_thread, wait_ready
+    from app.server import create_app
+
+    settings = load_settings(
+        backend="cpu",
+        model_id=args.model_id,
+        model_cache_dir=bench_cache_dir(),
+        queue_size=max(args.max_concurrency * 2, 32),  # a ramp past the queue measures refusals, not the SLO
+        ui=False,
+    )
+    app = create_app(settings)
+    with serve_in_thread(app) as url:
+        if not wait_ready(url, app.state.service):
+            return 1
+        args.url = url
+        return _run_against(args, f"breaking-point {args.model_id} cpu")
+
+
+def _run_against(args: argparse.Namespace, key: str) -> int:
     slo_ms = args.slo_ms if args.slo_ms is not None else load_settings().slo_p90_ms
     info = _service_info(args.url)
     results = asyncio.run(ramp(args, slo_ms))
     body = "\n".join(
         [
-            f"### breaking point: {args.url}, SLO p90 {slo_ms:.0f} ms",
+            f"### breaking point: {args.model_id or args.url}, SLO p90 {slo_ms:.0f} ms",
             "",
             f"- Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {args.level_seconds:g} s per level.",
             f"- Service: {info}",
@@ -220,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(body)
     if args.results_file is not None:
-        update_section(args.results_file, f"breaking-point {args.url} {slo_ms:.0f}ms", body)
-        print(f"written to {args.results_file}")
+        update_section(args.results_file, f"{key} {slo_ms:.0f}ms", body)
+        plot = write_sweep_plot(args.results_file, BREAKING_POINT_SWEEP)
+        print(f"written to {args.results_file} and its plot {plot}")
     return 0 if sustained(results, slo_ms, args.max_error_share) else 1

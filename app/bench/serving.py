@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.pipeline import git_commit, software_versions
+from app.bench.plots import SERVING_SWEEP
 from app.bench.report import format_table, percentile
 from common.bench.results_file import update_section
+from common.bench.sweep_plot import write_sweep_plot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +60,8 @@ def measure_bare(backend: object, steps: int, size: int, batch: int, repeats: in
     """Call the backend directly, no HTTP and no queue: the floor the service is compared with."""
     from app.backends.base import GenerationParams
 
-    params = [GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, seed) for seed in range(batch)]
+    guidance = backend.family.default_guidance  # type: ignore[attr-defined]  # as an HTTP request without one
+    params = [GenerationParams("a lighthouse at dusk", "", steps, guidance, size, size, seed) for seed in range(batch)]
     backend.generate(params)  # type: ignore[attr-defined]  # this shape's first call may be slower
     latencies = []
     started = time.perf_counter()
@@ -85,7 +88,7 @@ def measure_paired(
 
     from app.backends.base import GenerationParams
 
-    params = GenerationParams("a lighthouse at dusk", "", steps, 7.5, size, size, 1)
+    params = GenerationParams("a lighthouse at dusk", "", steps, backend.family.default_guidance, size, size, 1)
     body = {"prompt": params.prompt, "steps": steps, "width": size, "height": size, "seed": params.seed}
     bare_s: list[float] = []
     http_s: list[float] = []
@@ -226,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
             f"- 1 client: {args.pairs} bare calls and HTTP requests alternated; more clients: "
             f"{args.requests_per_client} requests per client; batches formed by size: "
             f"{info['batching']['batches_by_size']}.",
-            f"- Command: `python -m app.bench serving --concurrency {' '.join(map(str, args.concurrency))} "
+            f"- Command: `python -m app.bench serving --model-id {args.model_id} "
+            f"--concurrency {' '.join(map(str, args.concurrency))} "
             f"--requests-per-client {args.requests_per_client} --steps {args.steps} --size {args.size} "
             f"--max-batch-size {args.max_batch_size} --batch-wait-ms {args.batch_wait_ms:g} "
             f"--bare-repeats {args.bare_repeats} --pairs {args.pairs}`",
@@ -239,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     if args.results_file is not None:
         key = f"serving {info['backend']} {args.model_id} {args.size}x{args.size} {args.steps}"
         update_section(args.results_file, key, body)
-        print(f"written to {args.results_file}")
+        print(f"written to {args.results_file} and its plot {write_sweep_plot(args.results_file, SERVING_SWEEP)}")
     return 1 if any(r.failures for r in rows) else 0
 
 

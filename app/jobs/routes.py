@@ -158,11 +158,16 @@ def jobs_router(settings: Settings) -> APIRouter:
         expires: Annotated[int, Query()] = 0,
         signature: Annotated[str, Query(max_length=128)] = "",
     ) -> Response:
-        """The PNG of a finished job, through the signed link GET /v1/jobs/{id} gave (local backend)."""
+        """The PNG of a finished job, through the signed link GET /v1/jobs/{id} gave, or of an Images API answer
+        with `response_format: "url"` (local backend)."""
         if not JOB_ID_PATTERN.fullmatch(job_id) or jobs.signer is None:
             return _not_found()
         if not jobs.signer.valid(job_id, expires, signature):
-            return error_response(403, "the image link is invalid or has expired; ask GET /v1/jobs/{id} for a new one")
+            return error_response(
+                403,
+                "the image link is invalid or has expired; a job's: ask GET /v1/jobs/{id} for a new one, "
+                "an Images API answer's: generate again",
+            )
         png = await asyncio.to_thread(jobs.store.read_image, job_id)
         if png is None:
             return _not_found()
@@ -173,17 +178,25 @@ def jobs_router(settings: Settings) -> APIRouter:
     return router
 
 
+async def image_link(image_id: str, request: Request, jobs: JobService, public_url: str) -> tuple[str | None, int]:
+    """(a link that fetches the stored PNG `image_id` without credentials, its lifetime in seconds): the store's
+    own (an S3 presigned URL), else a signed link to GET /v1/jobs/{id}/image on this service; None when
+    neither exists."""
+    image_url, ttl = await jobs.image_link(image_id)
+    if image_url is None and jobs.signer is not None:
+        expires, signature = jobs.signer.sign(image_id, ttl)
+        link = request.url_for("get_job_image", job_id=image_id)
+        if public_url:  # the address clients use, not the Host header this request came with
+            link = URL(public_url.rstrip("/") + link.path)
+        image_url = str(link.include_query_params(expires=expires, signature=signature))
+    return image_url, ttl
+
+
 async def _status(record: JobRecord, request: Request, jobs: JobService, public_url: str) -> dict[str, Any]:
     state, error = record.visible_state()
     image_url, ttl = None, None
     if state is JobState.SUCCEEDED:
-        image_url, ttl = await jobs.image_link(record)
-        if image_url is None and jobs.signer is not None:
-            expires, signature = jobs.signer.sign(record.id, ttl)
-            link = request.url_for("get_job_image", job_id=record.id)
-            if public_url:  # the address clients use, not the Host header this request came with
-                link = URL(public_url.rstrip("/") + link.path)
-            image_url = str(link.include_query_params(expires=expires, signature=signature))
+        image_url, ttl = await image_link(record.id, request, jobs, public_url)
     status = JobStatus(
         id=record.id,
         state=state,

@@ -143,7 +143,14 @@ class JobService:
             return None
         return record
 
-    async def image_link(self, record: JobRecord) -> tuple[str | None, int]:
-        """(store URL or None if the service serves it, its lifetime in seconds)."""
+    async def image_link(self, image_id: str) -> tuple[str | None, int]:
+        """(store URL of a stored image or None if the service serves it, its lifetime in seconds)."""
         ttl = self.settings.jobs_url_ttl_s
-        return await asyncio.to_thread(self.store.image_url, record.id, ttl), ttl
+        return await asyncio.to_thread(self.store.image_url, image_id, ttl), ttl
+
+    async def keep_image(self, png: bytes) -> str:
+        """Store a PNG that belongs to no job (the Images API's `url` answers) under a new unguessable id;
+        the store's expiry applies to it as to a job's image. The store's own errors propagate."""
+        image_id = new_job_id()
+        await asyncio.to_thread(self.store.put_image, image_id, png)
+        return image_id

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from app.models.builtin import BUILTIN_PREFIX, builtin_spec
+from app.models.families import SD, Family, UnknownFamily, family_named, family_of
 from app.models.random_pipeline import materialize
 from common.model_store.download import download_s3_prefix, parse_s3_uri
 
@@ -43,3 +44,23 @@ def public_model_name(model_id: str) -> str:
     if _HUB_REPO_ID.match(model_id) and not model_id.startswith((".", "/", "~")) and not Path(model_id).is_dir():
         return model_id
     return model_id.rstrip("/").rsplit("/", 1)[-1] or "model"
+
+
+def declared_family(model_id: str) -> Family:
+    """The family MODEL_ID declares before anything loads: a built-in's, or a local folder's model_index.json.
+
+    For what cannot be read without a download (hub ids, s3:// prefixes) or a folder the loader will refuse
+    anyway (with its own message), SD until the model has loaded.
+    """
+    if model_id.startswith(BUILTIN_PREFIX):
+        try:
+            return family_named(builtin_spec(model_id).family)
+        except ValueError:
+            return SD
+    local = Path(model_id).expanduser()
+    if local.is_dir():
+        try:
+            return family_of(local)
+        except UnknownFamily:
+            return SD
+    return SD

@@ -5,9 +5,16 @@
 Per-accelerator keys end in the accelerator's name with a capital (`...Neuron`, `...Nvidia`), as the serving
 keys do. docs/llm-serving.md explains each key.
 
+The model comes from the catalog of verified presets (cdk/llm/presets.py): `llmModel` names one, or `llmModelId`
+set to a catalog model's Hub id picks its preset, and neither picks the default. A preset stands for the model's
+facts and the shape it runs in (PRESET_KEYS); a key set explicitly overrides that one fact. A Hub id outside the
+catalog must set every fact itself, or the synth stops naming the missing settings.
+
 The model's shape (`llmModelAttentionHeads`, `llmModelKvHeads`) comes from its config.json
 (`num_attention_heads`, `num_key_value_heads`): it decides which tensor parallel degrees can work, so an
-impossible degree stops the synth here instead of failing a pod an hour into a deploy.
+impossible degree stops the synth here instead of failing a pod an hour into a deploy. The instance each
+accelerator's replica runs on (`llmInstanceType<Acc>`) decides the price the cost weights, dashboards and
+benchmark use (cdk/instance_types.py) unless `llmPricePerHour<Acc>` is set.
 """
 
 from __future__ import annotations
@@ -19,8 +26,13 @@ from typing import Any, Final
 
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
+from cdk.config.instances import read_instance_type
+from cdk.instance_types import InstanceType
+from cdk.llm.presets import DEFAULT_PRESET, PRESETS, LlmPreset, preset_for_model_id
 
 ENABLED_KEY: Final = "llmEnabled"
+MODEL_KEY: Final = "llmModel"
+HUB_TOKEN_KEY: Final = "servingHubTokenSecretName"  # noqa: S105 (a setting name, not a secret)
 # An alarm* key like the image service's alarm settings, but read only with llmEnabled.
 TTFT_ALARM_KEY: Final = "alarmTtftP90Ms"
 # NeuronCores per Neuron device (chip): Inferentia2 has two NeuronCore-v2.
@@ -54,6 +66,66 @@ def _suffix(accelerator: str) -> str:
     return accelerator[0].upper() + accelerator[1:]
 
 
+def preset_keys(accelerators: Sequence[str]) -> tuple[str, ...]:
+    """The settings a preset stands for on `accelerators`: what a model outside the catalog must set itself."""
+    per_acc = ("llmInstanceType", "llmTensorParallel", "llmCpu", "llmMemoryGi")
+    return (
+        "llmModelId",
+        "llmServedModelName",
+        "llmModelAttentionHeads",
+        "llmModelKvHeads",
+        "llmModelSizeGi",
+        "llmMaxModelLen",
+        "llmMaxNumSeqs",
+        *(f"{stem}{_suffix(acc)}" for acc in accelerators for stem in per_acc),
+    )
+
+
+def resolve_preset(values: Mapping[str, Any]) -> LlmPreset | None:
+    """The preset `llmModel` names, else the one whose Hub id `llmModelId` is, else (neither set) the default;
+    None for a Hub id outside the catalog."""
+    name = values.get(MODEL_KEY)
+    if name not in (None, ""):
+        if name not in PRESETS:
+            raise ConfigError(
+                f"setting '{MODEL_KEY}' = {name!r} is invalid: expected one of {', '.join(PRESETS)} "
+                "(docs/llm-serving.md lists them; a model outside the catalog sets 'llmModelId' and its facts instead)"
+            )
+        model_id = values.get("llmModelId")
+        other = preset_for_model_id(str(model_id)) if model_id not in (None, "") else None
+        if other is not None and other.name != name:
+            raise ConfigError(
+                f"settings '{MODEL_KEY}' = {name!r} and 'llmModelId' = {model_id!r} name two catalog models: "
+                f"set one ('{MODEL_KEY}' = {other.name!r} picks that model with its own shape)"
+            )
+        return PRESETS[name]
+    model_id = values.get("llmModelId")
+    if model_id in (None, ""):
+        return PRESETS[DEFAULT_PRESET]
+    return preset_for_model_id(str(model_id))
+
+
+def with_preset(values: Mapping[str, Any], accelerators: Sequence[str]) -> tuple[dict[str, Any], LlmPreset | None]:
+    """The context with the chosen preset's facts under every key not set explicitly, and that preset.
+
+    A Hub id outside the catalog without some of its facts stops here, naming every missing setting at once.
+    """
+    preset = resolve_preset(values)
+    if preset is None:
+        missing = [key for key in preset_keys(accelerators) if values.get(key) in (None, "")]
+        if missing:
+            raise ConfigError(
+                f"setting 'llmModelId' = {values.get('llmModelId')!r} is not in the LLM catalog "
+                f"({', '.join(p.model_id.value for p in PRESETS.values())}), so its facts must be set: missing "
+                + ", ".join(f"'{key}'" for key in missing)
+                + " (docs/llm-serving.md, 'A model outside the catalog')"
+            )
+        return dict(values), None
+    # An empty value is no value (`-c llmModelId=` or cdk.json's ""): the preset's fact stands.
+    explicit = {k: v for k, v in values.items() if v not in (None, "")}
+    return {**preset.settings(), **explicit}, preset
+
+
 def requests_per_minute_key(accelerator: str) -> str:
     """The setting of what one replica on `accelerator` sustains within the SLO (the benchmark Job measures it)."""
     return f"llmRequestsPerMinute{_suffix(accelerator)}"
@@ -64,6 +136,7 @@ class LlmAccelerator:
     """The LLM Deployment on one accelerator."""
 
     accelerator: str
+    instance: InstanceType  # llmInstanceType<Acc>: the instance one replica is sized for and priced at
     tensor_parallel: int  # llmTensorParallel<Acc>: NeuronCores (Neuron) or GPUs (NVIDIA) one replica shards over
     devices: int  # Neuron chips or GPUs the pod asks for, from the degree
     min_replicas: int
@@ -85,6 +158,7 @@ class LlmAccelerator:
 class LlmConfig:
     """Everything the stacks read to serve one language model on the enabled accelerators."""
 
+    preset: str | None  # the catalog preset in use (None: a model outside the catalog, every fact set explicitly)
     model_id: str
     model_revision: str | None
     served_model_name: str  # the `model` clients send; one name on every accelerator
@@ -119,15 +193,24 @@ class LlmConfig:
         values: Mapping[str, Any],
         accelerators: Sequence[str] = tuple(ACCELERATORS),
         instance_families: Mapping[str, Sequence[str]] | None = None,
+        node_instance_types: Mapping[str, Sequence[str]] | None = None,
     ) -> LlmConfig | None:
         """The LLM settings, or None when `llmEnabled` is false (then no other llm* key is read).
 
         `instance_families`: per accelerator, the families its node pool may launch (the platform's
-        `<acc>InstanceFamilies`), to check that a replica fits on the largest of them.
+        `<acc>InstanceFamilies`), to check that a replica fits on the largest of them and that its
+        `llmInstanceType<Acc>` may be launched at all. `node_instance_types`: per accelerator, the only types its
+        nodes can be (managed node groups); None where Karpenter launches whatever the pods ask for.
         """
-        ctx = Context(values)
-        if not ctx.boolean(ENABLED_KEY, False):
+        if not Context(values).boolean(ENABLED_KEY, False):
             return None
+        merged, preset = with_preset(values, accelerators)
+        ctx = Context(merged)
+        if preset is not None and preset.gated.value and not ctx.raw(HUB_TOKEN_KEY, ""):
+            raise ConfigError(
+                f"setting '{HUB_TOKEN_KEY}' is required by the LLM preset {preset.name!r}: the Hub gates "
+                f"{preset.model_id.value} (accept its licence, then store a token of that account in Secrets Manager)"
+            )
         attention_heads = ctx.integer("llmModelAttentionHeads", minimum=1, maximum=1024)
         kv_heads = ctx.integer("llmModelKvHeads", minimum=1, maximum=1024)
         if attention_heads % kv_heads:
@@ -137,11 +220,19 @@ class LlmConfig:
             )
         max_num_seqs = ctx.integer("llmMaxNumSeqs", minimum=1, maximum=1024)
         per_acc = {
-            name: _read_accelerator(ctx, name, attention_heads, kv_heads, (instance_families or {}).get(name))
+            name: _read_accelerator(
+                ctx,
+                name,
+                attention_heads,
+                kv_heads,
+                (instance_families or {}).get(name),
+                (node_instance_types or {}).get(name),
+            )
             for name in accelerators
         }
         revision = ctx.raw("llmModelRevision", "")
         cfg = cls(
+            preset=preset.name if preset is not None else None,
             model_id=ctx.string("llmModelId", pattern=_HUB_ID, description="a Hugging Face Hub id such as org/name"),
             model_revision=None
             if revision == ""
@@ -179,11 +270,24 @@ class LlmConfig:
         return cfg
 
 
+def _read_instance(
+    ctx: Context, name: str, families: Sequence[str] | None, node_types: Sequence[str] | None
+) -> InstanceType:
+    """`llmInstanceType<Acc>`: a type of cdk/instance_types.py that this accelerator's nodes can be."""
+    return read_instance_type(ctx, f"llmInstanceType{_suffix(name)}", name, families, node_types)
+
+
 def _read_accelerator(
-    ctx: Context, name: str, attention_heads: int, kv_heads: int, families: Sequence[str] | None
+    ctx: Context,
+    name: str,
+    attention_heads: int,
+    kv_heads: int,
+    families: Sequence[str] | None,
+    node_types: Sequence[str] | None,
 ) -> LlmAccelerator:
     s = _suffix(name)
     tp_key = f"llmTensorParallel{s}"
+    instance = _read_instance(ctx, name, families, node_types)
     tp = ctx.integer(tp_key, minimum=1, maximum=64)
     if attention_heads % tp:
         raise ConfigError(
@@ -213,17 +317,26 @@ def _read_accelerator(
                 f"setting '{tp_key}' = {tp} needs {devices} {unit} per replica, more than the largest instance of "
                 f"'{name}InstanceFamilies' ({', '.join(families)}) has ({largest})"
             )
+    # The instance the replica is priced at must hold it: its NeuronCores (Neuron) or GPUs (NVIDIA).
+    units, unit = (instance.neuron_cores, "NeuronCores") if name == "neuron" else (instance.devices, "GPUs")
+    if tp > units:
+        raise ConfigError(
+            f"setting '{tp_key}' = {tp} needs {tp} {unit}, more than 'llmInstanceType{s}' = {instance.name!r} has "
+            f"({units})"
+        )
     min_r = ctx.integer(f"llmMinReplicas{s}", minimum=1, maximum=100)
     max_r = ctx.integer(f"llmMaxReplicas{s}", minimum=1, maximum=100)
     if max_r < min_r:
         raise ConfigError(f"setting 'llmMaxReplicas{s}' = {max_r} is below 'llmMinReplicas{s}' = {min_r}")
     return LlmAccelerator(
         accelerator=name,
+        instance=instance,
         tensor_parallel=tp,
         devices=devices,
         min_replicas=min_r,
         max_replicas=max_r,
-        price_per_hour=ctx.number(f"llmPricePerHour{s}", minimum=0.0001),
+        # The instance's own price unless set: Spot, another region or a negotiated rate.
+        price_per_hour=ctx.number(f"llmPricePerHour{s}", instance.usd_per_hour, minimum=0.0001),
         requests_per_minute=ctx.number(requests_per_minute_key(name), minimum=0.01),
         queue_target=ctx.number(f"llmScalingQueueTarget{s}", minimum=0.1),
         cpu=ctx.number(f"llmCpu{s}", minimum=0.5),

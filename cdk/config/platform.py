@@ -190,6 +190,9 @@ class AppConfig:
                 f"setting 'flowLogRetentionDays' = {retention} is invalid: expected one of "
                 + ", ".join(str(d) for d in sorted(_LOG_RETENTION_DAYS))
             )
+        families = {c.name: c.instance_families for c in capacity}
+        # Managed node groups launch one type per family; Karpenter whatever a pod's nodeSelector names.
+        node_types = {c.name: managed_instance_types(c) for c in capacity} if provisioner == "managed" else None
         return cls(
             environment=environment,
             cluster_name=cluster_name,
@@ -207,13 +210,24 @@ class AppConfig:
             access=AccessConfig.from_context(values),
             flow_log_retention_days=retention,
             observability=ObservabilityConfig.from_context(ctx),
-            serving=ServingConfig.from_context(values, accelerators=[c.name for c in capacity]),
+            serving=ServingConfig.from_context(
+                values,
+                accelerators=[c.name for c in capacity],
+                instance_families=families,
+                node_instance_types=node_types,
+            ),
             llm=LlmConfig.from_context(
                 values,
                 accelerators=[c.name for c in capacity],
-                instance_families={c.name: c.instance_families for c in capacity},
+                instance_families=families,
+                node_instance_types=node_types,
             ),
         )
+
+
+def managed_instance_types(capacity: AcceleratorCapacity) -> tuple[str, ...]:
+    """One concrete instance type per configured family (managed node groups cannot take families)."""
+    return tuple(f"{family}.{MANAGED_INSTANCE_SIZE[family]}" for family in capacity.instance_families)
 
 
 # CloudWatch Logs accepts only these retention periods.

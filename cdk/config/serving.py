@@ -3,7 +3,8 @@
 Every key is flat camelCase with a prefix naming its area (routing*, serving*, cost*, scaling*,
 ingress*, alarm*, modelStore*, neuronCompile*, jobs*). Their values are written once, in `cdk.json`
 (docs/serving.md explains each); only routingWeight*, ingressCertificateArn, ingressDomainName,
-authDomainPrefix, alarmTopicArn and servingHubTokenSecretName are optional. The front door's keys
+authDomainPrefix, alarmTopicArn, servingHubTokenSecretName and costPricePerHour* (unset: the price of
+servingInstanceType*) are optional. The front door's keys
 (ingressFrontDoor, ingressInternetFacing, ingressCertificateArn, ingressDomainName, auth*, waf*) are read
 by `cdk/config/front_door.py`.
 Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, `...Nvidia`.
@@ -11,6 +12,7 @@ Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -18,7 +20,11 @@ from typing import Any, Final, Literal
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 from cdk.config.front_door import FrontDoorConfig
+from cdk.config.instances import read_instance_type
+from cdk.instance_types import InstanceType
 
+# The families the service serves (app/models/families.py); a preset names its own (cdk/image/presets.py).
+IMAGE_FAMILIES: Final = ("sd", "sdxl", "flux")
 RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
 ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
 # The modes that split traffic with the weighted forward action (cost weights, moved by the
@@ -30,6 +36,16 @@ MAX_ROUTING_WEIGHT: Final = 999
 # downloads, optimum-neuron's export (the compiled models, weights inlined), the compiler's work files
 # (the traced graph with the weights as constants, and the NEFF built from it) and the published artifacts.
 COMPILE_SCRATCH_MODEL_COPIES: Final = 5
+# NeuronCores per Inferentia2 device (awsdocs-neuron general/arch/neuron-hardware/inferentia2: "2x NeuronCore-v2").
+NEURON_CORES_PER_DEVICE: Final = 2
+# Inferentia2: "32GiB of high-bandwidth device memory (HBM)" per chip of two NeuronCore-v2 (awsdocs-neuron v2.29.1
+# about-neuron/arch/neuron-hardware/inferentia2.rst), so 16 GiB a core.
+NEURON_CORE_MEMORY_GB: Final = 16
+# The least device memory one compiled size of a family's pipeline takes: the lower ends of the table in
+# docs/serving.md "Several sizes per Neuron pod" (reasoned from parameter counts and optimum-neuron 0.4.5's
+# loader; the first deploy measures them). A lower bound, so the check stops only what cannot fit.
+NEURON_GB_PER_SIZE_AT_LEAST: Final = {"sd": 4.3, "sdxl": 12.3, "flux": 34.0}
+_SHAPE = r"([0-9]{2,4})x([0-9]{2,4})"
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
 # A Hub commit, branch or tag (git ref characters; no spaces, no "..").
@@ -51,7 +67,8 @@ def _suffix(accelerator: str) -> str:
 class AcceleratorServing:
     """Settings that differ per accelerator."""
 
-    price_per_hour: float  # USD per instance hour (one pod per instance)
+    instance: InstanceType  # servingInstanceType<Acc>: the type one pod is pinned to and priced at
+    price_per_hour: float  # USD per instance hour (one pod per instance): costPricePerHour<Acc>, or the instance's
     seconds_per_image: float  # measured with the service's benchmark
     routing_weight: int | None  # explicit weight, or None to derive it from cost
     min_replicas: int
@@ -66,15 +83,26 @@ class AcceleratorServing:
 
 @dataclass(frozen=True)
 class NeuronCompile:
-    """The static shape the Neuron compile job builds for, and how long it may take."""
+    """The static shapes the Neuron compile job builds for (one pod serves them all), and how long it may take."""
 
+    instance: InstanceType  # neuronCompileInstanceType: the type the compile pod is pinned to
     batch_size: int
-    height: int
-    width: int
+    shapes: tuple[tuple[int, int], ...]  # (width, height); the first is the family's square native size
+    tensor_parallel_size: int  # NeuronCores the pipeline is sharded over (2 per Inferentia2 device)
     timeout_s: int
     cpu: float  # the compile pod's requests: large enough that only a node fit to compile takes it
     memory_gi: int
     scratch_gi: int  # its scratch volume: the weights, the export, the compiler's files, the artifacts
+
+    @property
+    def devices(self) -> int:
+        """Neuron devices the tensor parallel degree takes (two NeuronCores per Inferentia2 device)."""
+        return -(-self.tensor_parallel_size // NEURON_CORES_PER_DEVICE)
+
+    @property
+    def shape_names(self) -> tuple[str, ...]:
+        """`WxH` per shape, as the compile's `--shape` and the pods' NEURON_SHAPES name them."""
+        return tuple(f"{w}x{h}" for w, h in self.shapes)
 
 
 @dataclass(frozen=True)
@@ -106,6 +134,8 @@ class ServingConfig:
     routing_mode: RoutingMode
     per_accelerator: Mapping[str, AcceleratorServing]  # the enabled accelerators only
     namespace: str
+    image_model: str  # the catalog preset (cdk/image/presets.py); empty for a model outside the catalog
+    family: str  # imageModelFamily: sd, sdxl or flux
     model_id: str
     model_revision: str | None  # the Hub commit staged; None: the repository's main branch
     metrics_mode: str
@@ -170,11 +200,19 @@ class ServingConfig:
 
     @classmethod
     def from_context(
-        cls, values: Mapping[str, Any], accelerators: Sequence[str] = tuple(ACCELERATORS)
+        cls,
+        values: Mapping[str, Any],
+        accelerators: Sequence[str] = tuple(ACCELERATORS),
+        instance_families: Mapping[str, Sequence[str]] | None = None,
+        node_instance_types: Mapping[str, Sequence[str]] | None = None,
     ) -> ServingConfig:
         """Read and check the serving settings of the enabled `accelerators`; a bad value raises
-        ConfigError naming its key, and a disabled accelerator's settings are not read at all."""
+        ConfigError naming its key, and a disabled accelerator's settings are not read at all.
+        `instance_families` and `node_instance_types`: as LlmConfig.from_context takes them, to check that each
+        `servingInstanceType<Acc>` (and `neuronCompileInstanceType`) can be launched."""
         ctx = Context(values)
+        families = instance_families or {}
+        node_types = node_instance_types or {}
         per_acc: dict[str, AcceleratorServing] = {}
         for name in accelerators:
             s = _suffix(name)
@@ -190,8 +228,16 @@ class ServingConfig:
                 raise ConfigError(
                     f"setting 'scalingMaxReplicas{s}' = {max_r} is below 'scalingMinReplicas{s}' = {min_r}"
                 )
+            instance = read_instance_type(
+                ctx, f"servingInstanceType{s}", name, families.get(name), node_types.get(name)
+            )
+            price_key = f"costPricePerHour{s}"
             per_acc[name] = AcceleratorServing(
-                price_per_hour=ctx.number(f"costPricePerHour{s}", minimum=0.0001),
+                instance=instance,
+                # Unset: the price of the instance the pod is pinned to (cdk/instance_types.py).
+                price_per_hour=ctx.number(price_key, minimum=0.0001)
+                if values.get(price_key) is not None
+                else instance.usd_per_hour,
                 seconds_per_image=ctx.number(f"costSecondsPerImage{s}", minimum=0.001),
                 routing_weight=weight,
                 min_replicas=min_r,
@@ -220,6 +266,8 @@ class ServingConfig:
             routing_mode=ctx.string("routingMode", allowed=ROUTING_MODES),
             per_accelerator=per_acc,
             namespace=ctx.string("servingNamespace", pattern=_DNS_LABEL, description="a DNS label"),
+            image_model=ctx.string("imageModel", ""),
+            family=ctx.string("imageModelFamily", allowed=IMAGE_FAMILIES),
             model_id=ctx.string("servingModelId"),
             model_revision=_read_model_revision(ctx),
             metrics_mode=ctx.string("servingMetricsMode", allowed=("cloudwatch", "emf")),
@@ -249,7 +297,9 @@ class ServingConfig:
             alarm_evaluation_periods=ctx.integer("alarmEvaluationPeriods", minimum=1, maximum=60),
             alarm_topic_arn=ctx.string("alarmTopicArn", None, pattern=_TOPIC_ARN, description="an SNS topic ARN"),
             model_store_retain=ctx.string("modelStoreRemovalPolicy", allowed=("retain", "destroy")) == "retain",
-            neuron_compile=_read_neuron_compile(ctx) if "neuron" in accelerators else None,
+            # Not held against managed node groups' types: their inf2.xlarge never took the compile pod (16 vCPU),
+            # a gap this check would only move to the synth.
+            neuron_compile=_read_neuron_compile(ctx, families.get("neuron")) if "neuron" in accelerators else None,
             stage_weights=ctx.boolean("servingStageWeights"),
             hub_token_secret=ctx.string(
                 "servingHubTokenSecretName",
@@ -285,6 +335,13 @@ class ServingConfig:
             )
         self._check_async_only()
         self._check_starting_gate()
+        if self.neuron_compile is not None and self.neuron_devices < self.neuron_compile.devices:
+            raise ConfigError(
+                f"setting 'servingNeuronDevices' = {self.neuron_devices} is below the "
+                f"{self.neuron_compile.devices} devices of 'neuronCompileTensorParallelSize' = "
+                f"{self.neuron_compile.tensor_parallel_size}: the pods could not load the sharded model"
+            )
+        self._check_neuron_device_memory()
         self._check_volume_sizes()
         try:
             from common.model_store.layout import is_s3_uri, model_slug, split_s3_uri
@@ -292,6 +349,25 @@ class ServingConfig:
             split_s3_uri(self.model_id) if is_s3_uri(self.model_id) else model_slug(self.model_id)
         except ValueError as exc:
             raise ConfigError(f"setting 'servingModelId' = {self.model_id!r} is invalid: {exc}") from None
+
+    def _check_neuron_device_memory(self) -> None:
+        """Stop a shape list whose pipelines cannot all fit the NeuronCores they load onto (one whole pipeline
+        per size: docs/serving.md "Several sizes per Neuron pod")."""
+        plan = self.neuron_compile
+        if plan is None:
+            return
+        # Unsharded (SD, SDXL), optimum-neuron 0.4.5 loads every size onto the first device's two cores; sharded
+        # (Flux), each size is spread over the degree's cores.
+        cores = max(plan.tensor_parallel_size, NEURON_CORES_PER_DEVICE)
+        available = cores * NEURON_CORE_MEMORY_GB
+        needed = len(plan.shapes) * NEURON_GB_PER_SIZE_AT_LEAST[self.family]
+        if needed > available:
+            raise ConfigError(
+                f"setting 'neuronCompileShapes' lists {len(plan.shapes)} sizes: a {self.family} pipeline per size "
+                f"takes at least {NEURON_GB_PER_SIZE_AT_LEAST[self.family]:g} GB of Neuron device memory, "
+                f"{needed:g} GB in all, over the {available:g} GB of the {cores} NeuronCores it loads onto "
+                "(list fewer sizes, or raise 'neuronCompileTensorParallelSize' where the family shards)"
+            )
 
     def _check_volume_sizes(self) -> None:
         """The pods' cache volume holds the model they download; the compile Job's scratch several copies."""
@@ -377,12 +453,26 @@ def _read_model_revision(ctx: Context) -> str | None:
     )
 
 
-def _read_neuron_compile(ctx: Context) -> NeuronCompile:
-    """neuronCompile*: the compiled static shape (sides a multiple of 8) and the job's deadline."""
-    shape = NeuronCompile(
+def _read_neuron_compile(ctx: Context, families: Sequence[str] | None) -> NeuronCompile:
+    """neuronCompile*: the compiled static shapes (sides a multiple of 8), the degree and the job's deadline."""
+    for old in ("neuronCompileWidth", "neuronCompileHeight"):
+        if ctx.raw(old, None) is not None:
+            raise ConfigError(
+                f"setting '{old}' is no longer read: give the compiled sizes as 'neuronCompileShapes' "
+                "(a list of WxH, such as 1024x1024,896x1152,1152x896; one pod serves every shape)"
+            )
+    shapes = tuple(_shape(name) for name in ctx.string_list("neuronCompileShapes"))
+    degree = ctx.integer("neuronCompileTensorParallelSize", minimum=1, maximum=32)
+    if degree > 1 and degree % NEURON_CORES_PER_DEVICE:
+        raise ConfigError(
+            f"setting 'neuronCompileTensorParallelSize' = {degree} is invalid: expected 1 or a multiple of "
+            f"{NEURON_CORES_PER_DEVICE} (the NeuronCores of whole Inferentia2 devices)"
+        )
+    return NeuronCompile(
+        instance=read_instance_type(ctx, "neuronCompileInstanceType", "neuron", families, None),
         batch_size=ctx.integer("neuronCompileBatchSize", minimum=1, maximum=64),
-        height=ctx.integer("neuronCompileHeight", minimum=64, maximum=2048),
-        width=ctx.integer("neuronCompileWidth", minimum=64, maximum=2048),
+        shapes=shapes,
+        tensor_parallel_size=degree,
         timeout_s=ctx.integer("neuronCompileTimeoutSeconds", minimum=300, maximum=86400),
         # Above an inf2.xlarge (4 vCPU, 16 GiB), where compiling SD 2.1 runs out of memory; optimum-neuron
         # recommends an inf2.8xlarge (32 vCPU, 128 GiB) or larger for compiling (docs/serving.md).
@@ -390,10 +480,14 @@ def _read_neuron_compile(ctx: Context) -> NeuronCompile:
         memory_gi=ctx.integer("neuronCompileMemoryGi", minimum=17, maximum=760),
         scratch_gi=ctx.integer("neuronCompileScratchGi", minimum=1, maximum=10000),
     )
-    for key, value in (
-        ("neuronCompileHeight", shape.height),
-        ("neuronCompileWidth", shape.width),
-    ):
-        if value % 8:
-            raise ConfigError(f"setting '{key}' = {value} is invalid: expected a multiple of 8")
-    return shape
+
+
+def _shape(name: str) -> tuple[int, int]:
+    """`WxH` -> (width, height), each side a multiple of 8 in 64..2048; ConfigError naming neuronCompileShapes."""
+    match = re.fullmatch(_SHAPE, name)
+    sides = (int(match.group(1)), int(match.group(2))) if match else None
+    if sides is None or any(side < 64 or side > 2048 or side % 8 for side in sides):
+        raise ConfigError(
+            f"setting 'neuronCompileShapes' has {name!r}: expected WxH with each side a multiple of 8 in 64..2048"
+        )
+    return sides

@@ -7,7 +7,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from cdk.config import AcceleratorCapacity
-from cdk.config.platform import MANAGED_INSTANCE_SIZE
+from cdk.config.platform import managed_instance_types
 from cdk.constructs.node_pools import ROOT_VOLUME_GIB
 from cdk.constructs.node_role import worker_node_role
 
@@ -16,11 +16,6 @@ AMI_TYPES = {
     "nvidia": eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
 }
 CAPACITY_TYPES = {"spot": eks.CapacityType.SPOT, "on-demand": eks.CapacityType.ON_DEMAND}
-
-
-def instance_types(capacity: AcceleratorCapacity) -> list[str]:
-    """One concrete instance type per configured family (managed node groups cannot take families)."""
-    return [f"{family}.{MANAGED_INSTANCE_SIZE[family]}" for family in capacity.instance_families]
 
 
 class AcceleratedNodeGroups(Construct):
@@ -39,7 +34,7 @@ class AcceleratedNodeGroups(Construct):
                 ami_type=AMI_TYPES[item.name],
                 # One type per managed node group (the config rejects a fallback list here).
                 capacity_type=CAPACITY_TYPES[item.capacity_types[0]],
-                instance_types=[ec2.InstanceType(t) for t in instance_types(item)],
+                instance_types=[ec2.InstanceType(t) for t in managed_instance_types(item)],
                 # One node to serve on; without Karpenter nothing scales the group, so users raise
                 # desiredSize themselves (or add an autoscaler) up to the configured maximum.
                 min_size=0,

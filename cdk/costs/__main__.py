@@ -1,24 +1,26 @@
 """`python -m cdk.costs [key=value ...]`: the cost at rest and the observability bill of cdk.json's context with
-the given keys on top (`profile=trial` for the trial), as the markdown tables the docs quote."""
+the given keys on top (`profile=trial` for the trial, `imageModel=sdxl-base` for a preset), and what each image model
+preset costs, as the markdown tables the docs quote."""
 
 from __future__ import annotations
 
 import sys
 
-from cdk.build import project_defaults
+from cdk.build import project_defaults, resolve_context
 from cdk.composition import workloads_for
 from cdk.config import AppConfig
-from cdk.config.profiles import apply_profile
 from cdk.costs import prices
 from cdk.costs.at_rest import cost_at_rest
 from cdk.costs.observability_bill import log_sources
+from cdk.costs.presets import preset_table
 
 
 def main(argv: list[str]) -> None:
     """Print both tables for cdk.json plus `argv`'s key=value pairs (an example environment: prices are us-east-1)."""
     overrides = dict(arg.split("=", 1) for arg in argv)
-    context = apply_profile({**project_defaults(), "exampleEnvironment": True, **overrides}, project_defaults())
-    config = AppConfig.from_context(context, {})
+    config = AppConfig.from_context(
+        resolve_context({**project_defaults(), "exampleEnvironment": True, **overrides}), {}
+    )
     cost = cost_at_rest(config, (line for w in workloads_for(config) for line in w.kept_up()))
     print("| item | per hour |\n| --- | --- |")
     for line in cost.lines:
@@ -28,7 +30,8 @@ def main(argv: list[str]) -> None:
     retention = config.flow_log_retention_days
     for source in log_sources(config.observability):
         print(f"| {source.name} | {source.gb_per_day:.3f} | ${source.usd_per_month(retention):.2f} | {source.basis} |")
-    print(f"| the serving dashboard | | ${prices.CLOUDWATCH_DASHBOARD_MONTH.usd:.2f} | one dashboard |")
+    print(f"| the serving dashboard | | ${prices.CLOUDWATCH_DASHBOARD_MONTH.usd:.2f} | one dashboard |\n")
+    print(preset_table())
 
 
 if __name__ == "__main__":

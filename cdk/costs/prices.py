@@ -1,7 +1,8 @@
 """The platform's price table: us-east-1 list prices of what a deploy keeps up, each with where it was read.
 
-The accelerators' instance prices are deploy settings (`costPricePerHour<Acc>`, `llmPricePerHour<Acc>` in cdk.json),
-read from the typed config; this table holds the rest. Sources are the stored pages the project's search tool
+The accelerators' instance prices come from elsewhere, through the typed config: the instance each image pod and LLM
+replica is pinned to (cdk/instance_types.py), or an explicit `costPricePerHour<Acc>` / `llmPricePerHour<Acc>`.
+This table holds the rest. Sources are the stored pages the project's search tool
 returned (third-party summaries of the AWS pricing pages unless an AWS page is named); check them against the AWS
 pricing pages before relying on a figure, and update the line and its source together.
 """

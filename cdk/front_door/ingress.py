@@ -91,9 +91,10 @@ def ingress(
 ) -> dict[str, Any]:
     """The Ingress: every workload's paths to its weighted action (cost modes) or its all-pods Service (capacity).
 
-    Exact paths are listed before Prefix paths, the order the load balancer controller evaluates them in ("Beginning
-    from v2.4.3 ... pathType: Exact paths are always ordered first", kubernetes-sigs.github.io/
-    aws-load-balancer-controller guide/ingress/spec), so a workload's exact routes win over another's `/`.
+    Exact paths are listed before Prefix paths, and Prefix paths longest first, the order the load balancer
+    controller evaluates them in ("Beginning from v2.4.3 ... pathType: Exact paths are always ordered first, followed
+    by pathType: Prefix paths, with the longest prefix first", kubernetes-sigs.github.io/aws-load-balancer-controller
+    guide/ingress/spec), so a workload's exact routes and longer prefixes win over another's `/`.
     """
     if not routes:
         raise ValueError("the Ingress needs at least one workload's routes")
@@ -112,6 +113,12 @@ def ingress(
         "metadata": {"name": INGRESS_NAME, "namespace": cfg.namespace, "annotations": annotations_},
         "spec": {
             "ingressClassName": "alb",
-            "rules": [{"http": {"paths": sorted(paths, key=lambda p: p["pathType"] != "Exact")}}],
+            "rules": [{"http": {"paths": sorted(paths, key=_controller_order)}}],
         },
     }
+
+
+def _controller_order(path: dict[str, Any]) -> tuple[bool, int]:
+    """Exact paths first (in their given order), then Prefix paths longest first."""
+    exact = path["pathType"] == "Exact"
+    return (not exact, 0 if exact else -len(path["path"]))

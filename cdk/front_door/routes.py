@@ -27,6 +27,8 @@ class Routes:
     weights: Mapping[str, int] | None  # Service -> weight (cost modes); None: `capacity_service` takes all
     capacity_service: str | None = None  # capacity mode: one Service over every pod of the workload
     prompt_paths: tuple[str, ...] = ()  # paths whose request bodies are prompts (the WAF's common rules skip them)
+    # Prefix paths beside `paths` (a workload of Exact paths that also serves a path with an id in it).
+    prefix_paths: tuple[str, ...] = ()
     # Objects applied with the Ingress that its paths target (a capacity Service no other stage applies).
     objects: Sequence[dict[str, Any]] = field(default=())
 
@@ -50,7 +52,9 @@ class Routes:
     def ingress_paths(self) -> list[dict[str, Any]]:
         """One Ingress path per route."""
         backend = self.backend()
-        return [{"path": path, "pathType": self.path_type, "backend": backend} for path in self.paths]
+        typed: list[tuple[str, PathType]] = [(path, self.path_type) for path in self.paths]
+        typed += [(path, "Prefix") for path in self.prefix_paths]
+        return [{"path": path, "pathType": path_type, "backend": backend} for path, path_type in typed]
 
 
 def prompt_paths(routes: Sequence[Routes]) -> tuple[str, ...]:

@@ -6,9 +6,9 @@ A Job's pod template is immutable, so the Job's name carries a hash of what it c
 update, and an unchanged deploy leaves the finished Job alone. The Job itself skips work when the
 artifacts exist. The serving stack applies it only after the weights are staged.
 
-The pod asks for more CPU and memory than an inf2.xlarge has, so Karpenter launches an inf2.8xlarge
-or larger from the neuron NodePool (optimum-neuron: "We recommend using a inf2.8xlarge or a larger
-instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/stable_diffusion),
+The pod is pinned to `neuronCompileInstanceType` (an inf2.8xlarge by default; optimum-neuron: "We recommend using a
+inf2.8xlarge or a larger instance for the model compilation", huggingface.co/docs/optimum-neuron/tutorials/
+stable_diffusion) and must fit it beside the DaemonSets (cdk/serving/pod_fit.py checks it at synth),
 and carries `karpenter.sh/do-not-disrupt: "true"` so consolidation does not take the node away
 mid-compile; a finished (Succeeded/Failed) pod no longer blocks, so the node is then reclaimed
 (aws/karpenter-provider-aws website/content/en/v1.14/concepts/disruption.md at 388ed61, "Pod-Level Controls").
@@ -30,6 +30,7 @@ from typing import Any, Final
 from cdk import versions
 from cdk.config.serving import ServingConfig
 from cdk.serving.compile_job import CompileJob, hashed_name, neuron_resources, rerun_command_for, service_account_for
+from cdk.serving.pod_fit import FitSettings
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     TMP_DIR,
@@ -38,7 +39,7 @@ from cdk.serving.pod_shape import (
     pod_security_context,
     scratch_volumes,
 )
-from common.model_store.layout import CompileShape, compiled_prefix
+from common.model_store.layout import ImageSize, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
 # The scratch volume's mount point: base_env's caches (HF_HOME, XDG_CACHE_HOME) live there too.
@@ -54,15 +55,32 @@ RERUN_CRONJOB: Final = "sd-neuron-compile"
 WAIT_POLL_S: Final = 15
 
 
-def compile_shape(cfg: ServingConfig) -> CompileShape:
-    """The static shape from config (neuronCompile*)."""
-    settings = cfg.compile_settings
-    return CompileShape(settings.batch_size, settings.height, settings.width)
+def compile_sizes(cfg: ServingConfig) -> tuple[ImageSize, ...]:
+    """The image sizes compiled and served (neuronCompileShapes; the first is the family's square native size)."""
+    return tuple(ImageSize(width, height) for width, height in cfg.compile_settings.shapes)
+
+
+def shape_args(cfg: ServingConfig) -> list[str]:
+    """`--shape=<W>x<H>` for each size, for the compile and for the wait."""
+    return [f"--shape={size.key}" for size in compile_sizes(cfg)]
 
 
 def artifact_prefix(cfg: ServingConfig) -> str:
-    """Where the compiled artifacts for this config live in the model store."""
-    return compiled_prefix(cfg.model_id, versions.NEURON_SDK_VERSION, compile_shape(cfg))
+    """Where the compiled artifacts for this config live in the model store (one folder per size below)."""
+    settings = cfg.compile_settings
+    return compiled_prefix(
+        cfg.model_id, versions.NEURON_SDK_VERSION, settings.batch_size, settings.tensor_parallel_size
+    )
+
+
+# The settings that size the compile pod, as a synth-time fit error names them.
+COMPILE_FIT: Final = FitSettings(
+    pod="the Neuron compile pod",
+    instance_key="neuronCompileInstanceType",
+    cpu_key="neuronCompileCpu",
+    memory_key="neuronCompileMemoryGi",
+    devices_key="neuronCompileTensorParallelSize",
+)
 
 
 def job_name(cfg: ServingConfig, image: str) -> str:
@@ -72,8 +90,12 @@ def job_name(cfg: ServingConfig, image: str) -> str:
         (
             cfg.model_id,
             versions.NEURON_SDK_VERSION,
-            compile_shape(cfg).key,
+            f"b{settings.batch_size}",
+            # The compile's sizes and tensor parallel degree are arguments of the (immutable) pod template too.
+            ",".join(size.key for size in compile_sizes(cfg)),
+            f"tp{settings.tensor_parallel_size}",
             image,
+            settings.instance.name,
             f"{settings.cpu:g}",
             str(settings.memory_gi),
             str(settings.timeout_s),
@@ -110,7 +132,6 @@ def compile_volumes(cfg: ServingConfig) -> tuple[list[dict[str, Any]], list[dict
 
 def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) -> CompileJob:
     """The image model's compile: one Neuron device on a node fit to compile."""
-    shape = compile_shape(cfg)
     settings = cfg.compile_settings
     volumes, mounts = compile_volumes(cfg)
     container = {
@@ -121,24 +142,27 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             f"--bucket={bucket}",
             f"--model-id={cfg.model_id}",
             f"--sdk-version={versions.NEURON_SDK_VERSION}",
-            f"--batch-size={shape.batch_size}",
-            f"--height={shape.height}",
-            f"--width={shape.width}",
+            f"--batch-size={settings.batch_size}",
+            *shape_args(cfg),
+            f"--tensor-parallel-size={settings.tensor_parallel_size}",
             f"--work-dir={WORK_DIR}",
         ],
         "env": compile_env(cfg, region),
-        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=1),
+        "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=settings.devices),
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
-    # One device only: the compiler needs one, and the scheduler extension is for >1 core.
+    # The devices of the tensor parallel degree (one for an unsharded model); above one device the Neuron scheduler
+    # extension places them (the cluster turns it on from neuron_devices_per_pod).
     return CompileJob(
         name=SERVICE_ACCOUNT,
         namespace=cfg.namespace,
         timeout_s=settings.timeout_s,
+        devices=settings.devices,
         pod_security=pod_security_context(cfg),
         containers=(container,),
         volumes=tuple(volumes),
+        pinned=(settings.instance, COMPILE_FIT),
     )
 
 
@@ -176,6 +200,7 @@ def wait_init_container(cfg: ServingConfig, *, image: str, bucket: str, region: 
         "args": [
             f"--bucket={bucket}",
             f"--prefix={artifact_prefix(cfg)}",
+            *shape_args(cfg),
             f"--timeout-s={cfg.compile_settings.timeout_s}",
             f"--poll-s={WAIT_POLL_S}",
         ],

@@ -48,6 +48,7 @@ from cdk.serving.service_identity import (
     write_statement,
 )
 from common import metric_names
+from common.image_api_paths import IMAGES_GENERATIONS_PATH
 from common.model_store.layout import is_s3_uri, s3_uri, weights_location
 from routing_controller.decision import normalize
 
@@ -56,6 +57,10 @@ WEIGHTED_ACTION_NAME: Final = "weighted"
 ROUTING_CONTROLLER_NAME: Final = "sd-routing-controller"
 # Everything the other workloads' exact paths do not take: the UI, /v1/generate, /v1/jobs, the Images API.
 PATHS: Final = ("/",)
+# The POSTs whose bodies are prompts, left alone by the WAF's common rule set (cdk/front_door/waf.py): OpenAI's
+# Images API, whose callers expect the service's own body limit (MAX_BODY_BYTES) and its OpenAI-shaped 413, not
+# the rule set's 8 KB block and bare 403.
+PROMPT_PATHS: Final = (IMAGES_GENERATIONS_PATH,)
 
 
 def routing_weights(cfg: ServingConfig, accelerators: Sequence[Accelerator]) -> dict[str, int] | None:
@@ -264,6 +269,7 @@ class ImageServing(Workload):
                 action=WEIGHTED_ACTION_NAME,
                 weights=None,
                 capacity_service=starting_gate.NAME,
+                prompt_paths=PROMPT_PATHS,
                 objects=starting_gate.service_objects(ctx.cfg),
             )
         return Routes(
@@ -272,6 +278,7 @@ class ImageServing(Workload):
             action=WEIGHTED_ACTION_NAME,
             weights=self.weights,
             capacity_service=workload.CAPACITY_SERVICE_NAME,
+            prompt_paths=PROMPT_PATHS,
             objects=[] if self.weights is not None else [workload.capacity_service(ctx.cfg)],
         )
 

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from cdk.accelerators import Accelerator
 from cdk.config.serving import ServingConfig
+from cdk.serving.pod_fit import FitSettings, pinned_and_fitting
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
@@ -64,6 +65,19 @@ def accelerator_resources(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any
     return device_resources(acc, count, cpu=per.cpu, memory_gi=per.memory_gi)
 
 
+def fit_settings(acc: Accelerator) -> FitSettings:
+    """The settings that size the image pod on `acc`, as a synth-time fit error names them."""
+    suffix = acc.name[0].upper() + acc.name[1:]
+    return FitSettings(
+        pod=f"the image pod on {acc.name}",
+        instance_key=f"servingInstanceType{suffix}",
+        cpu_key=f"servingCpu{suffix}",
+        memory_key=f"servingMemoryGi{suffix}",
+        # One GPU per pod on NVIDIA: only the instance can change there.
+        devices_key="servingNeuronDevices" if acc.name == "neuron" else f"servingInstanceType{suffix}",
+    )
+
+
 def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     """nodeSelector + toleration for the accelerator's node pool, and the Neuron scheduler if needed."""
     return accelerator_scheduling(acc, cfg.neuron_devices)
@@ -87,11 +101,13 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
         {"name": "MODEL_CACHE_DIR", "value": CACHE_DIR},
     ]
     if acc.name == "neuron":
-        shape = cfg.compile_settings
+        compiled = cfg.compile_settings
+        # One pod serves every compiled shape (app/backends/neuron.py reads these; the artifacts of each are in a
+        # `<W>x<H>/` folder under the compiled prefix).
         env += [
-            {"name": "NEURON_BATCH_SIZE", "value": str(shape.batch_size)},
-            {"name": "NEURON_HEIGHT", "value": str(shape.height)},
-            {"name": "NEURON_WIDTH", "value": str(shape.width)},
+            {"name": "NEURON_BATCH_SIZE", "value": str(compiled.batch_size)},
+            {"name": "NEURON_SHAPES", "value": ",".join(compiled.shape_names)},
+            {"name": "NEURON_TENSOR_PARALLEL_SIZE", "value": str(compiled.tensor_parallel_size)},
         ]
     return env + base_env(cfg, region)
 
@@ -153,6 +169,8 @@ def deployment(
     }
     if init_containers:
         pod_spec["initContainers"] = list(init_containers)
+    # Exactly the instance the pod is sized for and priced at (the NodePool allows whole families).
+    pod_spec = pinned_and_fitting(pod_spec, cfg.per_accelerator[acc.name].instance, fit_settings(acc))
     return accelerator_deployment(
         deployment_name(acc),
         cfg,

@@ -13,7 +13,8 @@ replica, hands the Job a sign-in token, runs it, and collects its section. The p
 - measures the settings' shape (llmBenchmarkInputTokens / llmBenchmarkOutputTokens) at the engine's batch
   (llmMaxNumSeqs), then sweeps the concurrency up to it with its own client (`vllm bench serve` needs vLLM):
   the sweep's best goodput within the SLO (TTFT at most alarmTtftP90Ms) is the figure for
-  llmRequestsPerMinute<Acc>, and with llmPricePerHour<Acc> the cost per million output tokens.
+  llmRequestsPerMinute<Acc>, and with the replica's price (its llmInstanceType<Acc>'s, or llmPricePerHour<Acc>)
+  the cost per million output tokens.
 
 The overhead part of the benchmark (the engine called directly) is left out: vLLM listens on its pod's
 loopback only (cdk/llm/names.py ENGINE_PORT).

@@ -39,7 +39,7 @@ class LlmUnit:
 
     accelerator: Accelerator
     deployment_name: str  # its DeploymentUnit dimension, Deployment and Service (cdk/llm/names.py)
-    price_per_hour: float  # USD per hour of the instance one replica occupies (llmPricePerHour<Acc>)
+    price_per_hour: float  # USD per hour of one replica's instance (llmInstanceType<Acc>'s, or llmPricePerHour<Acc>)
 
     @property
     def unit(self) -> sm.DeploymentUnit:
@@ -196,5 +196,5 @@ def _header(llm: LlmDashboardInputs) -> str:
     return (
         f"# LLM serving: `{llm.served_model_name}`\nDeployments: {deployments}. Metrics from the LLM gateway in "
         f"`{sm.NAMESPACE}`; inter-token latency is each streamed request's mean time per token after its first; "
-        "cost counts each running pod as one instance at llmPricePerHour."
+        "cost counts each running pod as one instance of llmInstanceType at its price."
     )

@@ -18,8 +18,13 @@ CAPACITY_SERVICE_NAME: Final = "llm"  # capacity mode: one Service over every LL
 # orders Exact paths before every Prefix path ("Beginning from v2.4.3 ... pathType: Exact paths are always
 # ordered first", kubernetes-sigs.github.io/aws-load-balancer-controller guide/ingress/spec), so they win
 # over the image service's `/`, which keeps everything else (its /v1/generate, /v1/jobs, the UI).
-LLM_PATHS: Final = ("/v1/models", "/v1/completions", "/v1/chat/completions")
-LLM_PROMPT_PATHS: Final = LLM_PATHS[1:]  # the POSTs whose bodies are prompts
+LLM_PATHS: Final = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings")
+# The POSTs whose bodies are prompts, or texts to embed (a batch of them is easily over the WAF common rule set's
+# 8 KB body rule): the WAF's common rules skip them, and the gateway's own MAX_BODY_BYTES bounds them.
+LLM_PROMPT_PATHS: Final = LLM_PATHS[1:]
+# OpenAI's retrieve-model path, /v1/models/{id}: a Prefix path, which the controller orders after the Exact ones and
+# before the image service's shorter `/` (longest prefix first).
+LLM_PREFIX_PATHS: Final = ("/v1/models/",)
 
 
 def llm_pools(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> tuple[Pool, ...]:

@@ -39,7 +39,14 @@ from cdk.llm import compile_job as lcj
 from cdk.llm.dashboard import LlmDashboardInputs
 from cdk.llm.images import LLM_GATEWAY_IMAGE
 from cdk.llm.names import GATEWAY_PORT, deployment_name
-from cdk.llm.routes import CAPACITY_SERVICE_NAME, LLM_ACTION_NAME, LLM_PATHS, LLM_PROMPT_PATHS, llm_routing
+from cdk.llm.routes import (
+    CAPACITY_SERVICE_NAME,
+    LLM_ACTION_NAME,
+    LLM_PATHS,
+    LLM_PREFIX_PATHS,
+    LLM_PROMPT_PATHS,
+    llm_routing,
+)
 from cdk.llm.scaling import scaled_object
 from cdk.observability.sections import AlarmSection, DashboardSection, DashboardView
 from cdk.serving.model_staging import WeightsStaging
@@ -105,7 +112,7 @@ class LlmServing(Workload):
         self.llm = llm
 
     def kept_up(self) -> Sequence[tuple[str, float]]:
-        """Its pods that stay up at rest, at `llmPricePerHour<Acc>`."""
+        """Its pods that stay up at rest, at the price of their `llmInstanceType<Acc>` (or `llmPricePerHour<Acc>`)."""
         return [
             (f"{pool.min_replicas} x {name} LLM pod kept up", pool.min_replicas * pool.price_per_hour)
             for name, pool in self.llm.per_accelerator.items()
@@ -202,7 +209,8 @@ class LlmServing(Workload):
         return [ManifestSpec("LlmServices", objects)]
 
     def routes(self, ctx: StageContext) -> Routes:
-        """The OpenAI routes: Exact paths to the `llm-weighted` action (cost modes) or the `llm` Service."""
+        """The OpenAI routes: Exact paths (and the retrieve-model prefix) to the `llm-weighted` action (cost modes) or
+        the `llm` Service."""
         return Routes(
             paths=LLM_PATHS,
             path_type="Exact",
@@ -210,6 +218,7 @@ class LlmServing(Workload):
             weights=self.weights,
             capacity_service=CAPACITY_SERVICE_NAME,
             prompt_paths=LLM_PROMPT_PATHS,
+            prefix_paths=LLM_PREFIX_PATHS,
         )
 
     def routing_controller(self, ctx: StageContext) -> RoutingControllerSpec | None:

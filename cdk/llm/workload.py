@@ -31,6 +31,7 @@ from cdk.llm.names import (
     WEIGHTS_DIR,
     deployment_name,
 )
+from cdk.serving.pod_fit import FitSettings, pinned_and_fitting
 from cdk.serving.pod_shape import (
     CACHE_DIR,
     INSTANCE_LABEL_KEY,
@@ -97,6 +98,18 @@ def selector_labels(acc: Accelerator) -> dict[str, str]:
 def service_account_name(acc: Accelerator) -> str:
     """The LLM pods' ServiceAccount on `acc` (its role reads the weights and, on Neuron, the compiled artifacts)."""
     return deployment_name(acc) + SERVICE_ACCOUNT_SUFFIX
+
+
+def fit_settings(acc: Accelerator) -> FitSettings:
+    """The settings that size the LLM pod on `acc`, as a synth-time fit error names them."""
+    suffix = acc.name[0].upper() + acc.name[1:]
+    return FitSettings(
+        pod=f"the LLM pod on {acc.name}",
+        instance_key=f"llmInstanceType{suffix}",
+        cpu_key=f"llmCpu{suffix}",
+        memory_key=f"llmMemoryGi{suffix}",
+        devices_key=f"llmTensorParallel{suffix}",
+    )
 
 
 def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
@@ -335,6 +348,8 @@ def deployment(
         "volumes": volumes,
         **accelerator_scheduling(acc, llm.per_accelerator[acc.name].devices),
     }
+    # Exactly the instance the replica is sized for and priced at (the NodePool allows whole families).
+    pod_spec = pinned_and_fitting(pod_spec, llm.per_accelerator[acc.name].instance, fit_settings(acc))
     return accelerator_deployment(
         deployment_name(acc),
         cfg,

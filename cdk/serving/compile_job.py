@@ -26,7 +26,9 @@ from typing import Any, Final
 from cdk import versions
 from cdk.accelerators import NEURON, needs_neuron_scheduler
 from cdk.checkov import k8s_skip_annotations
+from cdk.instance_types import InstanceType
 from cdk.serving.job_templates import create_job_command, suspended_cronjob
+from cdk.serving.pod_fit import FitSettings, pinned_and_fitting
 from cdk.serving.pod_shape import POD_CHECKOV_SKIPS
 
 # Karpenter's pod annotation that blocks voluntary disruption (consolidation, drift) of the pod's node.
@@ -78,6 +80,9 @@ class CompileJob:
     volumes: Sequence[dict[str, Any]]
     init_containers: Sequence[dict[str, Any]] = ()
     devices: int = 1
+    # The instance the pod is pinned to and must fit (cdk/serving/pod_fit.py), with the settings that size it;
+    # None: any node of the Neuron pool that fits.
+    pinned: tuple[InstanceType, FitSettings] | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -102,6 +107,8 @@ class CompileJob:
         }
         if needs_neuron_scheduler(NEURON, self.devices):
             pod["schedulerName"] = versions.NEURON_SCHEDULER_NAME
+        if self.pinned is not None:
+            pod = pinned_and_fitting(pod, *self.pinned)
         return {
             "backoffLimit": BACKOFF_LIMIT,
             "activeDeadlineSeconds": self.timeout_s,

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, CfnResource, Fn, Stack
+from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdk.accelerators import NEURON, NVIDIA, needs_neuron_scheduler
-from cdk.checkov import skip_cfn
 from cdk.config import AppConfig
 from cdk.constructs.addons.cloudwatch_observability import CloudWatchObservability
 from cdk.constructs.addons.keda import Keda
-from cdk.constructs.addons.load_balancer_controller import load_balancer_controller
+from cdk.constructs.addons.load_balancer_controller import LoadBalancerController
 from cdk.constructs.addons.neuron import neuron_chart
 from cdk.constructs.addons.nvidia_device_plugin import nvidia_device_plugin
 from cdk.constructs.addons.pod_identity_agent import pod_identity_agent
@@ -77,7 +76,9 @@ class ClusterStack(Stack):
                 self, "AcceleratedNodes", cluster=cluster, capacity=config.capacity
             )
 
-        self.load_balancer_controller = load_balancer_controller(self, "LoadBalancerController", cluster=cluster)
+        self.load_balancer_controller = LoadBalancerController(
+            self, "LoadBalancerController", cluster=cluster, agent=agent
+        )
         self.keda = Keda(self, "Keda", cluster=cluster)
         self.cloudwatch = CloudWatchObservability(
             self,
@@ -107,7 +108,6 @@ class ClusterStack(Stack):
             if isinstance(association, PodIdentityRole):
                 association.association.node.add_dependency(agent)
 
-        self._acknowledge_oidc_provider_handler()
         # Spot launches need the account's EC2 Spot service-linked role before the first node.
         self.spot_role: SpotServiceLinkedRole | None = None
         if any("spot" in c.capacity_types for c in config.capacity):
@@ -148,17 +148,4 @@ class ClusterStack(Stack):
                 "KubectlTunnelSession",
                 value=shell_line(command),
                 description="The port-forwarding session `make kubectl-tunnel` starts (it also writes the kubeconfig)",
-            )
-
-    def _acknowledge_oidc_provider_handler(self) -> None:
-        """aws-cdk-lib's IAM OIDC provider handler (for IRSA, used by the load balancer controller)."""
-        provider = self.node.try_find_child("Custom::AWSCDKOpenIdConnectProviderCustomResourceProvider")
-        role = provider.node.try_find_child("Role") if provider is not None else None
-        if isinstance(role, CfnResource):
-            skip_cfn(
-                role,
-                {
-                    "CKV_AWS_109": "aws-cdk-lib's own handler role for the cluster's IAM OIDC provider: it must "
-                    "create, update and delete that provider, whose ARN is not known before it exists."
-                },
             )

@@ -37,3 +37,11 @@ def read_section(path: Path, key: str) -> str | None:
     begin, end = _markers(key)
     match = re.search(re.escape(begin) + r"\n(.*?)\n" + re.escape(end), path.read_text(encoding="utf-8"), re.DOTALL)
     return match.group(1) if match else None
+
+
+def sections(path: Path) -> dict[str, str]:
+    """Every section of the file, key -> body, in file order (empty when the file does not exist)."""
+    if not path.exists():
+        return {}
+    found = re.finditer(r"<!-- bench:(.*?) -->\n(.*?)\n<!-- /bench:\1 -->", path.read_text(encoding="utf-8"), re.DOTALL)
+    return {match.group(1): match.group(2) for match in found}

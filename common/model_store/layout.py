@@ -6,7 +6,9 @@ other. Keep this module free of heavy imports: the CDK app imports it at synth t
 
 Layout:
     models/<model-slug>/                                             weights in diffusers layout
-    compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-h<height>-w<width>/  Neuron-compiled artifacts
+    compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-tp<N>/<W>x<H>/     Neuron-compiled artifacts, one
+                                                                     folder per image size, each with
+                                                                     its own completion marker
 
 A model id is a Hugging Face repo id (`org/name`, staged into `models/<slug>/` by the deploy) or an
 `s3://bucket/prefix/` URI (weights you bring; they are read where they are, and compiled under
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,7 +46,8 @@ def model_slug(model_id: str) -> str:
 
 @dataclass(frozen=True)
 class CompileShape:
-    """The static shape a Neuron pipeline is compiled for: it is part of the artifact key."""
+    """The static shape one Neuron export compiles: the batch size and one image size (the artifact key holds
+    the batch size in the compiled prefix and the size as its folder, `ImageSize`)."""
 
     batch_size: int
     height: int
@@ -61,6 +65,47 @@ class CompileShape:
     def key(self) -> str:
         """`b<batch>-h<height>-w<width>`."""
         return f"b{self.batch_size}-h{self.height}-w{self.width}"
+
+
+_SIZE = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)")
+
+
+@dataclass(frozen=True)
+class ImageSize:
+    """One image size (width x height) a Neuron pipeline is compiled for: its folder under the compiled prefix."""
+
+    width: int
+    height: int
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if value < 64 or value % 8:
+                raise ValueError(f"{name} {value} must be a multiple of 8 and at least 64")
+
+    @classmethod
+    def parse(cls, text: str) -> ImageSize:
+        """`WxH` (e.g. `1024x1024`, `896x1152`) -> ImageSize; ValueError naming the expected form."""
+        match = _SIZE.fullmatch(text.strip())
+        if not match:
+            raise ValueError(f"size {text!r} is not of the form WIDTHxHEIGHT, e.g. 1024x1024")
+        return cls(int(match[1]), int(match[2]))
+
+    @property
+    def key(self) -> str:
+        """`<W>x<H>`: the size's folder name under the compiled prefix."""
+        return f"{self.width}x{self.height}"
+
+
+def parse_sizes(texts: Iterable[str]) -> tuple[ImageSize, ...]:
+    """Sizes in the order given; ValueError for a malformed one, none at all, or one given twice."""
+    sizes = tuple(ImageSize.parse(text) for text in texts)
+    if not sizes:
+        raise ValueError("no image size given (WIDTHxHEIGHT, e.g. 1024x1024)")
+    repeated = sorted({s.key for s in sizes if sizes.count(s) > 1})
+    if repeated:
+        raise ValueError(f"size {', '.join(repeated)} is given more than once")
+    return sizes
 
 
 def is_s3_uri(model_id: str) -> bool:
@@ -105,11 +150,20 @@ def compiled_model_prefix(model_id: str) -> str:
     return f"{COMPILED_ROOT}/{model_key(model_id)}/"
 
 
-def compiled_prefix(model_id: str, neuron_sdk_version: str, shape: CompileShape) -> str:
-    """The prefix of the artifacts compiled for one model, Neuron SDK version and shape, ending in '/'."""
+def compiled_prefix(model_id: str, neuron_sdk_version: str, batch_size: int, tensor_parallel_size: int) -> str:
+    """The prefix of the artifacts compiled for one model, Neuron SDK version, batch size and tensor parallel
+    size, ending in '/': each image size is a folder below it (`shape_prefix`)."""
     if not _VERSION.fullmatch(neuron_sdk_version):
         raise ValueError(f"Neuron SDK version {neuron_sdk_version!r} is not dotted digits such as 2.31.1")
-    return f"{compiled_model_prefix(model_id)}neuron-sdk-{neuron_sdk_version}/{shape.key}/"
+    for name, value in (("batch size", batch_size), ("tensor parallel size", tensor_parallel_size)):
+        if value < 1:
+            raise ValueError(f"{name} {value} must be at least 1")
+    return f"{compiled_model_prefix(model_id)}neuron-sdk-{neuron_sdk_version}/b{batch_size}-tp{tensor_parallel_size}/"
+
+
+def shape_prefix(prefix: str, size: ImageSize) -> str:
+    """The folder of one image size's compiled pipeline under a compiled prefix, ending in '/'."""
+    return f"{prefix}{size.key}/"
 
 
 def s3_uri(bucket: str, prefix: str) -> str:

@@ -9,16 +9,20 @@ from typing import Any
 from PIL import Image
 
 from app.backends.base import GenerationParams, StepCallback
+from app.models.families import SD
 
 
 class FakeBackend:
     """Returns a solid image per request; records every batch; fails on the prompt "explode"."""
 
     name = "cpu"
+    family = SD
+    bounds = SD.bounds
 
     def __init__(self, max_batch_size: int = 8, native_size: tuple[int, int] = (64, 64), delay_s: float = 0.0):
         self.max_batch_size = max_batch_size
         self.native_size = native_size
+        self.sizes = (native_size,)
         self.delay_s = delay_s
         self.batches: list[list[GenerationParams]] = []
         self.release = threading.Event()
@@ -42,7 +46,7 @@ class FakeBackend:
         pass
 
     def describe(self) -> dict[str, Any]:
-        return {"device": "fake", "compiled_shape": None, "versions": {}}
+        return {"device": "fake", "compiled_shapes": None, "versions": {}}
 
 
 def params(seed: int = 0, width: int = 64, steps: int = 2, prompt: str = "p") -> GenerationParams:
@@ -50,12 +54,14 @@ def params(seed: int = 0, width: int = 64, steps: int = 2, prompt: str = "p") ->
 
 
 class RecordingNeuronPipeline:
-    """Stands in for NeuronStableDiffusionPipeline's call signature; records what it was given."""
+    """Stands in for a compiled Neuron pipeline's call signature; records what it was given and returns
+    images of the (width, height) it stands for."""
 
-    def __init__(self):
+    def __init__(self, size: tuple[int, int] = (64, 64)):
+        self.size = size
         self.calls: list[dict[str, Any]] = []
 
     def __call__(self, **kwargs: Any) -> Any:
         self.calls.append(kwargs)
-        images = [Image.new("RGB", (64, 64), (i, 0, 0)) for i in range(len(kwargs["prompt"]))]
+        images = [Image.new("RGB", self.size, (i, 0, 0)) for i in range(len(kwargs["prompt"]))]
         return type("Output", (), {"images": images})()

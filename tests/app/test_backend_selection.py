@@ -11,14 +11,16 @@ import pytest
 from app.backends import selection
 from app.backends.base import GenerationParams, UnsupportedRequest
 from app.backends.neuron import (
+    CompiledPipeline,
     CompiledShape,
     NeuronBackend,
-    check_shape,
+    check_size,
     load_neuron_backend,
     pad_batch,
     read_compiled_shape,
 )
 from app.backends.selection import Probes, choose_backend
+from app.models.families import SD
 from app.settings import load_settings
 from tests.app.fakes import RecordingNeuronPipeline
 
@@ -117,11 +119,14 @@ def test_compiled_shape_falls_back_to_the_settings_without_neuron_configs(tmp_pa
     assert read_compiled_shape(tmp_path, FALLBACK) == FALLBACK
 
 
-def test_a_request_of_another_shape_gets_a_message_naming_the_supported_one():
-    shape = CompiledShape(1, 512, 768)
-    check_shape(shape, width=768, height=512)
-    with pytest.raises(UnsupportedRequest, match=r"only 768x512 .* got 512x512"):
-        check_shape(shape, width=512, height=512)
+def test_a_request_of_another_shape_gets_a_message_naming_the_supported_ones():
+    check_size([(768, 512)], width=768, height=512)
+    with pytest.raises(UnsupportedRequest, match=r"only 768x512 images \(.* that size\); got 512x512"):
+        check_size([(768, 512)], width=512, height=512)
+    served = [(1024, 1024), (896, 1152), (1152, 896)]
+    check_size(served, width=1152, height=896)
+    with pytest.raises(UnsupportedRequest, match=r"only 1024x1024, 896x1152 and 1152x896 images .* got 1152x1152"):
+        check_size(served, width=1152, height=1152)
 
 
 def test_pad_batch_repeats_the_last_item_up_to_the_compiled_size():
@@ -139,7 +144,7 @@ def request(prompt: str, width: int = 512, height: int = 512) -> GenerationParam
 
 def test_neuron_backend_pads_to_the_compiled_batch_and_returns_only_real_images():
     pipeline = RecordingNeuronPipeline()
-    backend = NeuronBackend(pipeline, CompiledShape(batch_size=4, height=512, width=512))
+    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=4, height=512, width=512))], SD)
     images = backend.generate([request("a"), request("b")])
     assert pipeline.calls[0]["prompt"] == ["a", "b", "b", "b"]
     assert len(pipeline.calls[0]["generator"]) == 4
@@ -149,7 +154,7 @@ def test_neuron_backend_pads_to_the_compiled_batch_and_returns_only_real_images(
 
 
 def test_neuron_backend_check_rejects_other_shapes():
-    backend = NeuronBackend(RecordingNeuronPipeline(), CompiledShape(1, 512, 512))
+    backend = NeuronBackend([CompiledPipeline(RecordingNeuronPipeline(), CompiledShape(1, 512, 512))], SD)
     backend.check(request("ok"))
     with pytest.raises(UnsupportedRequest, match="512x512"):
         backend.check(request("no", width=256))
@@ -161,9 +166,10 @@ def test_neuron_refuses_the_builtin_model_before_importing_optimum(tmp_path):
 
 
 def test_neuron_loader_needs_optimum_neuron(tmp_path):
-    model = write_neuron_artifacts(tmp_path / "model", batch=1, latent_h=64, latent_w=64)
+    model = write_neuron_artifacts(tmp_path / "model" / "512x512", batch=1, latent_h=64, latent_w=64)
+    (model / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusionPipeline"}))
     with pytest.raises(ModuleNotFoundError, match="optimum"):
-        load_neuron_backend(load_settings(backend="neuron", model_id=str(model), model_cache_dir=tmp_path))
+        load_neuron_backend(load_settings(backend="neuron", model_id=str(model.parent), model_cache_dir=tmp_path))
 
 
 # --- CUDA: runs where a GPU is present
@@ -191,10 +197,14 @@ def test_cuda_backend_generates_with_the_builtin_model(tmp_path):
     assert first.tobytes() == second.tobytes()  # same seed, same image, even inside one batch
 
 
-def test_neuron_warm_up_runs_the_one_compiled_shape_once():
-    pipeline = RecordingNeuronPipeline()
-    NeuronBackend(pipeline, CompiledShape(batch_size=2, height=512, width=512)).warm_up(steps=2, size=(512, 512))
-    assert len(pipeline.calls) == 1 and len(pipeline.calls[0]["prompt"]) == 2
+def test_neuron_warm_up_runs_each_compiled_shape_once():
+    square, wide = RecordingNeuronPipeline(), RecordingNeuronPipeline()
+    backend = NeuronBackend(
+        [CompiledPipeline(square, CompiledShape(2, 512, 512)), CompiledPipeline(wide, CompiledShape(2, 512, 768))], SD
+    )
+    backend.warm_up(steps=2, size=(512, 512))
+    assert len(square.calls) == 1 and len(square.calls[0]["prompt"]) == 2
+    assert len(wide.calls) == 1 and len(wide.calls[0]["prompt"]) == 2
 
 
 class RecordingModule:

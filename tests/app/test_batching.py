@@ -129,3 +129,61 @@ def test_wait_idle_returns_after_queued_work_finishes():
         return ran
 
     assert asyncio.run(_with_batcher(backend, body)) == [0, 1, 2]
+
+
+def test_a_group_enters_together_and_runs_as_one_batch_behind_a_held_call():
+    backend = FakeBackend()
+    backend.release.clear()
+
+    async def body(batcher: Batcher):
+        running = asyncio.create_task(batcher.submit(params(seed=0), 10))
+        await asyncio.sleep(0.3)  # seed 0 is inside the (held) pipeline call
+        group = asyncio.create_task(batcher.submit_many([params(seed=s) for s in (1, 2, 3)], 10))
+        await asyncio.sleep(0.05)
+        depth = batcher.depth
+        backend.release.set()
+        await running
+        return depth, [(r.batch_size, r.image.getpixel((0, 0))[0]) for r in await group]
+
+    depth, results = asyncio.run(_with_batcher(backend, body))
+    assert depth == 3
+    assert results == [(3, 1), (3, 2), (3, 3)]  # in order, from one pipeline call of three
+    assert [[p.seed for p in b] for b in backend.batches] == [[0], [1, 2, 3]]
+
+
+def test_a_group_the_queue_cannot_hold_whole_is_refused_whole():
+    backend = FakeBackend()
+    backend.release.clear()
+
+    async def body(batcher: Batcher):
+        running = asyncio.create_task(batcher.submit(params(seed=0), 10))
+        await asyncio.sleep(0.3)
+        waiting = asyncio.create_task(batcher.submit(params(seed=1), 10))
+        await asyncio.sleep(0.05)
+        with pytest.raises(QueueFull):
+            await batcher.submit_many([params(seed=s) for s in (2, 3, 4)], 10)  # 1 queued + 3 > 3
+        depth = batcher.depth
+        backend.release.set()
+        await asyncio.gather(running, waiting)
+        return depth
+
+    assert asyncio.run(_with_batcher(backend, body, queue_size=3)) == 1  # nothing of the group was queued
+    assert [p.seed for b in backend.batches for p in b] == [0, 1]
+
+
+def test_a_group_fails_with_its_first_failure_and_withdraws_the_rest():
+    # One image per call, so the failing one runs before its sibling; slow steps (0.2 s), so the sibling's call
+    # is still at its first step when the group gives up on it.
+    backend = FakeBackend(max_batch_size=1, delay_s=0.2)
+
+    async def body(batcher: Batcher):
+        with pytest.raises(RuntimeError, match="simulated"):
+            await batcher.submit_many([params(prompt="explode"), params(seed=5)], 10)
+        await batcher.wait_idle()
+        after = await batcher.submit(params(seed=9), 10)  # the worker keeps going
+        return batcher.stats, after.image.getpixel((0, 0))
+
+    stats, pixel = asyncio.run(_with_batcher(backend, body, max_batch_size=1))
+    # Nobody waits for the sibling: dropped before its call, or its call stopped after the first step.
+    assert stats.dropped + stats.abandoned_batches == 1
+    assert pixel == (9, 0, 0)

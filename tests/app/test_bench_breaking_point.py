@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from xml.etree import ElementTree
 
 import pytest
 
 from app.bench import breaking_point
 from app.bench.breaking_point import LevelResult, concurrency_levels
+from app.bench.plots import BREAKING_POINT_SWEEP
 from common.bench.cost import cost_per_1000_images
 from tests.support.fake_server import FakeServer, QuietHandler
 
@@ -102,6 +104,12 @@ def test_the_ramp_stops_at_the_first_level_past_the_slo(tmp_path, capsys):
     assert "Sustained: **" in out and "at 4 concurrent clients" in out
     assert "Cost per 1,000 images at 3.6/hour" in out
     assert '{"backend": "fake"}' in args.results_file.read_text()
+    # The plot beside the results: one line, a point per level (1, 2, 4, 8 clients) at its table's figures.
+    plot = ElementTree.parse(BREAKING_POINT_SWEEP.path_beside(args.results_file)).getroot()  # noqa: S314  # ours
+    points = plot.findall(".//{http://www.w3.org/2000/svg}circle")
+    assert [point.get("data-label") for point in points] == ["1", "2", "4", "8"]
+    table = [line.split("|") for line in args.results_file.read_text().splitlines() if line.startswith("|  ")]
+    assert [float(point.get("data-x")) for point in points] == [float(row[6]) for row in table]
 
 
 def test_rejections_end_the_ramp(tmp_path, capsys):
@@ -120,3 +128,16 @@ def test_an_unreachable_service_meets_no_slo(tmp_path, capsys):
     args = _args(url, tmp_path, slo_ms=1000.0, level_seconds=0.2, results_file=None)
     assert breaking_point.run(args) == 1
     assert "No level met the SLO" in capsys.readouterr().out
+
+
+@pytest.mark.server  # builds the tiny Flux model and serves it
+def test_a_model_id_is_served_in_process_and_its_family_written_under_its_own_key(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MODEL_CACHE_DIR", str(tmp_path / "models"))
+    args = _args(
+        "http://unused", tmp_path, model_id="builtin:tiny-flux", slo_ms=60_000.0, level_seconds=1.0, max_concurrency=2
+    )
+    assert breaking_point.run(args) == 0
+    written = args.results_file.read_text()
+    assert "<!-- bench:breaking-point builtin:tiny-flux cpu 60000ms -->" in written
+    assert '"name": "flux"' in written  # /v1/info's family, in the section's service line
+    assert "concurrency 2:" in capsys.readouterr().out

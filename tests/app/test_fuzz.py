@@ -34,12 +34,20 @@ def _operations(url: str) -> list:
 
 def test_the_schema_covers_the_api(live_service: LiveServer):
     labels = {operation.label for operation in _operations(live_service.url)}
-    assert labels >= {"POST /v1/generate", "GET /v1/info", "GET /health", "GET /readiness"}
+    assert labels >= {
+        "POST /v1/generate",
+        "POST /v1/images/generations",
+        "GET /v1/info",
+        "GET /health",
+        "GET /readiness",
+    }
 
 
 CASES = [
     ("POST /v1/generate", GenerationMode.POSITIVE, 15),  # valid bodies: images are generated
     ("POST /v1/generate", GenerationMode.NEGATIVE, 40),  # bodies that break the schema: all 4xx
+    ("POST /v1/images/generations", GenerationMode.POSITIVE, 10),
+    ("POST /v1/images/generations", GenerationMode.NEGATIVE, 30),
     ("GET /v1/info", GenerationMode.POSITIVE, 5),
     ("GET /health", GenerationMode.POSITIVE, 5),
     ("GET /readiness", GenerationMode.POSITIVE, 5),
@@ -76,7 +84,7 @@ def test_schemathesis_cli_with_all_checks_finds_nothing(whole_app: JobsServer, t
     # Exit status 0: no check failed (a warning, such as "image links need a signature it cannot
     # forge", does not count); 1 lists each failure with a curl line to reproduce it.
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "Tested: 7" in run.stdout  # every operation, jobs included
+    assert "Tested: 8" in run.stdout  # every operation, jobs and the Images API included
 
 
 def test_an_integral_float_is_an_integer_as_the_schema_says(whole_app: JobsServer):

@@ -163,7 +163,7 @@ def test_submit_to_result_with_a_working_presigned_url_and_one_notice(aws):
         submission = await pod.jobs.submit("alice", {"prompt": "a red fox", "seed": 5}, None)
         pod.worker.start()
         record = await settled(pod.store, submission.record.id)
-        url, ttl = await pod.jobs.image_link(record)
+        url, ttl = await pod.jobs.image_link(record.id)
         await pod.stop()
 
         assert record.state is JobState.SUCCEEDED and record.attempts == 1 and record.backend == "cpu"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.backends.neuron import CompiledShape, NeuronBackend
+from app.backends.neuron import CompiledPipeline, CompiledShape, NeuronBackend
+from app.models.families import SD
 from tests.app.fakes import RecordingNeuronPipeline
 from tests.app.live_server import serve
 
@@ -17,7 +18,7 @@ from tests.app.live_server import serve
 @pytest.fixture(scope="module")
 def neuron_like_server(tmp_path_factory):
     pipeline = RecordingNeuronPipeline()
-    backend = NeuronBackend(pipeline, CompiledShape(batch_size=2, height=64, width=64))
+    backend = NeuronBackend([CompiledPipeline(pipeline, CompiledShape(batch_size=2, height=64, width=64))], SD)
     with serve(tmp_path_factory.mktemp("unused"), loader=lambda _settings: backend, ui=False) as live:
         yield live, pipeline
 
@@ -44,6 +45,6 @@ def test_info_reports_the_compiled_shape(neuron_like_server):
     live, _ = neuron_like_server
     info = httpx.get(f"{live.url}/v1/info").json()
     assert info["backend"] == "neuron"
-    assert info["compiled_shape"] == {"batch_size": 2, "height": 64, "width": 64}
+    assert info["compiled_shapes"] == [{"batch_size": 2, "height": 64, "width": 64}]
     assert info["batching"]["max_batch_size"] == 2  # MAX_BATCH_SIZE=4 capped by the compiled batch
     assert info["versions"]["optimum-neuron"] == "not installed"

@@ -36,7 +36,13 @@ def test_environment_variables_are_read(monkeypatch):
         ({"QUEUE_SIZE": "0"}, "QUEUE_SIZE"),
         ({"METRICS": "prometheus"}, "METRICS"),
         ({"DEFAULT_STEPS": "200", "MAX_STEPS": "100"}, "DEFAULT_STEPS=200 is above MAX_STEPS=100"),
-        ({"NEURON_HEIGHT": "500"}, "NEURON_HEIGHT=500 is not a multiple of 8"),
+        (
+            {"NEURON_SHAPES": "1024x1024,1020x768"},
+            "NEURON_SHAPES='1024x1024,1020x768': width 1020 must be a multiple of 8",
+        ),
+        ({"NEURON_SHAPES": "1024"}, "NEURON_SHAPES='1024': size '1024' is not of the form WIDTHxHEIGHT"),
+        ({"NEURON_SHAPES": "512x512,512x512"}, "512x512 is given more than once"),
+        ({"NEURON_TENSOR_PARALLEL_SIZE": "0"}, "NEURON_TENSOR_PARALLEL_SIZE"),
     ],
 )
 def test_bad_values_give_one_readable_error(monkeypatch, env, message):

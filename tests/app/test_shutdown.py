@@ -56,11 +56,13 @@ def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_p
         "SHUTDOWN_GRACE_S": str(grace_s),
         "REQUEST_TIMEOUT_S": "600",
         "MAX_BATCH_SIZE": "1",
+        "MAX_STEPS": "999",
     }
     with run_app(env) as (process, url):
-        # Far more work than the grace allows: one long request runs, two wait behind it.
+        # Far more work than the grace allows: one long request runs, two wait behind it (512 px is the largest
+        # size the built-in tiny model's family bounds admit).
         answers: list[httpx.Response] = []
-        big = {"prompt": "slow", "steps": 100, "width": 1024, "height": 1024, "seed": 1}
+        big = {"prompt": "slow", "steps": 999, "width": 512, "height": 512, "seed": 1}
         clients = [
             threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/generate", json=big, timeout=600)))
             for _ in range(3)

@@ -189,3 +189,16 @@ def test_cognito_mode_without_its_settings_is_a_readable_error(tmp_path: Path):
             auth_login_url="https://login.example",
             public_url="https://sd.example",
         )
+
+
+def test_the_openai_sdk_signs_in_with_its_api_key_and_reads_the_refusal(live, pool):
+    import openai
+
+    def images(token: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{live.url}/v1", api_key=token, max_retries=0, timeout=30).images
+
+    answer = images(pool.token()).generate(prompt="a fox", size="64x64")
+    assert answer.data is not None and answer.data[0].b64_json
+    with pytest.raises(openai.AuthenticationError) as caught:
+        images("not-a-token").generate(prompt="a fox")
+    assert caught.value.type == "authentication_error" and caught.value.message != "Error code: 401"

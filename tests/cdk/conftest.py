@@ -17,7 +17,7 @@ import pytest
 from aws_cdk import cx_api
 from aws_cdk.assertions import Template
 
-from cdk.build import STACK_PREFIX, build_app, read_config
+from cdk.build import STACK_PREFIX, build_app, read_config, resolve_context
 from cdk.chassis.workload import Workload
 from cdk.composition import workloads_for
 from cdk.config import AppConfig, ServingConfig
@@ -26,7 +26,8 @@ from cdk.platform_handle import PlatformHandle
 from tests.cdk.manifests import manifests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CONTEXT: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+# cdk.json's context with its image model preset applied (imageModelFamily is the preset's, not cdk.json's).
+DEFAULT_CONTEXT: dict[str, Any] = resolve_context(json.loads((REPO_ROOT / "cdk.json").read_text())["context"])
 # What `make synth` adds offline: with no account, the labelled example environment (not deployable).
 EXAMPLE_ENVIRONMENT: dict[str, Any] = {"exampleEnvironment": True}
 
@@ -84,6 +85,8 @@ VARIANT_OVERRIDES: dict[str, Any] = {
 
 # The README's trial deploy: `-c profile=trial` over cdk.json (docs/trial.md).
 TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
+# One setting picks the catalog's SDXL preset on both accelerators (docs/serving.md, "The image model catalog").
+SDXL_OVERRIDES: dict[str, Any] = {"imageModel": "sdxl-base"}
 
 
 def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:
@@ -179,13 +182,6 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Neuron off, managed node groups, existing VPC, public endpoint restricted to two CIDRs,
     capacity routing."""
     return synth(tmp_path_factory.mktemp("cdk-variant"), VARIANT_OVERRIDES)
-
-
-@pytest.fixture(scope="session")
-def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
-    take it, so a run without them synthesizes nothing more)."""
-    return synth(tmp_path_factory.mktemp("cdk-trial"), TRIAL_OVERRIDES)
 
 
 def service_deployments(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:

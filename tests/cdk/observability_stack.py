@@ -21,7 +21,8 @@ from cdk.observability.dashboard import ServingDashboard
 from cdk.observability.sections import DashboardView, Observed
 from tests.cdk.conftest import DEFAULT_CONTEXT, DEFAULT_OVERRIDES
 
-# The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them (regenerate
+# The no-LLM dashboard and alarms as the code before the LLM section (f654e80) synthesized them, with the NVIDIA pod
+# priced at the g6.xlarge it is pinned to since cdk/serving/pod_fit.py (regenerate
 # only on purpose, with python -m tests.cdk.observability_stack golden).
 GOLDEN = Path(__file__).parent / "golden" / "observability_without_llm.json"
 # Both accelerators, the routing controller's weights, the job queues and an alarm topic: every optional row.

@@ -31,7 +31,13 @@ def test_defaults_are_complete_and_valid():
 
 
 def test_command_line_strings_are_accepted():
-    config = _config(accelerators="nvidia,neuron", neuronMaxVcpu="64", nvidiaInstanceFamilies="g6e")
+    # The image pod's instance must be of the families given (tests/cdk/test_pod_fit.py): it moves with them.
+    config = _config(
+        accelerators="nvidia,neuron",
+        neuronMaxVcpu="64",
+        nvidiaInstanceFamilies="g6e",
+        servingInstanceTypeNvidia="g6e.xlarge",
+    )
     # Stable order whatever the order given.
     assert [a.name for a in config.accelerators] == ["neuron", "nvidia"]
     assert config.capacity_for("neuron").max_vcpu == 64

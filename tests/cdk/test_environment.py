@@ -130,6 +130,30 @@ def test_every_stack_of_the_default_synth_is_explicit_and_says_it_is_the_example
     assert len(example_warnings) == 1  # the CLI prints each stack's: once is enough
 
 
+@pytest.mark.synth  # runs the CDK app (python app.py) in a process of its own, through no fixture
+def test_the_default_synth_prints_no_deprecation_warning(tmp_path):
+    """jsii prints each deprecated API once per process to the app's stderr (the CLI passes it on), so the
+    app runs here as `make synth` runs it, in a process no other synth has warmed."""
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            "CDK_CONTEXT_JSON": json.dumps({**DEFAULT_CONTEXT, **EXAMPLE_ENVIRONMENT}),
+            "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "cdk.out" / "SdOnEksCluster.template.json").is_file()
+    assert "deprecated" not in result.stderr, result.stderr
+
+
 def test_a_real_environment_carries_no_example_marks(variant_synth):
     for name, template in variant_synth.raw_templates.items():
         assert "ExampleEnvironment" not in template.get("Outputs", {}), name

@@ -15,6 +15,7 @@ from cdk.front_door.sign_in import CONFIG_MAP_NAME
 from cdk.front_door.waf import COMMON_RULE_SET, MANAGED_RULE_GROUPS, RATE_RULE_NAME
 from cdk.llm.routes import LLM_PROMPT_PATHS
 from common.auth import env
+from common.image_api_paths import IMAGES_GENERATIONS_PATH
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"
@@ -108,11 +109,18 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
             statement = rules[group]["Statement"]["ManagedRuleGroupStatement"]
             scope = statement.pop("ScopeDownStatement", None)
             assert statement == {"VendorName": "AWS", "Name": group}
-            # With LLM serving, the common rule set leaves the prompts alone (its body rules block any body over
-            # 8 KB and bodies that quote code): a statement matching every path but the two generation POSTs.
-            if view.llm is not None and group == COMMON_RULE_SET:
-                matches = scope["NotStatement"]["Statement"]["OrStatement"]["Statements"]
-                assert [m["ByteMatchStatement"]["SearchString"] for m in matches] == list(LLM_PROMPT_PATHS)
+            # The common rule set leaves the prompts alone (its body rules block any body over 8 KB and bodies that
+            # quote code): a statement matching every path but the Images API's POST and, with LLM serving, the
+            # POSTs whose bodies are prompts or texts to embed.
+            if group == COMMON_RULE_SET:
+                inside = scope["NotStatement"]["Statement"]
+                matches = inside["OrStatement"]["Statements"] if "OrStatement" in inside else [inside]
+                expected = {IMAGES_GENERATIONS_PATH, *(LLM_PROMPT_PATHS if view.llm is not None else ())}
+                searched = [m["ByteMatchStatement"]["SearchString"] for m in matches]
+                assert sorted(searched) == sorted(expected)
+                if view.llm is not None:
+                    llm_posts = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"}
+                    assert llm_posts <= set(searched)
                 assert {m["ByteMatchStatement"]["PositionalConstraint"] for m in matches} == {"EXACTLY"}
                 assert {json.dumps(m["ByteMatchStatement"]["FieldToMatch"]) for m in matches} == {'{"UriPath": {}}'}
             else:
@@ -120,6 +128,21 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
     forwarded = rules[RATE_RULE_NAME]["Statement"]["RateBasedStatement"]["ForwardedIPConfig"]
     # Not X-Forwarded-For, whose first entry the client chooses: the header CloudFront's function writes.
     assert forwarded == {"HeaderName": VIEWER_IP_HEADER, "FallbackBehavior": "MATCH"}
+
+
+def test_the_images_api_reaches_the_image_service_through_the_ingress(serving, capacity_serving):
+    # The image routes' `/` Prefix takes /v1/images/generations; no other workload's path (the LLM's are Exact
+    # paths and the `/v1/models/` Prefix) claims it.
+    for view in (serving, capacity_serving):
+        paths = _by_kind(view.manifests, "Ingress")["sd"]["spec"]["rules"][0]["http"]["paths"]
+        claims = [
+            p
+            for p in paths
+            if (p["pathType"] == "Exact" and p["path"] == IMAGES_GENERATIONS_PATH)
+            or (p["pathType"] == "Prefix" and IMAGES_GENERATIONS_PATH.startswith(p["path"]))
+        ]
+        assert [p["path"] for p in claims] == ["/"], claims
+        assert claims[0]["backend"] == next(p for p in paths if p["path"] == "/")["backend"]
 
 
 def test_the_ingress_associates_the_web_acl(serving, capacity_serving):

@@ -78,9 +78,10 @@ def test_the_prefix_is_readable_and_under_the_models_slug():
 @pytest.mark.parametrize(
     "changes",
     [
-        {"llmModelId": "Qwen/Qwen2.5-0.5B-Instruct"},
+        # A model outside the catalog with the preset's shape: the preset named, its Hub id overridden.
+        {"llmModel": "qwen2.5-1.5b-instruct", "llmModelId": "Qwen/Qwen2.5-0.5B-Instruct"},
         {"llmModelRevision": "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"},
-        {"llmTensorParallelNeuron": 4},
+        {"llmTensorParallelNeuron": 4, "llmInstanceTypeNeuron": "inf2.24xlarge"},
         {"llmMaxModelLen": 8192},
         {"llmMaxNumSeqs": 4},
     ],
@@ -112,7 +113,7 @@ def test_the_prefix_changes_with_the_kv_cache_layout(monkeypatch):
     "changes",
     [
         {"llmServedModelName": "another-name"},
-        {"llmTensorParallelNvidia": 2},
+        {"llmTensorParallelNvidia": 2, "llmInstanceTypeNvidia": "g6.12xlarge"},
         {"llmMinReplicasNeuron": 2},
         {"llmCpuNeuron": 4},
         {"llmMemoryGiNeuron": 14},
@@ -218,7 +219,8 @@ def test_every_write_lands_on_a_volume_that_holds_it():
 def test_the_compile_asks_for_the_degrees_chips_on_a_node_fit_to_compile():
     node = SERVING.compile_settings
     for tp, devices in ((2, 1), (4, 2)):
-        job = lcj.compile_job(llm_config(llmTensorParallelNeuron=tp), SERVING, **ARGS)
+        llm = llm_config(llmTensorParallelNeuron=tp, llmInstanceTypeNeuron="inf2.24xlarge")
+        job = lcj.compile_job(llm, SERVING, **ARGS)
         resources = step(job, "compile")["resources"]
         assert resources["requests"][NEURON.resource_name] == resources["limits"][NEURON.resource_name] == devices
         assert resources["requests"]["cpu"] == f"{node.cpu:g}"

@@ -33,9 +33,10 @@ def test_the_shipped_values_serve_the_verified_default_model_on_both_accelerator
     cfg = LlmConfig.from_context(ON, instance_families=FAMILIES)
     assert cfg is not None
     assert cfg.model_id == versions.LLM_DEFAULT_MODEL_ID
+    assert cfg.preset == "qwen2.5-1.5b-instruct"
     assert cfg.accelerators == ("neuron", "nvidia")
     neuron, nvidia = cfg.per_accelerator["neuron"], cfg.per_accelerator["nvidia"]
-    # Two NeuronCores are one Inferentia2 chip (an inf2.xlarge); one GPU is one g5/g6.xlarge.
+    # Two NeuronCores are one Inferentia2 chip (an inf2.xlarge); one GPU is one g6.xlarge.
     assert (neuron.tensor_parallel, neuron.devices) == (2, 1)
     assert (nvidia.tensor_parallel, nvidia.devices) == (1, 1)
 
@@ -47,7 +48,8 @@ def test_the_switch_takes_the_command_lines_string():
 
 
 def test_an_inf2_replica_takes_one_chip_per_two_neuron_cores():
-    cfg = LlmConfig.from_context(ON | {"llmTensorParallelNeuron": 6}, instance_families=FAMILIES)
+    values = ON | {"llmTensorParallelNeuron": 6, "llmInstanceTypeNeuron": "inf2.24xlarge"}
+    cfg = LlmConfig.from_context(values, instance_families=FAMILIES)
     assert cfg is not None and cfg.per_accelerator["neuron"].devices == 3
 
 
@@ -73,7 +75,10 @@ def test_an_inf2_replica_takes_one_chip_per_two_neuron_cores():
         ({"llmMinReplicasNvidia": 3, "llmMaxReplicasNvidia": 2}, "'llmMaxReplicasNvidia' = 2 is below"),
         ({"llmMinReplicasNeuron": 0}, "'llmMinReplicasNeuron' = 0 is invalid"),
         ({"llmGatewayMaxConcurrentRequests": 4}, "'llmGatewayMaxConcurrentRequests' = 4 is below 'llmMaxNumSeqs' = 8"),
-        ({"llmModelId": "not a hub id"}, "'llmModelId' = 'not a hub id' is invalid"),
+        (
+            {"llmModel": "qwen2.5-1.5b-instruct", "llmModelId": "not a hub id"},
+            "'llmModelId' = 'not a hub id' is invalid",
+        ),
         ({"llmModelRevision": "../main"}, "'llmModelRevision'"),
         ({"llmServedModelName": "has space"}, "'llmServedModelName'"),
         ({"llmMaxModelLen": 64}, "'llmMaxModelLen' = 64 is invalid"),
@@ -104,21 +109,36 @@ def test_a_disabled_accelerators_llm_settings_are_not_required():
 
 
 @pytest.mark.synth  # runs the CDK app (python app.py), through no fixture
-def test_the_app_stops_with_one_line_naming_the_setting():
+@pytest.mark.parametrize(
+    ("values", "last_line"),
+    [
+        (
+            {"llmTensorParallelNeuron": 5},
+            "configuration error: setting 'llmTensorParallelNeuron' = 5 does not divide 'llmModelAttentionHeads' = 12: "
+            "each NeuronCore or GPU must hold whole attention heads",
+        ),
+        # Found while building the stacks: the pod is checked as built, against its instance.
+        (
+            {"llmCpuNeuron": 3},
+            "configuration error: the LLM pod on neuron requests 3250m CPU and 12544 MiB; with the platform's "
+            "DaemonSets (681m, 281 MiB) that is more than 'llmInstanceTypeNeuron' = 'inf2.xlarge' offers (3920m, "
+            "14162 MiB allocatable): lower 'llmCpuNeuron' by 11m, or pick a larger 'llmInstanceTypeNeuron'",
+        ),
+    ],
+    ids=["config", "pod-fit"],
+)
+def test_the_app_stops_with_one_line_naming_the_setting(values, last_line):
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=REPO_ROOT,
         env={
             "PATH": f"{NODE_BIN}:/usr/bin:/bin",  # the pinned Node, as `make` provides it
-            "CDK_CONTEXT_JSON": json.dumps(ON | EXAMPLE_ENVIRONMENT | {"llmTensorParallelNeuron": 5}),
+            "CDK_CONTEXT_JSON": json.dumps(ON | EXAMPLE_ENVIRONMENT | values),
         },
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
-        "configuration error: setting 'llmTensorParallelNeuron' = 5 does not divide 'llmModelAttentionHeads' = 12: "
-        "each NeuronCore or GPU must hold whole attention heads"
-    )
+    assert result.stderr.strip().splitlines()[-1] == last_line

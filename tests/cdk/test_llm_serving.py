@@ -10,8 +10,10 @@ import json
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.names import deployment_name
-from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
+from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS, LLM_PREFIX_PATHS
 from cdk.llm.serving import cost_weights
+from cdk.node_fit import allocatable, daemonset_requests, pod_requests
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from common.metrics.recorder import MetricsRecorder
 from common.model_store.layout import weights_prefix
 from tests.cdk.conftest import resources_of
@@ -30,11 +32,17 @@ def test_the_openai_routes_go_to_the_llm_services_by_cost_before_the_image_route
     exact = [p for p in paths if p["pathType"] == "Exact"]
     assert [p["path"] for p in exact] == list(LLM_PATHS)
     assert {p["backend"]["service"]["name"] for p in exact} == {LLM_ACTION_NAME}
+    # /v1/models/{id}: a Prefix path to the same action, listed (as the controller orders it) before the image's `/`.
+    prefixes = [p["path"] for p in paths if p["pathType"] == "Prefix"]
+    assert prefixes == [*LLM_PREFIX_PATHS, "/"]
+    (retrieve,) = [p for p in paths if p["path"] in LLM_PREFIX_PATHS]
+    assert retrieve["backend"]["service"]["name"] == LLM_ACTION_NAME
     action = json.loads(ingress["metadata"]["annotations"][f"{LBC}actions.{LLM_ACTION_NAME}"])
     weights = {g["serviceName"]: g["weight"] for g in action["forwardConfig"]["targetGroups"]}
     assert weights == cost_weights(serving.llm, serving.platform.accelerators)
-    # The cheaper instance per request gets more: equal requests per minute, inf2.xlarge cheaper than g5.xlarge.
-    assert weights == {"llm-neuron": 57, "llm-gpu": 43}
+    # The cheaper instance per request gets more: equal requests per minute, and the instances the default preset's
+    # pods select: an inf2.xlarge ($0.7582/h) and a g6.xlarge ($0.8048/h).
+    assert weights == {"llm-neuron": 51, "llm-gpu": 49}
     services = objects(serving, "Service")
     for name in weights:
         (port,) = services[name]["spec"]["ports"]
@@ -60,6 +68,17 @@ def test_each_llm_deployment_scales_on_what_its_own_gateway_publishes(serving):
             assert trigger["metricType"] == "Value" and md["metricStat"] == "Average"
         assert float(triggers["QueueDepth"]["metadata"]["targetMetricValue"]) == per.queue_target
         assert float(triggers["KvCacheUsage"]["metadata"]["targetMetricValue"]) == serving.llm.kv_cache_target_percent
+
+
+def test_each_synthesized_llm_pod_selects_and_fits_the_instance_it_is_priced_at(serving):
+    deployments = objects(serving, "Deployment")
+    for acc in serving.platform.accelerators:
+        per = serving.llm.per_accelerator[acc.name]
+        spec = deployments[deployment_name(acc)]["spec"]["template"]["spec"]
+        assert spec["nodeSelector"][INSTANCE_TYPE_LABEL] == per.instance.name
+        assert per.price_per_hour == per.instance.usd_per_hour  # what the weights, dashboard and benchmark use
+        need, room = pod_requests(spec) + daemonset_requests(acc.name), allocatable(per.instance)
+        assert need.cpu_m <= room.cpu_m and need.memory_mib <= room.memory_mib, (acc.name, need, room)
 
 
 def test_nothing_of_the_llm_is_applied_before_what_it_needs(platform_synth):

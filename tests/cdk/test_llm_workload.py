@@ -18,6 +18,7 @@ from cdk.llm import workload
 from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
 from cdk.serving import pod_shape
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
 from common.auth import env as auth_env
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
@@ -130,7 +131,13 @@ def test_the_engine_flags_are_the_config(acc):
 
 
 def test_the_engine_flags_follow_a_changed_config():
-    llm, cfg = configs(llmMaxModelLen=8192, llmMaxNumSeqs=4, llmTensorParallelNvidia=2, llmServedModelName="m-1")
+    llm, cfg = configs(
+        llmMaxModelLen=8192,
+        llmMaxNumSeqs=4,
+        llmTensorParallelNvidia=2,
+        llmInstanceTypeNvidia="g6.12xlarge",
+        llmServedModelName="m-1",
+    )
     for acc in (NEURON, NVIDIA):
         _, flags = engine_flags(serve_args(acc, build(acc, llm, cfg)))
         assert (flags["--max-model-len"], flags["--max-num-seqs"], flags["--served-model-name"]) == ("8192", "4", "m-1")
@@ -212,7 +219,7 @@ def test_the_model_volume_holds_the_weights_and_on_neuron_the_artifacts(acc):
 
 def test_shared_memory_only_for_nccl_across_gpus():
     for tp, has_shm in ((1, False), (2, True)):
-        llm, cfg = configs(llmTensorParallelNvidia=tp)
+        llm, cfg = configs(llmTensorParallelNvidia=tp, llmInstanceTypeNvidia="g6.12xlarge")
         objects = build(NVIDIA, llm, cfg)
         shm = mount_of(container(objects, workload.ENGINE_CONTAINER), pod_shape.SHM_DIR)
         assert (shm is not None and shm["mountPath"] == pod_shape.SHM_DIR) is has_shm, tp
@@ -257,17 +264,19 @@ def test_only_the_engine_asks_for_the_accelerator(acc):
 def test_the_neuron_scheduler_only_for_more_than_one_device():
     llm, cfg = configs()
     spec = pod(build(NEURON, llm, cfg))
-    assert spec["nodeSelector"] == NEURON.node_label and spec["tolerations"] == [NEURON.toleration]
+    assert spec["nodeSelector"] == {**NEURON.node_label, INSTANCE_TYPE_LABEL: "inf2.xlarge"}
+    assert spec["tolerations"] == [NEURON.toleration]
     assert "schedulerName" not in spec
-    llm, cfg = configs(llmTensorParallelNeuron=4)  # two chips
+    llm, cfg = configs(llmTensorParallelNeuron=4, llmInstanceTypeNeuron="inf2.24xlarge")  # two chips
     spec = pod(build(NEURON, llm, cfg))
     assert (
         container(build(NEURON, llm, cfg), workload.ENGINE_CONTAINER)["resources"]["limits"][NEURON.resource_name] == 2
     )
     assert spec["schedulerName"] == versions.NEURON_SCHEDULER_NAME
-    llm, cfg = configs(llmTensorParallelNvidia=2)
+    llm, cfg = configs(llmTensorParallelNvidia=2, llmInstanceTypeNvidia="g6.12xlarge")
     spec = pod(build(NVIDIA, llm, cfg))
-    assert "schedulerName" not in spec and spec["nodeSelector"] == NVIDIA.node_label
+    assert "schedulerName" not in spec
+    assert spec["nodeSelector"] == {**NVIDIA.node_label, INSTANCE_TYPE_LABEL: "g6.12xlarge"}
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)

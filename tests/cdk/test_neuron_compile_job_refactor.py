@@ -2,10 +2,14 @@
 were before the compile-once pattern was shared with the LLM (cdk/serving/compile_job.py CompileJob):
 the same dicts, in the same key order (the manifest text the template embeds), for the shipped settings and
 for another node size and deadline. tests/cdk/data/sd_neuron_compile_before_refactor.json was written by the
-code before the refactor (commit f654e80)."""
+code before the refactor (commit f654e80); since then, by hand: the compile's and the wait's size arguments and the
+artifact prefix follow the per-size layout (`--shape=WxH`, `--tensor-parallel-size`, `b<batch>-tp<N>/`); the Job and
+CronJob pods select `neuronCompileInstanceType` (pods are pinned to their instance, cdk/serving/pod_fit.py); and the
+Job's name follows them (its hash covers the sizes, the degree and the instance: the pod template is immutable)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -13,6 +17,7 @@ import pytest
 
 from cdk.config.serving import ServingConfig
 from cdk.image import neuron_compile_job as njob
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from tests.cdk.conftest import DEFAULT_CONTEXT
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "sd_neuron_compile_before_refactor.json").read_text())
@@ -35,5 +40,12 @@ def test_the_image_models_compile_objects_are_unchanged(variant):
         "rerun_command": njob.rerun_command(cfg),
         "artifact_prefix": njob.artifact_prefix(cfg),
     }
-    for what, before in BEFORE[variant].items():
+    expected = copy.deepcopy(BEFORE[variant])
+    for job_spec in (expected["job"]["spec"], expected["cronjob"]["spec"]["jobTemplate"]["spec"]):
+        job_spec["template"]["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] = cfg.compile_settings.instance.name
+    before_name = expected["job"]["metadata"]["name"]
+    assert now["job"]["metadata"]["name"] != before_name  # a new Job: its pod template changed
+    assert now["job"]["metadata"]["name"].startswith("sd-neuron-compile-")
+    expected["job"]["metadata"]["name"] = now["job"]["metadata"]["name"]
+    for what, before in expected.items():
         assert json.dumps(now[what]) == json.dumps(before), what

@@ -100,6 +100,7 @@ def test_workload_identities_go_through_pod_identity(platform_synth):
     bound = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in associations.values()}
     assert bound == {
         ("kube-system", "karpenter"),
+        ("kube-system", "aws-load-balancer-controller"),
         ("keda", "keda-operator"),
         ("amazon-cloudwatch", "cloudwatch-agent"),
     }

@@ -12,7 +12,9 @@ from tests.cdk.conftest import DEFAULT_CONTEXT
 def test_cdk_json_gives_the_documented_defaults():
     cfg = ServingConfig.from_context(DEFAULT_CONTEXT)
     assert cfg.routing_mode == DEFAULT_CONTEXT["routingMode"]
-    assert cfg.per_accelerator["neuron"].price_per_hour == DEFAULT_CONTEXT["costPricePerHourNeuron"]
+    # No price in cdk.json: each pod is priced at the instance it is pinned to (Karpenter's us-east-1 table).
+    neuron = cfg.per_accelerator["neuron"]
+    assert (neuron.instance.name, neuron.price_per_hour) == (DEFAULT_CONTEXT["servingInstanceTypeNeuron"], 0.7582)
     assert cfg.termination_grace_s == cfg.pre_stop_s + cfg.shutdown_grace_s + 5
 
 
@@ -41,7 +43,10 @@ def test_command_line_strings_are_accepted():
         ({"ingressDeregistrationDelaySeconds": 600}, "ingressDeregistrationDelaySeconds"),
         ({"ingressCertificateArn": "not-an-arn"}, "ingressCertificateArn"),
         ({"ingressAllowedCidrs": ["10.0.0.1/8"]}, "ingressAllowedCidrs"),
-        ({"neuronCompileHeight": 500}, "neuronCompileHeight"),
+        ({"neuronCompileHeight": 512}, "neuronCompileShapes"),
+        ({"neuronCompileShapes": ["1024x500"]}, "neuronCompileShapes"),
+        ({"neuronCompileTensorParallelSize": 3}, "neuronCompileTensorParallelSize"),
+        ({"neuronCompileTensorParallelSize": 8}, "servingNeuronDevices"),
         ({"servingModelId": "a/b/c"}, "servingModelId"),
         ({"servingModelRevision": "main branch"}, "servingModelRevision"),
         ({"servingModelRevision": "../../etc"}, "servingModelRevision"),

@@ -7,6 +7,7 @@ import pytest
 from cdk import versions
 from cdk.accelerators import ACCELERATORS, NODE_LABEL_KEY
 from cdk.image.workload import deployment_name
+from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import CONTAINER_PORT, SERVICE_PORT
 from tests.support.k8s_schema import validate_all
 
@@ -36,7 +37,10 @@ def test_schema_check_is_not_blind():
 def test_deployment_lands_on_its_node_pool(serving_manifests, name):
     acc = ACCELERATORS[name]
     pod = by_kind(serving_manifests, "Deployment")[deployment_name(acc)]["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {NODE_LABEL_KEY: name} == acc.node_label
+    # Its node pool, and in it the one instance type it is priced at (cdk.json's servingInstanceType<Acc>).
+    instance = {"neuron": "inf2.xlarge", "nvidia": "g6.xlarge"}[name]
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: name, INSTANCE_TYPE_LABEL: instance}
+    assert {NODE_LABEL_KEY: name} == acc.node_label
     assert {"key": acc.taint_key, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"][acc.resource_name] == container["resources"]["requests"][acc.resource_name]
@@ -55,15 +59,19 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     assert "schedulerName" not in pod  # one whole device needs no Neuron scheduler extension
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     cfg = serving.config
-    shape = f"b{cfg.neuron_compile.batch_size}-h{cfg.neuron_compile.height}-w{cfg.neuron_compile.width}"
-    assert env["MODEL_ID"].endswith(
-        f"/compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-{versions.NEURON_SDK_VERSION}/{shape}/"
+    settings = cfg.compile_settings
+    prefix = f"neuron-sdk-{versions.NEURON_SDK_VERSION}/b{settings.batch_size}-tp{settings.tensor_parallel_size}/"
+    assert env["MODEL_ID"].endswith(f"/compiled/sd2-community--stable-diffusion-2-1-base/{prefix}")
+    size = ",".join(settings.shape_names)
+    assert (env["NEURON_BATCH_SIZE"], env["NEURON_SHAPES"], env["NEURON_TENSOR_PARALLEL_SIZE"]) == (
+        str(settings.batch_size),
+        size,
+        str(settings.tensor_parallel_size),
     )
-    assert (env["NEURON_BATCH_SIZE"], env["NEURON_HEIGHT"], env["NEURON_WIDTH"]) == tuple(
-        str(v) for v in (cfg.neuron_compile.batch_size, cfg.neuron_compile.height, cfg.neuron_compile.width)
-    )
+    assert "NEURON_WIDTH" not in env and "NEURON_HEIGHT" not in env
     (init,) = pod["initContainers"]
-    assert init["command"][-1] == "wait" and any(shape in a for a in init["args"])
+    assert init["command"][-1] == "wait" and any(a.endswith(prefix) for a in init["args"])
+    assert [a for a in init["args"] if a.startswith("--shape=")] == [f"--shape={n}" for n in settings.shape_names]
     gpu = by_kind(serving_manifests, "Deployment")["sd-gpu"]["spec"]["template"]["spec"]
     assert "schedulerName" not in gpu
     gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
@@ -158,8 +166,11 @@ def test_compile_job_shape_and_identity(serving_manifests, serving):
     (job,) = by_kind(serving_manifests, "Job").values()
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert f"--batch-size={cfg.neuron_compile.batch_size}" in args and f"--height={cfg.neuron_compile.height}" in args
+    settings = cfg.compile_settings
+    assert f"--batch-size={settings.batch_size}" in args
+    assert f"--tensor-parallel-size={settings.tensor_parallel_size}" in args
+    assert [a for a in args if a.startswith("--shape=")] == [f"--shape={name}" for name in settings.shape_names]
     assert f"--sdk-version={versions.NEURON_SDK_VERSION}" in args
-    assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron"}
+    assert pod["nodeSelector"] == {NODE_LABEL_KEY: "neuron", INSTANCE_TYPE_LABEL: "inf2.8xlarge"}
     assert pod["serviceAccountName"] in by_kind(serving_manifests, "ServiceAccount")
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

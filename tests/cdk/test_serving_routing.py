@@ -12,13 +12,14 @@ from cdk.serving.routing import SERVICE_PORT, CostInput, resolve_weights, weight
 
 
 def test_default_cost_config_matches_hand_computed_table():
+    # The pods' instances (inf2.xlarge, g6.xlarge: cdk.json's servingInstanceType<Acc>) at Karpenter's prices:
     # neuron: 0.7582 $/h x 1.6 s / 3600 = 0.00033698 $/image -> 1/c = 2967.5
-    # nvidia: 1.006  $/h x 2.2 s / 3600 = 0.00061478 $/image -> 1/c = 1626.6
-    # shares 64.59% / 35.41% -> floors 64 / 35, the leftover point to the largest remainder (neuron)
-    costs = {"neuron": CostInput(0.7582, 1.6), "nvidia": CostInput(1.006, 2.2)}
+    # nvidia: 0.8048 $/h x 2.2 s / 3600 = 0.00049182 $/image -> 1/c = 2033.3
+    # shares 59.34% / 40.66% -> floors 59 / 40, the leftover point to the largest remainder (nvidia)
+    costs = {"neuron": CostInput(0.7582, 1.6), "nvidia": CostInput(0.8048, 2.2)}
     assert costs["neuron"].cost_per_1000_images == pytest.approx(0.33698, abs=1e-5)
-    assert costs["nvidia"].cost_per_1000_images == pytest.approx(0.61478, abs=1e-5)
-    assert weights_from_cost(costs) == {"neuron": 65, "nvidia": 35}
+    assert costs["nvidia"].cost_per_1000_images == pytest.approx(0.49182, abs=1e-5)
+    assert weights_from_cost(costs) == {"neuron": 59, "nvidia": 41}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_cost_mode_action_weights_and_services(serving_manifests):
     for g in groups:
         assert g["servicePort"] == str(SERVICE_PORT)
         assert services[g["serviceName"]]["spec"]["ports"][0]["port"] == SERVICE_PORT
-    assert {g["serviceName"]: g["weight"] for g in groups} == {"sd-neuron": 65, "sd-gpu": 35}
+    assert {g["serviceName"]: g["weight"] for g in groups} == {"sd-neuron": 59, "sd-gpu": 41}
 
 
 def test_capacity_mode_one_service_over_all_pods(capacity_serving):

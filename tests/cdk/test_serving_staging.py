@@ -148,7 +148,11 @@ def test_the_neuron_node_pool_offers_the_compile_node(platform_synth, serving):
     assert not narrowing & set(requirements)
     assert int(pool["spec"]["limits"]["cpu"]) >= INF2_8XLARGE[0]
     job_pod = the(by_kind(serving.manifests, "Job"))["spec"]["template"]["spec"]
-    assert job_pod["nodeSelector"] == pool["spec"]["template"]["metadata"]["labels"]
+    # The pool's label, and in it the one type the compile is pinned to (neuronCompileInstanceType).
+    assert job_pod["nodeSelector"] == {
+        **pool["spec"]["template"]["metadata"]["labels"],
+        "node.kubernetes.io/instance-type": "inf2.8xlarge",
+    }
 
 
 def test_a_failed_compile_is_rerun_from_a_suspended_cronjob_with_the_same_spec(serving, platform_synth):

@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata
 import inspect
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -66,41 +67,59 @@ def check_import_without_sdk() -> str:
     raise AssertionError("NeuronStableDiffusionPipeline imported without torch_neuronx: the stand-in is not needed")
 
 
-def _pipeline_class() -> Any:
-    from optimum.neuron import NeuronStableDiffusionPipeline
+def _pipeline_class(family_name: str = "sd") -> Any:
+    """The optimum-neuron class the compile job and the backend use for the family."""
+    import optimum.neuron
 
-    return NeuronStableDiffusionPipeline
+    from app.model_store.neuron_compile import pipeline_class_name
+    from app.models.families import family_named
+
+    return getattr(optimum.neuron, pipeline_class_name(family_named(family_name)))
 
 
 def check_pipeline_class() -> str:
-    """The backend and the compile job name NeuronStableDiffusionPipeline; it runs diffusers' SD pipeline."""
-    from diffusers import StableDiffusionPipeline
+    """Each family's optimum-neuron class runs a diffusers pipeline of that family (model_index.json's class)."""
+    from app.models.families import FAMILIES
 
-    pipeline_class = _pipeline_class()
-    assert pipeline_class.auto_model_class is StableDiffusionPipeline, pipeline_class.auto_model_class
-    return f"{pipeline_class.__module__}.{pipeline_class.__qualname__} runs {StableDiffusionPipeline.__qualname__}"
+    runs = []
+    for family in FAMILIES:
+        pipeline_class = _pipeline_class(family.name)
+        runs.append(f"{pipeline_class.__qualname__} runs {pipeline_class.auto_model_class.__qualname__}")
+        assert pipeline_class.auto_model_class.__qualname__ in family.pipeline_classes, runs[-1]
+    return "; ".join(runs)
 
 
 def check_backend_load_and_call() -> str:
-    """The backend's from_pretrained(path), set_progress_bar_config and pipeline call arguments are accepted."""
+    """For each family, the backend's from_pretrained(path), set_progress_bar_config and pipeline call
+    arguments are accepted."""
     from app.backends.base import GenerationParams, pipeline_arguments
+    from app.models.families import FAMILIES
 
-    pipeline_class = _pipeline_class()
-    inspect.signature(pipeline_class.from_pretrained).bind("/models/compiled")
-    inspect.signature(pipeline_class.set_progress_bar_config).bind(None, disable=True)
-    batch = [
-        GenerationParams(
-            prompt="a", negative_prompt="", steps=2, guidance_scale=7.5, width=WIDTH, height=HEIGHT, seed=1
-        )
-    ]
-    arguments = pipeline_arguments(batch, on_step=None)
-    # NeuronStableDiffusionPipeline.__call__ takes **kwargs and calls auto_model_class.__call__ with the
-    # compiled height and width added; every argument the backend passes must be a parameter there.
-    call = inspect.signature(pipeline_class.auto_model_class.__call__)
-    call.bind(None, height=HEIGHT, width=WIDTH, **arguments)
-    missing = [name for name in arguments if name not in call.parameters]
-    assert not missing, missing
-    return "call arguments: " + ", ".join(sorted(arguments))
+    described = []
+    for family in FAMILIES:
+        pipeline_class = _pipeline_class(family.name)
+        inspect.signature(pipeline_class.from_pretrained).bind("/models/compiled/1024x1024")
+        inspect.signature(pipeline_class.set_progress_bar_config).bind(None, disable=True)
+        batch = [
+            GenerationParams(
+                prompt="a",
+                negative_prompt="",
+                steps=2,
+                guidance_scale=family.default_guidance,
+                width=WIDTH,
+                height=HEIGHT,
+                seed=1,
+            )
+        ]
+        arguments = pipeline_arguments(batch, on_step=None, family=family)
+        # The Neuron pipelines' __call__ takes **kwargs and calls auto_model_class.__call__ with the
+        # compiled height and width added; every argument the backend passes must be a parameter there.
+        call = inspect.signature(pipeline_class.auto_model_class.__call__)
+        call.bind(None, height=HEIGHT, width=WIDTH, **arguments)
+        missing = [name for name in arguments if name not in call.parameters]
+        assert not missing, (family.name, missing)
+        described.append(f"{family.name}: " + ", ".join(sorted(arguments)))
+    return "call arguments: " + "; ".join(described)
 
 
 def _compilation_configs(models_and_neuron_configs: dict[str, Any], **export_kwargs: Any) -> dict[str, Any]:
@@ -140,18 +159,46 @@ def _compilation_configs(models_and_neuron_configs: dict[str, Any], **export_kwa
     return configs
 
 
-@functools.cache
-def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, list[dict[str, Any]], dict[str, Any]]:
-    """Run the compile job's export on the built-in model, once: the error, the compile configs, the weights,
-    the keyword arguments of each from_pretrained call and those of optimum-neuron's export_models call."""
-    import optimum.exporters.neuron.__main__ as export_main
-    import optimum.neuron.modeling_diffusion as modeling_diffusion
+@dataclasses.dataclass(frozen=True)
+class Export:
+    """What one run of the compile job's export on a built-in model left: the error it stopped with, the
+    compile configs by model type, the weights, each from_pretrained call's keywords, export_models' keywords."""
 
-    from app.model_store.neuron_compile import optimum_compile
-    from app.models.builtin import TINY
+    error: BaseException | None
+    recorded: dict[str, Any]
+    weights: Path
+    calls: list[dict[str, Any]]
+    export: dict[str, Any]
+
+
+# Where the test process saved the built-in models as folders: it builds them with the service's own transformers,
+# because builtin:tiny-flux's T5 tokenizer is built with T5TokenizerFast(vocab=...), which the Neuron image's
+# transformers 4.57 refuses (its convert_slow_tokenizer wants a vocab file); that line only loads the saved folder.
+MODELS_ENV = "NEURON_CONTRACT_MODELS"
+
+# The built-in model per family, and the tensor parallel degree its export is asked for (Flux: more than one,
+# as FLUX.1-schnell is compiled, to check the keyword reaches the transformer's compile config).
+EXPORTS: dict[str, tuple[str, int]] = {
+    "sd": ("builtin:tiny", 1),
+    "sdxl": ("builtin:tiny-sdxl", 1),
+    "flux": ("builtin:tiny-flux", 2),
+}
+
+
+@functools.cache
+def _export_tiny_model(family_name: str) -> Export:
+    """Run the compile job's export on the family's built-in model (saved as a folder), once, up to the stand-in's
+    first compile; the pipeline class is the one the compile job picks from the folder's model_index.json."""
+    import optimum.exporters.neuron.__main__ as export_main
+    import optimum.neuron
+
+    from app.model_store.neuron_compile import ExportSpec, optimum_compile, pipeline_class_name
+    from app.models.builtin import builtin_spec
+    from app.models.families import family_of
     from app.models.random_pipeline import materialize
     from common.model_store.layout import CompileShape
 
+    model_id, tensor_parallel_size = EXPORTS[family_name]
     recorded: dict[str, Any] = {}
     export: dict[str, Any] = {}
     export_models = export_main.export_models
@@ -161,7 +208,12 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
         recorded.update(_compilation_configs(**kwargs))
         return export_models(**kwargs)  # the real export, up to the stand-in's first compile
 
-    pipeline_class = modeling_diffusion.NeuronStableDiffusionPipeline
+    scratch = Path(tempfile.mkdtemp(prefix="export-"))  # under main()'s scratch folder
+    # The folder the test process saved (materialize finds it there and builds nothing; see MODELS_ENV).
+    weights = materialize(builtin_spec(model_id), Path(os.environ[MODELS_ENV]))
+    family = family_of(weights)
+    assert family.name == family_name, (model_id, family.name)
+    pipeline_class = getattr(optimum.neuron, pipeline_class_name(family))
     from_pretrained = pipeline_class.from_pretrained  # bound to the class; inherited, not in its __dict__
     calls: list[dict[str, Any]] = []
 
@@ -171,46 +223,111 @@ def _export_tiny_model() -> tuple[BaseException | None, dict[str, Any], Path, li
 
     export_main.export_models = recording_export_models
     pipeline_class.from_pretrained = recording_from_pretrained
-    scratch = Path(tempfile.mkdtemp(prefix="export-"))  # under main()'s scratch folder
-    weights = materialize(TINY, scratch / "models")
     error = None
     try:
-        optimum_compile(weights, CompileShape(BATCH, HEIGHT, WIDTH), scratch / "compiled")
+        spec = ExportSpec(family, CompileShape(BATCH, HEIGHT, WIDTH), tensor_parallel_size)
+        optimum_compile(weights, spec, scratch / "compiled" / f"{WIDTH}x{HEIGHT}")
     except Exception as exc:  # expected: the first use of the Neuron SDK
         error = exc
     finally:
         export_main.export_models = export_models
         del pipeline_class.from_pretrained
-    return error, recorded, weights, calls, export
+    return Export(error, recorded, weights, calls, export)
 
 
-def check_compile_export() -> str:
-    """The compile job's from_pretrained(export=True, ...) runs optimum-neuron's export up to the Neuron SDK,
-    with every keyword honoured: the compile configs hold its shape and auto-cast settings."""
+# Where each family's export meets the Neuron SDK first. SD and SDXL: torch_neuronx.trace, the first compile (the
+# stand-in prepares its work directory, then stops). Flux: its T5 encoder and transformer are neuronx-distributed
+# models, which optimum-neuron 0.4.5 wraps in neuronx_distributed's BaseModelInstance right before it traces and
+# compiles them (exporters/neuron/convert.py export_neuronx: patch_model_and_prepare_aliases, then trace_neuronx;
+# config.py NxDExportNeuronConfig), after the dummy inputs are made; the stand-in stops at that wrapper.
+FIRST_SDK_USE = {
+    "sd": "torch_neuronx.trace",
+    "sdxl": "torch_neuronx.trace",
+    "flux": "neuronx_distributed.trace.model_builder.BaseModelInstance()",
+}
+
+
+def _check_export(family_name: str) -> Export:
+    """What every family's export must show: it stops at the Neuron SDK's first compile, not earlier (the Hub,
+    another SDK call), with every keyword the compile job passes known to optimum-neuron, and no compile cache."""
+    import optimum.neuron
     from optimum.neuron.utils.argument_utils import InputShapesArguments
 
+    from app.model_store.neuron_compile import pipeline_class_name
+    from app.models.families import family_named
     from tests.contract.neuron_sdk_standin import NeuronSdkUnavailable
 
-    error, recorded, _, calls, export = _export_tiny_model()
+    result = _export_tiny_model(family_name)
+    error = result.error
     assert isinstance(error, NeuronSdkUnavailable), "".join(traceback.format_exception(error)) if error else error
-    # The stop is the first compile (torch_neuronx.trace), not an earlier use of the SDK or the Hub.
-    assert "torch_neuronx.trace" in str(error), error
+    # The stop is the first compile (FIRST_SDK_USE), not an earlier use of the SDK or the Hub.
+    assert FIRST_SDK_USE[family_name] in str(error), "".join(traceback.format_exception(error))
+    if family_name == "flux":
+        frames = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
+        assert frames[-4:-2] == ["export_neuronx", "patch_model_and_prepare_aliases"], frames
     # optimum-neuron drops keywords it does not know without a word: each must be a parameter of
     # from_pretrained or _export, or an input shape of its own InputShapesArguments.
-    (kwargs,) = calls
-    pipeline_class = _pipeline_class()
+    (kwargs,) = result.calls
+    pipeline_class = getattr(optimum.neuron, pipeline_class_name(family_named(family_name)))
     known = {field.name for field in dataclasses.fields(InputShapesArguments)}
     for method in (pipeline_class.from_pretrained, pipeline_class._export):
         known |= set(inspect.signature(method).parameters)
     unknown = sorted(set(kwargs) - known)
     assert kwargs.get("export") is True and not unknown, f"export={kwargs.get('export')}, ignored: {unknown}"
-    unet, text_encoder = recorded["unet"].neuron, recorded["clip-text-model"].neuron
-    assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
     # No compile cache: no Hub lookup before the export, no cache write after it.
-    assert export["disable_neuron_cache"] is True and export["compiler_workdir"], export
+    assert result.export["disable_neuron_cache"] is True and result.export["compiler_workdir"], result.export
+    return result
+
+
+def _describe(result: Export) -> str:
+    (kwargs,) = result.calls
+    return (
+        f"keywords {sorted(kwargs)}; export stopped at the SDK ({result.error}); configs for {sorted(result.recorded)}"
+    )
+
+
+def check_compile_export() -> str:
+    """SD: the compile job's from_pretrained(export=True, ...) runs optimum-neuron's export up to the Neuron SDK,
+    with every keyword honoured: the compile configs hold its shape and auto-cast settings."""
+    result = _check_export("sd")
+    unet, text_encoder = result.recorded["unet"].neuron, result.recorded["clip-text-model"].neuron
+    assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
     assert text_encoder["static_batch_size"] == BATCH, text_encoder
     assert (unet["static_height"] * 8, unet["static_width"] * 8) == (HEIGHT, WIDTH), unet
-    return f"keywords {sorted(kwargs)}; export stopped at the SDK ({error}); configs for {sorted(recorded)}"
+    assert unet["tensor_parallel_size"] == 1, unet
+    return _describe(result)
+
+
+def check_compile_export_sdxl() -> str:
+    """SDXL: NeuronStableDiffusionXLPipeline's export of the built-in SDXL model runs up to the Neuron SDK; both
+    text encoders and the UNet are configured with the compile job's shape and auto-cast settings."""
+    result = _check_export("sdxl")
+    recorded = {name: config.neuron for name, config in result.recorded.items()}
+    unet = recorded["unet"]
+    assert (unet["auto_cast"], unet["auto_cast_type"]) == ("matmul", "bf16"), unet
+    assert (unet["static_height"] * 8, unet["static_width"] * 8) == (HEIGHT, WIDTH), unet
+    assert unet["tensor_parallel_size"] == 1, unet
+    # SDXL's two text encoders: CLIP and CLIP with projection (the pooled embeds of text_time conditioning).
+    text_encoders = [config for name, config in recorded.items() if "clip" in name]
+    assert len(text_encoders) == 2 and all(c["static_batch_size"] == BATCH for c in text_encoders), recorded
+    return _describe(result)
+
+
+def check_compile_export_flux() -> str:
+    """Flux: NeuronFluxPipeline's export of the built-in Flux model runs up to the Neuron SDK with the tensor
+    parallel degree, bf16 and the T5 prompt length the compile job asks for in the transformer's compile config."""
+    from app.models.families import FLUX_SCHNELL
+
+    _, tensor_parallel_size = EXPORTS["flux"]
+    result = _check_export("flux")
+    recorded = {name: config.neuron for name, config in result.recorded.items()}
+    transformer = recorded["flux-transformer-2d"]
+    assert transformer["tensor_parallel_size"] == tensor_parallel_size, transformer
+    assert transformer["float_dtype"] == "bf16" and transformer["auto_cast"] is None, transformer
+    assert transformer["static_batch_size"] == BATCH, transformer
+    t5 = recorded["t5-encoder"]
+    assert t5["static_sequence_length"] == FLUX_SCHNELL.max_sequence_length, t5
+    return _describe(result)
 
 
 def check_compiled_shape_keys() -> str:
@@ -223,7 +340,8 @@ def check_compiled_shape_keys() -> str:
 
     from app.backends.neuron import CompiledShape, read_compiled_shape
 
-    _, recorded, weights, _, _ = _export_tiny_model()
+    result = _export_tiny_model("sd")
+    recorded, weights = result.recorded, result.weights
     with tempfile.TemporaryDirectory() as scratch:
         artifacts = Path(scratch) / "artifacts"
         recorded["unet"].save_pretrained(artifacts / DIFFUSION_MODEL_UNET_NAME)
@@ -249,6 +367,8 @@ MODES: dict[str, list[Check]] = {
         check_pipeline_class,
         check_backend_load_and_call,
         check_compile_export,
+        check_compile_export_sdxl,
+        check_compile_export_flux,
         check_compiled_shape_keys,
         check_compile_save,
     ],

@@ -17,7 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.contract.neuron_checks import MODES
+from app.models.builtin import builtin_spec
+from app.models.random_pipeline import materialize
+from tests.contract.neuron_checks import EXPORTS, MODELS_ENV, MODES
 from tests.contract.neuron_venv import NoInterpreter, ensure_venv, venv_python
 from tests.support.app_process import run_app
 from tools.image_locks import REPO_ROOT, image_lock_specs, read_lock
@@ -42,12 +44,15 @@ def check_results(neuron_python: Path, tmp_path_factory: pytest.TempPathFactory)
     """Every check's result, from one run per mode inside the venv."""
     results: dict[str, dict[str, object]] = {}
     out_dir = tmp_path_factory.mktemp("neuron-contract")
+    models = out_dir / "models"
+    for model_id, _ in EXPORTS.values():  # saved as folders here (neuron_checks.MODELS_ENV says why)
+        materialize(builtin_spec(model_id), models)
     for mode in MODES:
         out = out_dir / f"{mode}.json"
         run = subprocess.run(
             [str(neuron_python), "-m", "tests.contract.neuron_checks", mode, str(out)],
             cwd=REPO_ROOT,
-            env={**os.environ, **CHECK_ENV},
+            env={**os.environ, **CHECK_ENV, MODELS_ENV: str(models)},
             capture_output=True,
             text=True,
             timeout=CHECK_TIMEOUT_S,

@@ -75,15 +75,15 @@ class LocalStack:
 
 
 @contextmanager
-def run_local_stack(log_dir: Path) -> Iterator[LocalStack]:
-    """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports; yielded once the gateway is
-    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly, take the engine along and
-    leave no leak report in the log."""
+def run_local_stack(log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[LocalStack]:
+    """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports (and `env`, such as
+    ENGINE_TASK=embed); yielded once the gateway is ready (the engine answers). On exit: SIGTERM, then the launcher
+    must exit cleanly, take the engine along and leave no leak report in the log."""
     engine_port = free_port()
     log = log_dir / "llm-local.log"
     with serve_process(
         [sys.executable, "-m", "llm_local"],
-        env={"ENGINE_PORT": str(engine_port)},
+        env={"ENGINE_PORT": str(engine_port), **(env or {})},
         log=log,
         ready_path="/readiness",
         ready_timeout_s=ENGINE_READY_TIMEOUT_S,

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import argparse
 import math
+from xml.etree import ElementTree
 
 import httpx
 import pytest
 
 from llm_bench import __main__ as bench
+from llm_bench.plots import LLM_SWEEP
 from llm_bench.token import TokenFile
-from tests.llm.stack import run_gateway
+from tests.llm.stack import run_gateway, run_standin
 from tests.support.fake_user_pool import API_CLIENT, FakeUserPool
 
 
@@ -110,3 +112,31 @@ def test_a_gateway_that_never_answers_is_waited_for_then_named(capsys):
     assert code == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("llm_bench: RuntimeError: http://127.0.0.1:9 did not answer within 0 s: ConnectError")
+
+
+def test_a_run_with_a_results_file_draws_its_sweep_beside_it(tmp_path):
+    """The whole benchmark through a gateway in front of the full-speed stand-in: its section and, beside the file,
+    the plot with one point per sweep concurrency at the table's TTFT and tokens/s."""
+    results = tmp_path / "benchmarks.md"
+    with run_standin() as (engine_url, _), run_gateway(engine_url, tmp_path) as gateway:
+        argv = ["--gateway-url", gateway.url, "--model", "standin", "--input-tokens", "4", "--output-tokens", "4"]
+        argv += ["--concurrency", "2", "--max-num-seqs", "2", "--overhead-concurrency", "", "--sweep", "1,2"]
+        argv += [
+            "--sweep-client",
+            "builtin",
+            "--sweep-prompts",
+            "4",
+            "--device",
+            "test",
+            "--results-file",
+            str(results),
+        ]
+        assert bench.main(argv) == 0
+    sweep = [row.split(" | ") for row in results.read_text(encoding="utf-8").splitlines() if row.startswith("| 1 | 4")]
+    sweep += [row.split(" | ") for row in results.read_text(encoding="utf-8").splitlines() if row.startswith("| 2 | 4")]
+    svg = ElementTree.parse(LLM_SWEEP.path_beside(results)).getroot()  # noqa: S314  # our own output
+    points = svg.findall(".//{http://www.w3.org/2000/svg}circle")
+    assert [point.get("data-label") for point in points] == ["1", "2"]
+    # TTFT p50 (ms) is the 4th column, output tok/s the 8th (llm_bench/__main__.py's sweep table).
+    assert [float(point.get("data-x")) for point in points] == [float(row[3].replace(",", "")) for row in sweep]
+    assert [float(point.get("data-y")) for point in points] == [float(row[7].replace(",", "")) for row in sweep]

@@ -64,7 +64,7 @@ def test_body_too_large_is_a_413(client):
 
 
 def test_unknown_route_and_wrong_method(gateway):
-    unknown = httpx.post(f"{gateway.url}/v1/embeddings", json={"model": MODEL, "input": "x"})
+    unknown = httpx.post(f"{gateway.url}/v1/audio/speech", json={"model": MODEL, "input": "x"})
     assert unknown.status_code == 404 and "/v1/chat/completions" in unknown.json()["error"]["message"]
     wrong = httpx.get(f"{gateway.url}/v1/chat/completions")
     assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"

@@ -302,7 +302,7 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     (tmp_path / "seed").mkdir()  # the sandbox mounts a seed folder; the gateway reads nothing from it
     outcome = run_sandbox(spec, tmp_path / "work", tmp_path / "seed", plan, timeout_s=60)
     assert outcome.report.get("ready") is True, outcome
-    (health_status, health_body), (readiness_status, readiness_body) = (
+    (health_status, health_body, _), (readiness_status, readiness_body, _) = (
         outcome.report["paths"]["/health"],
         outcome.report["paths"]["/readiness"],
     )

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from common.server_process import REPO_ROOT, free_port
+from llm_local.engine import EMBEDDING_MODEL_NAME, EngineOptions, engine_command
 
 # A launcher that starts EngineProcess as `python -m llm_local` does, with `sleep` in place of `vllm serve`.
 LAUNCHER = """
@@ -67,3 +68,21 @@ def test_a_busy_engine_port_is_refused_before_anything_starts():
     line = result.stderr.strip()
     assert line.startswith(f"error: port {port} is in use on 127.0.0.1"), line
     assert "ENGINE_PORT=" in line and "make run-llm" in line
+
+
+def test_an_unknown_engine_task_is_refused_in_one_line():
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(free_port()), "ENGINE_TASK": "classify"}
+    result = subprocess.run(
+        [sys.executable, "-m", "llm_local"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "error: ENGINE_TASK must be one of generate, embed, not 'classify'"
+
+
+def test_the_embed_task_runs_the_pooling_runner_under_its_own_name():
+    generate = engine_command(Path("/env"), Path("/model"), EngineOptions())
+    embed = engine_command(
+        Path("/env"), Path("/model"), EngineOptions(task="embed", served_model_name=EMBEDDING_MODEL_NAME)
+    )
+    assert "--runner" not in generate
+    assert embed[embed.index("--runner") :][:4] == ["--runner", "pooling", "--convert", "embed"]

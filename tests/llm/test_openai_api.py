@@ -6,6 +6,8 @@ import itertools
 import time
 
 import httpx
+import openai
+import pytest
 
 from tests.llm.conftest import MODEL
 
@@ -101,3 +103,44 @@ def test_stream_events_pass_through_as_they_come(gateway):
     # (Gaps, not the first event's share of the total: a loaded machine can spend most of it on prefill.)
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     assert sum(gap > 0.001 for gap in gaps) >= 20, f"events arrived in bursts: {arrivals[:5]} ... {arrivals[-5:]}"
+
+
+def test_models_retrieve_gives_the_served_model_and_a_404_for_another(client):
+    model = client.models.retrieve(MODEL)
+    assert (model.id, model.object) == (MODEL, "model")
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.models.retrieve("Qwen/Qwen2.5-1.5B-Instruct")
+    assert raised.value.status_code == 404
+    assert f"serves '{MODEL}'" in raised.value.message and "'Qwen/Qwen2.5-1.5B-Instruct' does not exist" in (
+        raised.value.message
+    )
+
+
+def test_responses_answer_and_are_counted(client, gateway):
+    """The Responses API, whole and streamed: vLLM's usage (input/output tokens) is what the gateway counts."""
+    before = len(gateway.records())
+    reply = client.responses.create(model=MODEL, input="Tell me a story.", max_output_tokens=6, extra_body=EXACT)
+    assert reply.object == "response" and isinstance(reply.output_text, str)
+    assert reply.usage is not None and reply.usage.output_tokens == 6
+    events = list(
+        client.responses.create(
+            model=MODEL, input="Tell me a story.", max_output_tokens=5, stream=True, extra_body=EXACT
+        )
+    )
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    assert any(event.type == "response.output_text.delta" for event in events)
+    streamed_usage = events[-1].response.usage
+    whole, streamed = gateway.wait_record(before + 2)[-2:]
+    assert (whole["route"], whole["stream"], whole["status"]) == ("/v1/responses", False, 200)
+    assert (whole["prompt_tokens"], whole["completion_tokens"]) == (reply.usage.input_tokens, 6)
+    assert (streamed["stream"], streamed["outcome"]) == (True, "completed")
+    assert (streamed["prompt_tokens"], streamed["completion_tokens"]) == (streamed_usage.input_tokens, 5)
+    # The first token, not the stream's opening events: the time to it is no shorter than to response.created.
+    assert streamed["ttft_ms"] is not None and streamed["ttft_ms"] <= streamed["latency_ms"]
+
+
+def test_embeddings_on_a_generation_model_is_a_404_that_says_why(client):
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.embeddings.create(model=MODEL, input="hello")
+    assert "makes no embeddings" in raised.value.message and "--runner pooling" in raised.value.message
+    assert raised.value.body["type"] == "not_found_error"

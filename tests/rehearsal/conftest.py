@@ -1,4 +1,5 @@
-"""The pod rehearsal's fixtures: the containers of the shipped synth, and what the deploy leaves in AWS."""
+"""The pod rehearsal's fixtures: the containers of the shipped synth (and of the trial profile's), and what the
+deploy leaves in AWS."""
 
 from __future__ import annotations
 
@@ -42,19 +43,36 @@ class Stacks:
         }
 
 
-@pytest.fixture(scope="session")
-def stacks(platform_synth: Any) -> Stacks:
-    """The shipped synth's serving stack, read as the rehearsal runs it."""
+def read_stacks(synth: Any) -> Stacks:
+    """A synth's serving stack, read as the rehearsal runs it (skipped where bubblewrap cannot sandbox)."""
     unusable = bwrap_unusable()
     if unusable:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {unusable}; .ci/run installs bubblewrap with apt")
         pytest.skip(f"the pod rehearsal needs bubblewrap: {unusable}")
-    template = platform_synth.raw_templates[SERVING_STACK]
-    values = LocalValues(region=platform_synth.config.environment.region, resources=template["Resources"])
+    template = synth.raw_templates[SERVING_STACK]
+    values = LocalValues(region=synth.config.environment.region, resources=template["Resources"])
     manifests = list(kubernetes_manifests(template, values))
     found = {c.label: c for c in containers(manifests)}
-    return Stacks(config=platform_synth.config, values=values, manifests=manifests, containers=found)
+    return Stacks(config=synth.config, values=values, manifests=manifests, containers=found)
+
+
+@pytest.fixture(scope="session")
+def stacks(platform_synth: Any) -> Stacks:
+    """The shipped synth's serving stack, read as the rehearsal runs it."""
+    return read_stacks(platform_synth)
+
+
+@pytest.fixture(scope="session")
+def sdxl_stacks(sdxl_synth: Any) -> Stacks:
+    """`-c imageModel=sdxl-base`'s serving stack, read as the rehearsal runs it."""
+    return read_stacks(sdxl_synth)
+
+
+@pytest.fixture(scope="session")
+def trial_stacks(trial_synth: Any) -> Stacks:
+    """The trial profile's serving stack (`-c profile=trial`: the starting gate in front of the pool)."""
+    return read_stacks(trial_synth)
 
 
 @pytest.fixture(scope="session")

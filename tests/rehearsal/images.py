@@ -4,7 +4,8 @@ Python environment that stands in for the image's (the base images are not avail
 - `nvidia`: the service's own `.venv` (CPU torch: the rehearsal stops where the CUDA backend looks for a GPU);
 - `neuron`: the Neuron contract venv (the Neuron image's Python and lock, tests/contract/neuron_venv.py) with
   the Neuron SDK stand-in loaded at every interpreter start, as the DLC has the SDK installed;
-- `routing-controller`: `.venv` too, which holds routing_controller/requirements.txt.
+- `routing-controller`: `.venv` too, which holds routing_controller/requirements.txt;
+- `starting-gate`: `.venv` too, which holds starting_gate/requirements.txt (the trial profile's gate).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ DOCKERFILES: Final = {
     "neuron": (REPO_ROOT / "app" / "Dockerfile", "neuron"),
     "nvidia": (REPO_ROOT / "app" / "Dockerfile", "nvidia"),
     "routing-controller": (REPO_ROOT / "routing_controller" / "Dockerfile", None),
+    "starting-gate": (REPO_ROOT / "starting_gate" / "Dockerfile", None),
 }
 # What the images copy from the repository (their Dockerfiles' COPY lines into WORKDIR /srv).
 IMAGE_FILES: Final = {
     "neuron": {"app": "app", "common": "common"},
     "nvidia": {"app": "app", "common": "common"},
     "routing-controller": {"common": "common", "routing_controller": "routing_controller"},
+    "starting-gate": {"common": "common", "starting_gate": "starting_gate"},
 }
 REHEARSAL_CACHE: Final = REPO_ROOT / ".cache" / "rehearsal"
 

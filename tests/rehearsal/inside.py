@@ -7,8 +7,9 @@ deploy would (buckets, queues, topics; weights staged with the deploy's own stag
 prefix where the plan says the compile has run), serves the Kubernetes API over TLS when the pod mounts
 its token, then runs the container's command with exactly the environment the plan gives, watches it as
 the kubelet would (an exit, or the container's readinessProbe), and writes a report: exit status,
-readiness answers, every object the command left in S3, every request it made to the API and, where the plan
-names folders (`list_files`), the files it left there.
+readiness answers, every object the command left in S3, every request it made to the API, where the plan
+names folders (`list_files`), the files it left there, and where it asks (`metrics`), what it published to
+CloudWatch.
 """
 
 from __future__ import annotations
@@ -89,14 +90,32 @@ def s3_objects(region: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def _probe(url: str) -> tuple[int, str]:
+def _request(url: str) -> tuple[int, str, dict[str, str]]:
+    """A GET: (HTTP status, body, headers), (0, "", {}) when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode(errors="replace")[:2000]
+            return response.status, response.read().decode(errors="replace")[:2000], dict(response.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")[:2000]
+        return exc.code, exc.read().decode(errors="replace")[:2000], dict(exc.headers)
     except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return 0, ""
+        return 0, "", {}
+
+
+def cloudwatch_sums(region: str) -> list[dict[str, Any]]:
+    """Every metric on the server with the sum of its data points."""
+    cloudwatch = _client("cloudwatch", region)
+    found = []
+    for metric in cloudwatch.list_metrics()["Metrics"]:
+        points = cloudwatch.get_metric_statistics(
+            **metric, StartTime=time.time() - 3600, EndTime=time.time() + 60, Period=3600, Statistics=["Sum"]
+        )["Datapoints"]
+        found.append({**metric, "sum": sum(p["Sum"] for p in points)})
+    return found
+
+
+def _probe(url: str) -> tuple[int, str]:
+    status, body, _ = _request(url)
+    return status, body
 
 
 def _readiness(plan: dict[str, Any], env: dict[str, str]) -> tuple[int, str]:
@@ -132,7 +151,7 @@ def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any], env: d
             break
         time.sleep(0.5)
     port = plan["readiness"].get("httpGet", {}).get("port")
-    observed["paths"] = {path: _probe(f"http://127.0.0.1:{port}{path}") for path in plan.get("paths", [])}
+    observed["paths"] = {path: _request(f"http://127.0.0.1:{port}{path}") for path in plan.get("paths", [])}
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -215,6 +234,8 @@ def main(plan_file: str) -> int:
         # Volumes are the sandbox's own tmpfs: what the command left in them is read here, before they go.
         report["files"] = {folder: _files(Path(folder)) for folder in plan.get("list_files", [])}
         report["s3"] = s3_objects(plan["region"]) if aws else {}
+        if aws and plan.get("metrics"):  # what the command published to CloudWatch, after its stop
+            report["metrics"] = cloudwatch_sums(plan["region"])
         failed = Path(plan.get("failed_file", "/nonexistent"))
         if failed.is_file():
             report["failed_commands"] = failed.read_text().split("\n")[:-1]

@@ -132,9 +132,10 @@ class Container:
 
     @property
     def image_kind(self) -> str:
-        """neuron, nvidia or routing-controller: the image tag's prefix (cdk/constructs/image_builds.py)."""
+        """neuron, nvidia, routing-controller or starting-gate: the image tag's prefix
+        (cdk/constructs/image_builds.py)."""
         tag = self.image.rsplit(":", 1)[-1]
-        for kind in ("routing-controller", "neuron", "nvidia"):
+        for kind in ("routing-controller", "starting-gate", "neuron", "nvidia"):
             if tag.startswith(f"{kind}-"):
                 return kind
         raise ValueError(f"{self.label}: unknown image {self.image}")

@@ -21,7 +21,7 @@ import pytest
 from cdk import versions
 from cdk.config.serving import COMPILE_SCRATCH_MODEL_COPIES
 from cdk.image import neuron_compile_job as njob
-from common.model_store.layout import CompileShape, split_s3_uri
+from common.model_store.layout import shape_prefix, split_s3_uri
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from tests.rehearsal.conftest import Stacks, seeded_weights
 from tests.rehearsal.pods import UNRESOLVED, Container, Volume
@@ -132,8 +132,10 @@ def test_the_compile_job_runs_every_step_up_to_the_first_compile(stacks, compile
     assert stop, f"the compile Job did not reach optimum-neuron's first compile:\n{outcome}"
     assert outcome.returncode == 1, outcome
     cfg = stacks.config.serving
-    shape = CompileShape(cfg.compile_settings.batch_size, cfg.compile_settings.height, cfg.compile_settings.width)
-    assert f"compiling {cfg.model_id} for {shape.key} with Neuron SDK {versions.NEURON_SDK_VERSION}" in outcome.log
+    (size,) = njob.compile_sizes(cfg)
+    batch, tp = cfg.compile_settings.batch_size, cfg.compile_settings.tensor_parallel_size
+    compiling = f"compiling {cfg.model_id} (sd) for {size.key}, batch {batch}, tensor parallel {tp}"
+    assert f"{compiling}, with Neuron SDK {versions.NEURON_SDK_VERSION}" in outcome.log
     published = [key for key in outcome.s3_keys(bucket) if key.startswith(njob.artifact_prefix(cfg))]
     assert not published, published
 
@@ -179,7 +181,14 @@ def test_the_neuron_pods_wait_ends_once_the_compile_is_published(stacks, run):
     bucket = _arg(container, "bucket")
     prefix = _arg(container, "prefix")
     assert prefix == njob.artifact_prefix(stacks.config.serving)
-    compiled = {"bucket": bucket, "prefix": prefix, "files": {"model_index.json": "{}"}, "marker": {"files": []}}
+    (size,) = njob.compile_sizes(stacks.config.serving)
+    assert _arg(container, "shape") == size.key
+    compiled = {
+        "bucket": bucket,
+        "prefix": shape_prefix(prefix, size),
+        "files": {"model_index.json": "{}"},
+        "marker": {"files": []},
+    }
     outcome = run(WAIT_INIT, compiled=[compiled], timeout_s=60)
     assert outcome.returncode == 0, outcome
 

@@ -30,13 +30,16 @@ TIER_OF_FOLDER: dict[str, str] = {"rehearsal": "sandbox", "contract": "contract"
 TIER_OF_FIXTURE: dict[str, str] = {
     "platform_synth": "synth",  # tests/conftest.py
     "variant_synth": "synth",  # tests/cdk/conftest.py
-    "trial_synth": "synth",  # tests/cdk/conftest.py: -c profile=trial
+    "sdxl_synth": "synth",  # tests/conftest.py: -c imageModel=sdxl-base
+    "trial_synth": "synth",  # tests/conftest.py: -c profile=trial
     "serving": "synth",  # tests/cdk/conftest.py: views of the two synths, which tests also ask for by name
     "capacity_serving": "synth",
     "vllm_env": "engine",  # tests/conftest.py; local_stack, engine_url and gateway use it
     "neuron_python": "contract",  # tests/contract/test_neuron_contract.py
     "seed_dir": "contract",  # tests/rehearsal/conftest.py: written by the Neuron image's Python (the contract venv)
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
+    "sdxl_stacks": "sandbox",  # tests/rehearsal/conftest.py: the SDXL preset's containers
+    "trial_stacks": "sandbox",  # tests/rehearsal/conftest.py: the trial profile's (the starting gate)
     "browser": "browser",  # tests/conftest.py
     "live_service": "server",  # tests/conftest.py: the service with the built-in model
     "held_service": "server",  # tests/conftest.py: the service (Gradio UI included) over a stand-in backend
@@ -57,6 +60,7 @@ TIER_OF_STARTER: dict[str, str] = {
     "tests.app.live_server.serve": "server",  # in-process (its loader may be a stand-in: still a full start)
     "tests.app.jobs_server.serve_jobs": "server",
     "tests.app.native_server.serve_gated": "server",
+    "tests.support.family_folders.saved_folder": "server",  # builds a tiny model and saves it
     "tests.llm.stack.run_gateway": "server",  # python -m llm_gateway as a process
     "tests.llm.stack.run_standin": "server",  # the pace stand-in engine as a process
     "common.server_process.serve_process": "server",  # any service as a process

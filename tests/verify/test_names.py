@@ -4,6 +4,7 @@ process) are the ones the stacks use."""
 from __future__ import annotations
 
 from cdk.constructs import spot_role
+from cdk.constructs.addons import load_balancer_controller
 from cdk.front_door import sign_in
 from cdk.llm import compile_job, workload
 from cdk.serving import network_policy
@@ -12,6 +13,8 @@ from verify import llm, platform, serving
 
 def test_the_copied_names_are_the_stacks():
     assert platform.SPOT_ROLE_NAME == spot_role.SPOT_ROLE_NAME
+    assert platform.LBC_SERVICE_ACCOUNT == load_balancer_controller.SERVICE_ACCOUNT
+    assert platform.LBC_DEPLOYMENT == load_balancer_controller.RELEASE  # the chart names it after the release
     assert platform.DENY_INGRESS_NAME == network_policy.DENY_INGRESS_NAME
     assert platform.ALLOW_SERVICE_NAME == network_policy.ALLOW_SERVICE_NAME
     assert serving.CONFIG_MAP_NAME == sign_in.CONFIG_MAP_NAME

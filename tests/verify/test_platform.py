@@ -233,3 +233,58 @@ def test_the_kubectl_tunnel_is_online_in_systems_manager_and_skips_where_it_is_o
     assert unregistered.status == Status.FAIL and "not registered" in unregistered.evidence
     stub.assert_no_pending_responses()
     assert run(platform.kubectl_tunnel, make_context()).status == Status.SKIP
+
+
+def lbc_pod(name: str, *, volumes: tuple[str, ...] = ("eks-pod-identity-token",)) -> dict:
+    return pod(name, labels={"app.kubernetes.io/name": "aws-load-balancer-controller"}, volumes=volumes)
+
+
+def lbc_associations(stub, associations: list[dict]) -> None:
+    stub.add_response(
+        "list_pod_identity_associations",
+        {"associations": associations},
+        {
+            "clusterName": OUTPUTS[CLUSTER]["ClusterName"],
+            "namespace": "kube-system",
+            "serviceAccount": "aws-load-balancer-controller",
+        },
+    )
+
+
+LBC_ASSOCIATION = {
+    "clusterName": "sd-on-eks",
+    "namespace": "kube-system",
+    "serviceAccount": "aws-load-balancer-controller",
+    "associationId": "a-0123456789abcdef0",
+}
+
+
+def test_the_load_balancer_controller_has_its_association_and_its_pods_the_token(cluster, make_context):
+    cluster.add("pods", lbc_pod("lbc-1"), lbc_pod("lbc-2"), namespace="kube-system")
+    eks, stub = stubbed("eks")
+    lbc_associations(stub, [LBC_ASSOCIATION])
+
+    ok = run(platform.load_balancer_controller_pod_identity, make_context(clients={"eks": eks}))
+    assert ok.status == Status.PASS and ok.evidence == "a-0123456789abcdef0; eks-pod-identity-token on 2 pods"
+    stub.assert_no_pending_responses()
+
+
+def test_a_load_balancer_controller_without_an_association_fails(cluster, make_context):
+    cluster.add("pods", lbc_pod("lbc-1"), namespace="kube-system")
+    eks, stub = stubbed("eks")
+    lbc_associations(stub, [])
+
+    missing = run(platform.load_balancer_controller_pod_identity, make_context(clients={"eks": eks}))
+    assert missing.status == Status.FAIL
+    assert missing.evidence == "no Pod Identity association for kube-system/aws-load-balancer-controller"
+
+
+def test_controller_pods_started_before_the_association_fail_naming_the_rollout(cluster, make_context):
+    # An upgrade from IRSA whose pods were not rolled: no Pod Identity token in the old pod.
+    cluster.add("pods", lbc_pod("lbc-new"), lbc_pod("lbc-old", volumes=("aws-iam-token",)), namespace="kube-system")
+    eks, stub = stubbed("eks")
+    lbc_associations(stub, [LBC_ASSOCIATION])
+
+    stale = run(platform.load_balancer_controller_pod_identity, make_context(clients={"eks": eks}))
+    assert stale.status == Status.FAIL and "lbc-old" in stale.evidence and "lbc-new" not in stale.evidence
+    assert "rollout restart deployment/aws-load-balancer-controller -n kube-system" in stale.evidence

@@ -1,0 +1,11 @@
+"""The image service's API paths that the front door treats apart: served by app/ (app/api/openai_images.py),
+named in cdk/ (the WAF's prompt paths). Both sides import these, so they cannot drift apart. No heavy imports:
+the CDK app imports this module at synth time."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# OpenAI's Images API; every path under the prefix answers errors in OpenAI's shape (app/api/openai_errors.py).
+OPENAI_IMAGES_PREFIX: Final = "/v1/images/"
+IMAGES_GENERATIONS_PATH: Final = f"{OPENAI_IMAGES_PREFIX}generations"

@@ -1,0 +1,215 @@
+"""The image model catalog (cdk/image/presets.py) without a synth: one setting picks a preset, a key the user gives
+wins, a model outside the catalog names the fact it lacks, every preset's facts name their source, and the pure-function
+manifests (compile Job, Deployments) carry the preset. That each preset's pods are pinned to the instance it names,
+fit there beside the DaemonSets and that no cheaper instance of its families would do is the shared fit check's test,
+tests/cdk/test_pod_fit.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cdk.accelerators import NEURON, NVIDIA
+from cdk.build import resolve_context
+from cdk.config import AppConfig
+from cdk.config.context import ConfigError
+from cdk.config.serving import COMPILE_SCRATCH_MODEL_COPIES, ServingConfig
+from cdk.constructs.node_pools import ROOT_VOLUME_GIB
+from cdk.costs.presets import preset_table, usd_per_1000_images
+from cdk.image import neuron_compile_job as njob
+from cdk.image import workload
+from cdk.image.presets import (
+    DEFAULT_PRESET,
+    FAMILY_KEY,
+    FLUX_SCHNELL,
+    PRESETS,
+    SDXL_BASE,
+    ImagePreset,
+    PodSize,
+)
+from cdk.instance_types import InstanceType
+from tests.cdk.conftest import EXAMPLE_ENVIRONMENT, REPO_ROOT
+
+CDK_JSON: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sd:neuron-abc"
+
+
+def serving(**given: Any) -> ServingConfig:
+    """The serving settings `cdk synth -c key=value ...` reads, with the preset applied as the app applies it."""
+    return ServingConfig.from_context(resolve_context({**CDK_JSON, **given}))
+
+
+def test_cdk_json_holds_the_default_presets_values():
+    values = DEFAULT_PRESET.context()
+    assert CDK_JSON["imageModel"] == DEFAULT_PRESET.name
+    assert FAMILY_KEY not in CDK_JSON  # a model outside the catalog must name its own family
+    assert {k: CDK_JSON[k] for k in values if k != FAMILY_KEY} == {k: v for k, v in values.items() if k != FAMILY_KEY}
+    assert serving().family == "sd"
+
+
+def test_one_setting_picks_sdxl_with_its_shapes_compile_and_prices():
+    cfg = serving(imageModel="sdxl-base")
+    compiled = cfg.compile_settings
+    assert (cfg.model_id, cfg.family, cfg.image_model) == (SDXL_BASE.model_id.value, "sdxl", "sdxl-base")
+    assert compiled.shapes == ((1024, 1024),)  # one SDXL pipeline per size: one surely fits the chip
+    assert (compiled.tensor_parallel_size, compiled.devices, compiled.memory_gi) == (1, 1, 96)
+    assert cfg.model_size_gi == 14 and compiled.scratch_gi >= COMPILE_SCRATCH_MODEL_COPIES * 14
+    assert cfg.per_accelerator["neuron"].price_per_hour == SDXL_BASE.neuron.instance.usd_per_hour
+    assert cfg.per_accelerator["neuron"].memory_gi == 48
+    assert cfg.model_revision is None  # no source names a commit: first-deploy list
+
+
+def test_the_hub_id_picks_its_preset_too():
+    cfg = serving(servingModelId="black-forest-labs/FLUX.1-schnell")
+    assert (cfg.image_model, cfg.family, cfg.neuron_devices) == ("flux-schnell", "flux", 4)
+    assert cfg.compile_settings.tensor_parallel_size == 8
+    platform = AppConfig.from_context(
+        resolve_context({**CDK_JSON, **EXAMPLE_ENVIRONMENT, "imageModel": "flux-schnell"}), {}
+    )
+    (nvidia,) = [c for c in platform.capacity if c.name == "nvidia"]
+    assert nvidia.instance_families == ("g6e",)
+
+
+def test_a_key_the_user_gives_wins_over_the_preset():
+    cfg = serving(imageModel="sdxl-base", servingMemoryGiNeuron=64, neuronCompileShapes="1024x1024")
+    assert cfg.per_accelerator["neuron"].memory_gi == 64
+    assert cfg.compile_settings.shapes == ((1024, 1024),)
+
+
+def test_weights_brought_take_the_named_presets_facts_and_no_commit():
+    cfg = serving(imageModel="sdxl-base", servingModelId="s3://my-weights/sdxl/")
+    assert (cfg.model_id, cfg.family, cfg.model_revision, cfg.stages_weights) == (
+        "s3://my-weights/sdxl/",
+        "sdxl",
+        None,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"servingModelId": "someone/sd15-finetune"}, "imageModelFamily"),
+        ({"servingModelId": "someone/sd15-finetune", FAMILY_KEY: "sd"}, "servingModelSizeGi"),
+        ({"servingModelId": "someone/sd15-finetune", FAMILY_KEY: "sd", "servingModelSizeGi": 3}, "neuronCompileShapes"),
+        ({"imageModel": "sd3"}, "imageModel"),
+        ({"imageModel": "sdxl-base", "servingModelId": FLUX_SCHNELL.model_id.value}, "imageModel"),
+        ({"neuronCompileWidth": 768}, "neuronCompileShapes"),
+    ],
+)
+def test_what_the_synth_cannot_know_stops_it_naming_the_setting(given, named):
+    with pytest.raises(ConfigError, match=f"'{named}'"):
+        serving(**given)
+
+
+def test_a_model_outside_the_catalog_runs_on_its_own_facts_at_its_main_branch():
+    cfg = serving(
+        servingModelId="someone/sd15-finetune",
+        imageModelFamily="sd",
+        servingModelSizeGi=3,
+        neuronCompileShapes=["512x768"],
+    )
+    assert (cfg.family, cfg.model_size_gi, cfg.compile_settings.shapes) == ("sd", 3, ((512, 768),))
+    assert cfg.model_revision is None and cfg.image_model == ""
+    given = {
+        **CDK_JSON,
+        "servingModelId": "someone/sd15-finetune",
+        FAMILY_KEY: "sd",
+        "servingModelSizeGi": 3,
+        "neuronCompileShapes": ["512x768"],
+    }
+    assert resolve_context(resolve_context(given)) == resolve_context(given)  # the test fixtures resolve twice
+    nvidia_only = ServingConfig.from_context(
+        resolve_context(
+            {
+                **CDK_JSON,
+                "accelerators": "nvidia",
+                "servingModelId": "someone/sd15-finetune",
+                FAMILY_KEY: "sd",
+                "servingModelSizeGi": 3,
+            }
+        ),
+        accelerators=("nvidia",),
+    )
+    assert nvidia_only.neuron_compile is None
+
+
+@pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
+def test_every_presets_model_facts_name_their_source(preset: ImagePreset):
+    for fact in (preset.model_id, preset.licence, preset.size_gi):
+        assert fact.source.strip()
+    # FLUX.1-dev is not for commercial use: never a preset.
+    assert "FLUX.1-dev" not in preset.model_id.value
+
+
+@pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
+def test_every_presets_volumes_hold_the_model_on_the_nodes_disk(preset: ImagePreset):
+    assert preset.cache_gi >= preset.size_gi.value
+    assert COMPILE_SCRATCH_MODEL_COPIES * preset.size_gi.value <= preset.neuron_compile.scratch_gi < ROOT_VOLUME_GIB
+    assert preset.neuron.devices * 2 >= preset.neuron_compile.tensor_parallel_size
+
+
+def test_the_manifests_carry_the_preset_without_a_synth():
+    cfg = serving(imageModel="flux-schnell")
+    job = njob.compile_job(cfg, image=IMAGE, bucket="model-store", region="us-east-1")
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert [a for a in container["args"] if a.startswith("--shape=")] == [
+        "--shape=1024x1024",
+        "--shape=896x1152",
+        "--shape=1152x896",
+    ]
+    assert "--tensor-parallel-size=8" in container["args"]
+    assert container["resources"]["requests"][NEURON.resource_name] == 4
+    assert container["resources"]["requests"]["memory"] == "192Gi"
+    assert pod["schedulerName"]  # four devices: the Neuron scheduler extension places them
+    scratch = next(v for v in pod["volumes"] if v["name"] == "cache")
+    assert scratch["emptyDir"]["sizeLimit"] == "170Gi"
+    for acc, devices, memory in ((NEURON, 4, "128Gi"), (NVIDIA, 1, "24Gi")):
+        deployment = workload.deployment(acc, cfg, image=IMAGE, model_uri="s3://b/p/", region="us-east-1")
+        (serve,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert serve["resources"]["requests"][acc.resource_name] == devices
+        assert serve["resources"]["requests"]["memory"] == memory
+    neuron_env = {
+        e["name"]: e["value"]
+        for e in workload.service_env(NEURON, cfg, "s3://b/p/", "us-east-1")
+        if e["name"].startswith("NEURON_")
+    }
+    assert neuron_env == {
+        "NEURON_BATCH_SIZE": "1",
+        "NEURON_SHAPES": "1024x1024,896x1152,1152x896",
+        "NEURON_TENSOR_PARALLEL_SIZE": "8",
+    }
+
+
+def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():
+    assert njob.shape_args(serving()) == ["--shape=512x512"]
+    sdxl = serving(imageModel="sdxl-base")
+    assert njob.shape_args(sdxl) == ["--shape=1024x1024"]  # one SDXL pipeline per size: only one surely fits a chip
+    flux = serving(imageModel="flux-schnell")
+    assert njob.shape_args(flux) == ["--shape=1024x1024", "--shape=896x1152", "--shape=1152x896"]
+    args = njob.compile_job(sdxl, image="img", bucket="b", region="us-east-1")["spec"]["template"]["spec"]
+    assert f"--tensor-parallel-size={sdxl.compile_settings.tensor_parallel_size}" in args["containers"][0]["args"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"imageModel": "sdxl-base", "neuronCompileShapes": ["1024x1024", "896x1152", "1152x896"]}, "36.9 GB in all"),
+        ({"imageModel": "flux-schnell", "neuronCompileTensorParallelSize": 2, "servingNeuronDevices": 1}, "102 GB"),
+    ],
+)
+def test_sizes_whose_pipelines_cannot_fit_the_neuron_cores_stop_the_synth(overrides, message):
+    with pytest.raises(ConfigError, match=rf"'neuronCompileShapes' lists 3 sizes: .*{message}.*NeuronCores"):
+        serving(**overrides)
+
+
+def test_the_cost_table_prices_every_preset_from_its_instance():
+    table = preset_table()
+    for preset in PRESETS.values():
+        assert f"| `{preset.name}` | Neuron | {preset.neuron.instance.name} |" in table
+        assert f"| `{preset.name}` | NVIDIA | {preset.nvidia.instance.name} |" in table
+    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 3.6), 1, 1, 1, 2.0, 60)
+    assert usd_per_1000_images(pod) == pytest.approx(2.0)  # 2,000 s at $3.60 an hour
