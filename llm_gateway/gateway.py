@@ -12,8 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import aclosing, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -452,43 +451,28 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        # aclosing: however the loop ends (the client gone, the drain's cut), the reader of the upstream is stopped
-        # before the response closes, so closing it ends the connection and vLLM aborts the generation.
-        async with aclosing(_with_heartbeats(response.aiter_raw(), self.settings.heartbeat_s)) as chunks:
-            async for chunk in chunks:
-                out = HEARTBEAT if chunk is None else events.feed(chunk)
-                if out:
-                    reply.last_event = events.done
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                    reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+        piece = await self._first_piece(response, reply, events, send)
+        while piece is not None:
+            out = events.feed(piece)
+            if out:
+                reply.last_event = events.done
+                await send({"type": "http.response.body", "body": out, "more_body": True})
+                reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+            piece = await response.next_piece()
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
 
-
-async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> AsyncIterator[bytes | None]:
-    """The chunks of `chunks`, with None every `every_s` while the first one has not come (the time for a heartbeat):
-    a request waiting in the engine's queue sends nothing for as long as it waits. Once the first chunk is in, the
-    rest pass straight through (tokens then come milliseconds apart), at no cost per chunk.
-
-    The first read is awaited with `asyncio.wait`, which, unlike `wait_for`, never cancels a read half-way."""
-    iterator = aiter(chunks)
-    first: asyncio.Future[bytes] = asyncio.ensure_future(anext(iterator))
-    try:
-        while not (await asyncio.wait({first}, timeout=every_s))[0]:
-            yield None
-        try:
-            chunk = first.result()
-        except StopAsyncIteration:
-            return
-        yield chunk
-        async for chunk in iterator:
-            yield chunk
-    finally:
-        if not first.done():
-            first.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await first
+    async def _first_piece(self, response: Response, reply: Reply, events: EventStream, send: Send) -> bytes | None:
+        """The stream's first piece; a heartbeat goes out every HEARTBEAT_S while it has not come (a request waiting
+        in the engine's queue sends nothing for as long as it waits). Once it is in, tokens come milliseconds apart
+        and pass straight through, at no cost per token."""
+        while True:
+            try:
+                return await response.next_piece(self.settings.heartbeat_s)
+            except TimeoutError:
+                reply.last_event = events.done
+                await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
 
 
 def _model_path_method(path: str) -> str | None:

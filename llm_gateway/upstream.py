@@ -169,6 +169,15 @@ class Response:
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it comes, transfer coding removed: each piece is everything readable at that moment."""
+        while (piece := await self.next_piece()) is not None:
+            yield piece
+
+    async def next_piece(self, wait_s: float | None = None) -> bytes | None:
+        """The body's next piece (everything readable now, transfer coding removed), or None after its end.
+
+        With `wait_s`, TimeoutError when no piece came within that time; nothing is lost (what arrives later waits
+        in the buffer for the next call). A coroutine, not an async generator: a token stream calls it once per
+        token, and each generator layer costs a frame switch per piece."""
         connection = self._connection
         while not self._done:
             piece = self._take()
@@ -179,12 +188,17 @@ class Response:
                     if self._length is None and not self._chunked:
                         self._done = True  # a body framed by the connection's end
                         self._release()
-                        return
+                        return None
                     raise ReadError(f"the server closed the connection mid-response ({connection.error or 'eof'})")
-                await connection.wait_for_data()
+                if wait_s is None:
+                    await connection.wait_for_data()
+                else:
+                    async with asyncio.timeout(wait_s):
+                        await connection.wait_for_data()
                 continue
             if piece:
-                yield piece
+                return piece
+        return None
 
     def _take(self) -> bytes:
         """Decode what the buffer holds now; sets `_done` at the body's end."""
