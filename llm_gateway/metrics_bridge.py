@@ -9,14 +9,14 @@ KEDA and the dashboards read. Names and units come from common.metric_names, as 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-
-import httpx
 
 from common import metric_names as m
 from common.metrics.recorder import MetricsRecorder
 from llm_gateway.engine_metrics import read_engine_metrics
 from llm_gateway.routes import UPSTREAM_METRICS_PATH
+from llm_gateway.upstream import Upstream, UpstreamError
 from llm_gateway.usage import RequestRecord
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ FAILED_OUTCOMES = frozenset({"upstream_error", "cut", "timed_out"})
 class MetricsBridge:
     """Records into one MetricsRecorder; the flusher drains and publishes it."""
 
-    def __init__(self, recorder: MetricsRecorder, http: httpx.AsyncClient) -> None:
+    def __init__(self, recorder: MetricsRecorder, http: Upstream) -> None:
         self.recorder = recorder
         self._http = http
         self._engine_unreadable = False
@@ -62,9 +62,15 @@ class MetricsBridge:
         out; that is logged once when it starts and once when it ends, not at every flush.
         """
         try:
-            response = await self._http.get(UPSTREAM_METRICS_PATH, timeout=SAMPLE_TIMEOUT_S)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(SAMPLE_TIMEOUT_S):
+                response = await self._http.get(UPSTREAM_METRICS_PATH)
+                try:
+                    content = await response.read()
+                finally:
+                    await response.aclose()
+            if response.status_code != 200:
+                raise UpstreamError(f"{UPSTREAM_METRICS_PATH} answered {response.status_code}")
+        except (UpstreamError, TimeoutError) as exc:
             if not self._engine_unreadable:
                 log.warning("vLLM's metrics cannot be read (%s); its gauges are left out until they can", exc)
             self._engine_unreadable = True
@@ -72,7 +78,7 @@ class MetricsBridge:
         if self._engine_unreadable:
             log.info("vLLM's metrics can be read again")
             self._engine_unreadable = False
-        reading = read_engine_metrics(response.text)
+        reading = read_engine_metrics(content.decode("utf-8", "replace"))
         if reading.waiting is not None:
             self.recorder.record(m.QUEUE_DEPTH, reading.waiting)
         if reading.running is not None:

@@ -133,14 +133,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def pod_gateway_env(upstream_url: str, port: int) -> dict[str, str]:
+def pod_gateway_env(upstream_url: str, port: int) -> tuple[dict[str, str], str]:
     """The gateway's environment on its pod (cdk/llm/workload.py, default cdk.json), made local: loopback
-    addresses, METRICS=emf (the same recording; JSON lines instead of PutMetricData) and sign-in off."""
-    from cdk.accelerators import NVIDIA  # the CDK only where this runner runs, not in the image
-    from cdk.build import resolve_context
-    from cdk.config.llm import LlmConfig
-    from cdk.config.serving import ServingConfig
-    from cdk.llm.workload import gateway_env
+    addresses, METRICS=emf (the same recording; JSON lines instead of PutMetricData) and sign-in off; and a few
+    words on where it came from, for the section.
+
+    Where the CDK app cannot be imported (a machine with only the gateway's run-time requirements), the
+    gateway runs on its own defaults (llm_gateway/settings.py) with the same local changes, and says so."""
+    local = {"HOST": "127.0.0.1", "PORT": str(port), "UPSTREAM_URL": upstream_url, "AUTH": "off"}
+    try:
+        from cdk.accelerators import NVIDIA  # the CDK only where this runner runs, not in the image
+        from cdk.build import resolve_context
+        from cdk.config.llm import LlmConfig
+        from cdk.config.serving import ServingConfig
+        from cdk.llm.workload import gateway_env
+    except ImportError as exc:
+        print(f"the CDK app is not importable ({exc}): the gateway runs on its defaults", file=sys.stderr)
+        return local | {"METRICS": "emf", "CHAT_PAGE": "false"}, "its defaults (the CDK app was not installed)"
 
     context = resolve_context(json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
     llm = LlmConfig.from_context(context | {"llmEnabled": True})
@@ -149,13 +158,7 @@ def pod_gateway_env(upstream_url: str, port: int) -> dict[str, str]:
     env = {item["name"]: item["value"] for item in gateway_env(NVIDIA, llm, ServingConfig.from_context(context), "")}
     env.pop("AWS_REGION", None)
     env.pop("AWS_DEFAULT_REGION", None)
-    return env | {
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "UPSTREAM_URL": upstream_url,
-        "METRICS": "emf" if env.get("METRICS") != "off" else "off",
-        "AUTH": "off",
-    }
+    return env | local | {"METRICS": "emf" if env.get("METRICS") != "off" else "off"}, "its pod's settings"
 
 
 @contextmanager
@@ -209,9 +212,8 @@ def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path)
         port = free_port()
         gateway = f"http://127.0.0.1:{port}"
         command = [sys.executable, "-m", "llm_gateway"]
-        pid = stack.enter_context(
-            process(command, proxy_core, folder / "gateway.log", f"{gateway}/readiness", pod_gateway_env(standin, port))
-        )
+        env, args.gateway_settings = pod_gateway_env(standin, port)
+        pid = stack.enter_context(process(command, proxy_core, folder / "gateway.log", f"{gateway}/readiness", env))
         targets.append(Target(GATEWAY, gateway, pid))
         if args.router is not None:
             port = free_port()
@@ -370,7 +372,7 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             "### LLM gateway overhead, apart from the engine (pace stand-in)",
             f"Measured {started} with `{command}` on {cpu_name()}; load average (1 min) {loads[0]} at the start, "
             f"{loads[1]} at the end (a shared machine: the figures are as steady as that). The gateway "
-            f"(`python -m llm_gateway` with its pod's settings, METRICS=emf, sign-in off) {router}in front of "
+            f"(`python -m llm_gateway` with {args.gateway_settings}, METRICS=emf, sign-in off) {router}in front of "
             f"llm_bench/standin_engine.py, which streams a first token after {args.ttft_ms:g} ms and one every "
             f"{args.gap_ms:g} ms ({args.output_tokens} tokens, prompts of {args.input_words} words); the stand-in and "
             f"the client on CPU {client_core}, the proxy on CPU {proxy_core}. Each stream count: a warm-up, then "

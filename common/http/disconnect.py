@@ -10,7 +10,6 @@ the signal watched here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -38,23 +37,48 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
-async def unless_disconnected(receive: Receive, work: Awaitable[T], *, cut: asyncio.Event | None = None) -> T:
-    """Await `work`; if the client disconnects first, cancel it and raise ClientDisconnected; if `cut` is set
+async def unless_disconnected(receive: Receive, work: Awaitable[T], *, cut: asyncio.Future[None] | None = None) -> T:
+    """Await `work`; if the client disconnects first, cancel it and raise ClientDisconnected; if `cut` is done
     first, cancel it and raise WorkCut. The work's own result or error wins a tie. Cancelling waits for the
-    work to unwind, so whatever it holds (an upstream connection, a queue slot) is let go on return."""
-    task = asyncio.ensure_future(work)
-    watchers = {asyncio.ensure_future(wait_for_disconnect(receive)): ClientDisconnected}
-    if cut is not None:
-        watchers[asyncio.ensure_future(cut.wait())] = WorkCut
-    try:
-        done, _ = await asyncio.wait({task, *watchers}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for watcher in watchers:
-            watcher.cancel()
-        if not task.done():  # a watcher won, or this call itself was cancelled
+    work to unwind, so whatever it holds (an upstream connection, a queue slot) is let go on return.
+
+    The work runs in the caller's task and one watcher task waits for the disconnect (the cut is a future's
+    callback): a task per request, not three and an `asyncio.wait`, on the path every request takes."""
+    task = asyncio.current_task()
+    assert task is not None, "unless_disconnected runs in a task"
+    stopped: list[type[Exception]] = []
+    finished = False
+
+    def stop(error: type[Exception]) -> None:
+        if not finished and not stopped:
+            stopped.append(error)
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task in done:
-        return task.result()
-    raise next(error for watcher, error in watchers.items() if watcher in done)
+
+    def on_disconnect(watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled() and watcher.exception() is None:
+            stop(ClientDisconnected)
+
+    def on_cut(_: asyncio.Future[None]) -> None:
+        stop(WorkCut)
+
+    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    watcher.add_done_callback(on_disconnect)
+    if cut is not None:
+        cut.add_done_callback(on_cut)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if stopped:
+            (stopped_by_us,) = stopped
+            stopped.clear()  # uncancelled here, not again below
+            if task.uncancel() == 0:
+                raise stopped_by_us() from None
+        raise
+    finally:
+        finished = True
+        if stopped:  # the work swallowed the cancellation this call asked for: take the request back
+            task.uncancel()
+        watcher.remove_done_callback(on_disconnect)
+        watcher.cancel()
+        if cut is not None:
+            cut.remove_done_callback(on_cut)

@@ -1,41 +1,42 @@
-"""uvicorn with bounded requests and connections: head size and time, body time, open connections.
+"""uvicorn with bounded requests and connections: head size, field count and time, body time, write time, open
+connections.
 
-uvicorn's default protocol (httptools) accepts headers of any size, and neither of its protocols
-limits how long a client may take to send its headers or body, or how many connections it holds,
-so slow clients would hold connections, memory and file descriptors until none were left for the
-probes. This serves with uvicorn's h11 protocol (uvicorn 0.54 `protocols/http/h11_impl.py`) and adds:
+uvicorn's protocols accept headers of any size, and neither limits how long a client may take to send its headers
+or body, or how many connections it holds, so slow clients would hold connections, memory and file descriptors
+until none were left for the probes. This serves with uvicorn's httptools protocol (uvicorn 0.54
+`protocols/http/httptools_impl.py`; llhttp parses in C, which `python -m tools.gateway_overhead` measured at a
+third of h11's added time to first token at 64 streams) and adds:
 
-- Head size: h11's own `max_incomplete_event_size` only limits headers that are still incomplete
-  after a read, so a large head that arrives in one read, or pipelined behind another request, would
-  pass; the connection here measures each head in h11's buffer before h11 parses it (431 past
-  MAX_HEADER_BYTES).
-- Header count: a head with more than MAX_HEADER_COUNT fields gets a 431 too (many tiny fields cost more to
-  parse and hold than their bytes suggest).
-- Head time: a connection whose request line and headers are not complete within HEADER_TIMEOUT_S
-  of its first byte (or of being opened) is closed.
+- Head size: the request line and headers are counted as llhttp reports them, and the raw bytes of a head still
+  incomplete after a read are counted too (llhttp buffers a field until its end), so a head over MAX_HEADER_BYTES
+  gets a 431 whether it arrives in one read, dribbled, or pipelined behind another request.
+- Header count: a head with more than MAX_HEADER_COUNT fields gets a 431 too (many tiny fields cost more to parse
+  and hold than their bytes suggest).
+- Head time: a connection whose request line and headers are not complete within HEADER_TIMEOUT_S of its first
+  byte (or of being opened) is closed.
 - Body time: a request whose body is not complete within BODY_TIMEOUT_S of its headers gets a 408.
-- Write time: a response whose client does not read (the socket's buffers full) for WRITE_TIMEOUT_S is cut:
-  the connection is closed and the handler sees the client gone, so it lets go of what it holds.
-- Connections: past MAX_CONNECTIONS the oldest connection that idles or is still sending its request
-  is closed; if every other connection has a request in progress, a connection beyond the limit is
-  served only for the probes (503 otherwise), so /health and /readiness always answer.
+- Write time: a response whose client does not read (the socket's buffers full) for WRITE_TIMEOUT_S is cut: the
+  connection is closed and the handler sees the client gone, so it lets go of what it holds.
+- Connections: past MAX_CONNECTIONS the oldest connection that idles or is still sending its request is closed; if
+  every other connection has a request in progress, a connection beyond the limit is served only for the probes
+  (503 otherwise), so /health and /readiness always answer.
+- Only HTTP/1.0 and 1.1: llhttp parses an HTTP/0.9 request line, which gets a 400 here.
 
 Protocol errors are answered in the service's JSON error shape (`server_config`'s `error_body`), not uvicorn's
-plain text.
+plain text. A head refused behind a pipelined request is answered after that request's response.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import resource
 from collections.abc import Callable
 from typing import Any
 
-import h11
+import httptools
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from common.settings import ServiceSettings, SettingsError
@@ -46,6 +47,7 @@ DESCRIPTOR_RESERVE = 64
 upstream connections."""
 CUT_STATUS_STATE_KEY = "cut_status"
 """Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
+HTTP_VERSIONS = ("1.0", "1.1")
 
 ErrorBody = Callable[[int, str], bytes]
 """A service's JSON error body for a status and a message."""
@@ -56,52 +58,12 @@ def plain_error_body(status: int, message: str) -> bytes:
     return json.dumps({"error": message}).encode()
 
 
-# h11 ends a head at the first blank line and accepts bare LF line ends (h11 0.16 `_receivebuffer.py`).
-_BLANK_LINE = re.compile(b"\n\r?\n")
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a head the protocol refuses (its answer is set beforehand)."""
 
 
-class BoundedHeadConnection(h11.Connection):
-    """h11's server side, refusing a request head longer than `max_head_bytes` however it arrives.
-
-    The bytes of the next head sit at the start of h11's receive buffer whenever the client's side
-    is IDLE: sent in one read, dribbled, or pipelined behind the previous request (which a check in
-    `data_received` would miss, since those bytes arrive while the previous request is in progress).
-    """
-
-    def __init__(self, max_head_bytes: int, max_header_count: int):
-        super().__init__(h11.SERVER, max_incomplete_event_size=max_head_bytes)
-        self.max_head_bytes = max_head_bytes
-        self.max_header_count = max_header_count
-        self.head_refusal: str | None = None  # why a head got a 431
-        self._searched = 0  # bytes of the current head already searched for its end
-
-    def next_event(self) -> Any:
-        """h11's next event, or RemoteProtocolError (hint 431) if the next head is too large or has too many
-        fields."""
-        if self.their_state is h11.IDLE and self._head_too_large():
-            self.head_refusal = f"request headers larger than {self.max_head_bytes} bytes"
-            raise h11.RemoteProtocolError("request headers too large", error_status_hint=431)
-        event = super().next_event()
-        if self.their_state is not h11.IDLE:
-            self._searched = 0
-        if isinstance(event, h11.Request) and len(event.headers) > self.max_header_count:
-            self.head_refusal = f"more than {self.max_header_count} request header fields"
-            raise h11.RemoteProtocolError("too many request headers", error_status_hint=431)
-        return event
-
-    def _head_too_large(self) -> bool:
-        # h11 0.16 keeps the unparsed bytes in `_receive_buffer._data` (h11 is pinned in every service's lock):
-        # reading them in place spares a copy per event.
-        pending = self._receive_buffer._data
-        limit = self.max_head_bytes + 4  # the blank line itself is not counted
-        if _BLANK_LINE.search(pending, max(0, self._searched - 2), limit) is not None:
-            return False
-        self._searched = min(len(pending), limit)
-        return len(pending) > limit
-
-
-class BoundedHeadH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with bounds on each request's head and body and on open connections."""
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with bounds on each request's head and body and on open connections."""
 
     # Set per server by `server_config` from the settings (ServiceSettings, their one home).
     header_timeout_s: float
@@ -111,11 +73,17 @@ class BoundedHeadH11Protocol(H11Protocol):
     write_timeout_s: float
     max_connections: int
     error_body: ErrorBody
-    open_connections: dict[BoundedHeadH11Protocol, None]  # this server's connections, oldest first
+    open_connections: dict[BoundedHttpToolsProtocol, None]  # this server's connections, oldest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.conn = BoundedHeadConnection(self.max_header_bytes, self.max_header_count)
+        self._in_head = True  # the next bytes belong to a request's head (the parser is between messages or in one)
+        self._in_body = False  # the current request's body is still due
+        self._head_open = False  # llhttp has begun a head and not finished it
+        self._head_bytes = 0  # bytes of the current head's finished fields, as llhttp reports them
+        self._raw_head_bytes = 0  # bytes of the reads that ended with the current head still open
+        self._header_count = 0
+        self._refusal: tuple[str, str] | None = None  # the answer to the head being refused
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
@@ -130,23 +98,82 @@ class BoundedHeadH11Protocol(H11Protocol):
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
-        """Stop the clock once the headers are in; start it with the first byte of the next head."""
-        super().data_received(data)
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            if self._header_timer is None and data:
-                self._arm_header_timer()
-        else:
-            self._cancel_header_timer()
+        """Parse `data`; start the head clock with the first byte of a head, and count a head still open after it."""
+        if self.transport.is_closing():
+            return
+        if self._in_head and self._header_timer is None and data:
+            self._arm_header_timer()
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserError:
+            refusal, self._refusal = self._refusal, None
+            status, message = refusal or ("400 Bad Request", "malformed HTTP request")
+            self._refuse(status, message)
+            return
+        if self._head_open:
+            # llhttp buffers a field until its end, so a field that never ends is seen only here, in the raw bytes
+            # (the part of this read before the head began counts too, which errs on the side of refusing).
+            self._raw_head_bytes += len(data)
+            if self._raw_head_bytes > self.max_header_bytes:
+                self._refuse("431 Request Header Fields Too Large", self._too_large())
 
-    def handle_events(self) -> None:
-        """h11's events, then the body clock: it runs while the client still owes a request body."""
-        super().handle_events()
-        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            if self._body_timer is None:
-                self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_too_slow)
-        elif self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+    # Parser callbacks
+    def on_message_begin(self) -> None:
+        """A new head: its counts start at zero."""
+        super().on_message_begin()
+        self._in_head = self._head_open = True
+        self._head_bytes = self._raw_head_bytes = self._header_count = 0
+
+    def on_url(self, url: bytes) -> None:
+        """Count the request target against MAX_HEADER_BYTES."""
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """Count the field against MAX_HEADER_BYTES and MAX_HEADER_COUNT."""
+        self._header_count += 1
+        if self._header_count > self.max_header_count:
+            self._refusal = (
+                "431 Request Header Fields Too Large",
+                f"more than {self.max_header_count} request header fields",
+            )
+            raise _Refused
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        """Stop the head clock, refuse HTTP/0.9, start the body clock (stopped again at once without a body)."""
+        self._in_head = self._head_open = False
+        self._cancel_header_timer()
+        if self.parser.get_http_version() not in HTTP_VERSIONS:
+            self._refusal = ("400 Bad Request", "HTTP/1.0 or HTTP/1.1 only")
+            raise _Refused
+        super().on_headers_complete()
+        self._in_body = True
+        if self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_too_slow)
+
+    def on_message_complete(self) -> None:
+        """The request is in: stop the body clock; the next bytes are a new head."""
+        self._in_body = False
+        self._in_head = True
+        self._cancel_body_timer()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        """After the last pipelined request's answer, answer the head refused behind it."""
+        another = bool(self.pipeline)  # uvicorn starts the next pipelined request now
+        super().on_response_complete()
+        if self._refusal is not None and not another:
+            status, message = self._refusal
+            self._answer_and_close(status, message)
 
     def pause_writing(self) -> None:
         """The client stopped reading (the transport's buffer is full): start the write clock.
@@ -168,35 +195,46 @@ class BoundedHeadH11Protocol(H11Protocol):
         self._forget()
         super().connection_lost(exc)
 
-    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+    def handle_websocket_upgrade(self) -> None:
         """The connection becomes another protocol's: stop counting and timing it here."""
         self._forget()
-        super().handle_websocket_upgrade(event)
+        super().handle_websocket_upgrade()
 
-    def send_400_response(self, msg: str) -> None:
-        """The answer to a request h11 cannot parse, in JSON (uvicorn's is plain text); 431 for a large head."""
-        status, message = "400 Bad Request", "malformed HTTP request"
-        if self.conn.head_refusal is not None:
-            status, message = "431 Request Header Fields Too Large", self.conn.head_refusal
-        if self.cycle is not None and not self.cycle.response_complete:
-            self._cut(status, message)  # a malformed body: its handler sees the client gone
-        else:
-            self._answer_and_close(status, message)
+    def _count(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.max_header_bytes:
+            self._refusal = ("431 Request Header Fields Too Large", self._too_large())
+            raise _Refused
+
+    def _too_large(self) -> str:
+        return f"request headers larger than {self.max_header_bytes} bytes"
+
+    def _refuse(self, status: str, message: str) -> None:
+        """Answer a request the protocol will not serve and close. A bad body cuts its own request; a bad head
+        behind a request still being answered waits for that answer (parsing stops here)."""
+        self._cancel_header_timer()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if self._in_body:
+                self._cut(status, message)
+            else:
+                self._refusal = (status, message)
+                self.flow.pause_reading()
+            return
+        self._answer_and_close(status, message)
 
     def _forget(self) -> None:
         self._cancel_header_timer()
         self._cancel_write_timer()
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+        self._cancel_body_timer()
         self.open_connections.pop(self, None)
 
     def _waiting_on_client(self) -> bool:
         """True while the connection idles or the client is still sending its request (head or body)."""
         cycle = self.cycle
-        if self.conn.their_state is h11.IDLE:
-            return cycle is None or cycle.response_complete
-        return self.conn.their_state is h11.SEND_BODY and not cycle.response_started
+        if cycle is None or cycle.response_complete:
+            return True
+        return self._in_body and not cycle.response_started
 
     def _make_room(self) -> bool:
         """Close the oldest connections waiting on their clients until at most MAX_CONNECTIONS are open;
@@ -233,7 +271,7 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def _body_too_slow(self) -> None:
         self._body_timer = None
-        if self.conn.their_state is h11.SEND_BODY:
+        if self._in_body:
             self._cut("408 Request Timeout", f"the request body did not arrive within {self.body_timeout_s:g} s")
 
     def _cut(self, status: str, message: str) -> None:
@@ -290,6 +328,11 @@ class BoundedHeadH11Protocol(H11Protocol):
             self._write_timer.cancel()
             self._write_timer = None
 
+    def _cancel_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()
         self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
@@ -301,7 +344,7 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._in_head and not self.transport.is_closing():
             self.transport.close()
 
 
@@ -325,8 +368,8 @@ def server_config(
     """The uvicorn Config every server uses (`python -m app`, `python -m llm_gateway`, tests, benchmarks); the
     protocol's own errors (400, 408, 431, 503) have `error_body`'s shape."""
     protocol = type(
-        "BoundedH11Protocol",
-        (BoundedHeadH11Protocol,),
+        "BoundedProtocol",
+        (BoundedHttpToolsProtocol,),
         {
             "header_timeout_s": settings.header_timeout_s,
             "max_header_bytes": settings.max_header_bytes,
@@ -341,7 +384,6 @@ def server_config(
     return uvicorn.Config(
         app,
         http=protocol,
-        h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keep_alive_s,
         log_config=None,  # keep our JSON logging
         access_log=False,  # each service logs one line per request itself

@@ -11,6 +11,7 @@ and uvicorn gets the reserve to send those last bytes and close. The pods' termi
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import time
@@ -57,6 +58,14 @@ class DrainingServer(uvicorn.Server):
         """Remember the loop, so the signal handler can schedule the drain on it."""
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+        """uvicorn's startup, then move everything alive so far (modules, settings, the model) out of the garbage
+        collector's sight: a full collection then walks only what requests create, so its pauses stay short
+        (on the gateway at 1 stream they were the p99 of the added time to first token)."""
+        await super().startup(sockets=sockets)
+        gc.collect()
+        gc.freeze()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """The first SIGTERM or Ctrl-C: drain, then exit. A second Ctrl-C: exit now, not waiting for

@@ -20,6 +20,7 @@ import httpx
 
 from common.server_process import ServerProcess, answers, free_port, serve_process
 from llm_bench.standin_engine import Pace, StandinEngine
+from llm_gateway.gateway import FINISHED_WRITE_DELAY_S
 
 GATEWAY_READY_TIMEOUT_S = 60
 FULL_SPEED = Pace(ttft_s=0.0, gap_s=0.0)
@@ -33,7 +34,9 @@ class GatewayProcess(ServerProcess):
     log: Path
 
     def records(self) -> list[dict[str, Any]]:
-        """The per-request records the gateway logged so far."""
+        """The per-request records the gateway logged so far (of the requests that ended before this call: a
+        request's record is written FINISHED_WRITE_DELAY_S after it ends, which this waits out first)."""
+        time.sleep(2 * FINISHED_WRITE_DELAY_S)
         records = []
         for line in self.log.read_text(encoding="utf-8").splitlines():
             if '"event": "llm_request"' in line:  # the log may hold vLLM's own lines too (python -m llm_local)

@@ -142,10 +142,10 @@ def test_lock_pins_the_inputs_and_is_closed():
     assert [(r.name, r.specifier) for r in shared] == [(r.name, service[r.name.lower()]) for r in shared]
 
 
-def test_uvicorn_runs_on_uvloop_and_h11_without_the_extras_it_does_not_use():
+def test_uvicorn_runs_on_uvloop_and_httptools_without_the_extras_it_does_not_use():
     pins = read_lock(LOCK).pins
-    assert {"uvloop", "h11"} <= set(pins)  # the shared server's protocol is h11's (common/http/protocol.py)
-    unused = {"httptools", "websockets", "watchfiles", "pyyaml"}
+    assert {"uvloop", "httptools"} <= set(pins)  # the shared server's protocol is httptools' (common/http/protocol.py)
+    unused = {"websockets", "watchfiles", "pyyaml"}
     assert not (unused | {"vllm", "torch", "diffusers", "fastapi", "gradio"}) & set(pins)
 
 

@@ -1,0 +1,412 @@
+"""The gateway's HTTP/1.1 client to vLLM: a keep-alive pool over asyncio protocols, and little else.
+
+The gateway forwards every token of every stream through this client, so its cost per chunk is the gateway's
+cost per token: measured on the pace stand-in (tools/gateway_overhead.py), httpx (httpcore, anyio) took about
+half of the gateway's CPU. This client does only what the gateway asks of vLLM on loopback: one request at a
+time per connection, a body sent whole, a response read as it comes, with
+
+- a pool of kept-alive connections, each let go after `idle_s` without use (under the engine's own keep-alive,
+  so a request is never sent on a connection the engine is closing) or when the response said `close`;
+- a connect timeout, and a write timeout for the request (vLLM not reading it);
+- responses framed by `content-length`, by chunked transfer coding (what vLLM's uvicorn streams with) or by the
+  connection's end; a response head larger than MAX_HEAD_BYTES is a protocol error;
+- backpressure: past READ_HIGH_WATER unread bytes the socket stops being read until the gateway catches up, so
+  a client that reads slowly slows vLLM's socket, not the gateway's memory;
+- cancellation: a response closed before its end closes its connection (vLLM aborts a request whose connection
+  closes); only a response read to its end returns its connection to the pool.
+
+No read timeout: a queued or long generation is not a failure; callers that want one (the probes) wrap the call
+in `asyncio.timeout`, and a response abandoned that way closes its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urlsplit
+
+MAX_HEAD_BYTES = 64 * 1024
+READ_HIGH_WATER = 256 * 1024
+READ_LOW_WATER = 64 * 1024
+NO_BODY_STATUSES = frozenset({204, 304})
+
+
+class UpstreamError(Exception):
+    """Any failure to get a whole answer from the upstream server."""
+
+
+class ConnectError(UpstreamError):
+    """No connection could be made (refused, unreachable): nothing of the request was sent."""
+
+
+class ConnectTimeout(ConnectError):
+    """No connection within the connect timeout: nothing of the request was sent."""
+
+
+class WriteTimeout(UpstreamError):
+    """The server did not take the request within the write timeout."""
+
+
+class ReadError(UpstreamError):
+    """The connection ended before the response did."""
+
+
+class RemoteProtocolError(UpstreamError):
+    """The server's answer is not HTTP/1.1 as this client reads it."""
+
+
+class _Connection(asyncio.Protocol):
+    """One connection: the bytes received and not yet read, and the flow control both ways."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.closed = False
+        self.error: BaseException | None = None
+        self.idle_since = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._reading_paused = False
+
+    # asyncio's side
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's is not a subclass)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > READ_HIGH_WATER and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.error = exc
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # the reader's side
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait_for_data(self) -> None:
+        """Return once more bytes have come or the connection has ended (ReadError if it had ended already)."""
+        if self.closed:
+            raise ReadError(f"the server closed the connection mid-response ({self.error or 'end of stream'})")
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def consumed(self) -> None:
+        """The reader took bytes from the buffer: read the socket again once the buffer is low."""
+        if self._reading_paused and len(self.buffer) <= READ_LOW_WATER and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    async def write(self, data: bytes, timeout_s: float) -> None:
+        """Send `data`, waiting (at most `timeout_s`) while the socket's buffer is full."""
+        assert self.transport is not None
+        self.transport.write(data)
+        if self._writable is not None:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._writable
+            except TimeoutError:
+                raise WriteTimeout(f"the server took no request bytes for {timeout_s:g} s") from None
+        if self.closed:
+            raise ReadError(f"the server closed the connection ({self.error or 'end of stream'})")
+
+    def close(self) -> None:
+        """Close the connection now (an unfinished response: the server sees its client gone)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def usable(self, now: float, idle_s: float) -> bool:
+        """Whether this idle connection may carry another request."""
+        return not self.closed and not self.buffer and now - self.idle_since < idle_s
+
+
+@dataclass
+class Response:
+    """A response whose head has been read; its body is read with `read` or `aiter_raw`, then `aclose`."""
+
+    status_code: int
+    headers: dict[str, str]  # lower-case names; a repeated field keeps its last value
+    _connection: _Connection
+    _pool: Upstream
+    _length: int | None  # bytes of body left (content-length), or None
+    _chunked: bool
+    _keep_alive: bool
+    _chunk_left: int = 0  # bytes left of the current chunk, its closing CRLF included (chunked)
+    _done: bool = False
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        parts = [part async for part in self.aiter_raw()]
+        return b"".join(parts)
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it comes, transfer coding removed: each piece is everything readable at that moment."""
+        while (piece := await self.next_piece()) is not None:
+            yield piece
+
+    async def next_piece(self, wait_s: float | None = None) -> bytes | None:
+        """The body's next piece (everything readable now, transfer coding removed), or None after its end.
+
+        With `wait_s`, TimeoutError when no piece came within that time; nothing is lost (what arrives later waits
+        in the buffer for the next call). A coroutine, not an async generator: a token stream calls it once per
+        token, and each generator layer costs a frame switch per piece."""
+        connection = self._connection
+        while not self._done:
+            piece = self._take()
+            if self._done:
+                self._release()  # before the last piece goes out: its reader may stop at it
+            elif not piece:
+                if connection.closed:
+                    if self._length is None and not self._chunked:
+                        self._done = True  # a body framed by the connection's end
+                        self._release()
+                        return None
+                    raise ReadError(f"the server closed the connection mid-response ({connection.error or 'eof'})")
+                if wait_s is None:
+                    await connection.wait_for_data()
+                else:
+                    async with asyncio.timeout(wait_s):
+                        await connection.wait_for_data()
+                continue
+            if piece:
+                return piece
+        return None
+
+    def _take(self) -> bytes:
+        """Decode what the buffer holds now; sets `_done` at the body's end."""
+        buffer = self._connection.buffer
+        if not buffer:
+            return b""  # the usual case after a piece: nothing more yet (this runs once or twice per token)
+        if not self._chunked:
+            if self._length is None:
+                piece = bytes(buffer)
+                del buffer[:]
+            else:
+                piece = bytes(buffer[: self._length])
+                del buffer[: self._length]
+                self._length -= len(piece)
+                self._done = self._length == 0
+            self._connection.consumed()
+            return piece
+        pieces: list[bytes] = []
+        position = 0
+        while True:
+            if self._chunk_left > 2:  # the chunk's data
+                piece = buffer[position : position + self._chunk_left - 2]
+                if not piece:
+                    break
+                pieces.append(bytes(piece))
+                position += len(piece)
+                self._chunk_left -= len(piece)
+                continue
+            if self._chunk_left == 2:  # the CRLF after the chunk's data
+                if len(buffer) < position + 2:
+                    break
+                if buffer[position : position + 2] != b"\r\n":
+                    raise RemoteProtocolError("a chunk not followed by CRLF")
+                position += 2
+                self._chunk_left = 0
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                if len(buffer) - position > 1024:
+                    raise RemoteProtocolError("a chunk-size line longer than 1 KiB")
+                break
+            size_text = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise RemoteProtocolError(f"a bad chunk size {size_text[:32]!r}") from None
+            if size == 0:
+                # the last chunk: no trailers from vLLM, so the blank line follows
+                end = buffer.find(b"\r\n\r\n", line_end)
+                if end < 0:
+                    break
+                position = end + 4
+                self._done = True
+                break
+            position = line_end + 2
+            self._chunk_left = size + 2
+        del buffer[:position]
+        self._connection.consumed()
+        return b"".join(pieces)
+
+    def _release(self) -> None:
+        if self._connection.buffer or not self._keep_alive:
+            self._connection.close()
+        else:
+            self._pool.put_back(self._connection)
+
+    async def aclose(self) -> None:
+        """Let go of the response: a connection whose response was not read to its end is closed."""
+        if not self._done:
+            self._done = True
+            self._connection.close()
+
+
+class Upstream:
+    """A pool of HTTP/1.1 connections to one server (`base_url`: http or https, host, port)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout_s: float,
+        write_timeout_s: float = 30.0,
+        idle_s: float = 4.0,
+        max_idle: int = 64,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self._prefix = parts.path.rstrip("/")
+        host_header = self.host if parts.port is None else f"{self.host}:{self.port}"
+        self._host_line = f"host: {host_header}\r\naccept-encoding: identity\r\n".encode("latin-1")
+        self.connect_timeout_s = connect_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self.idle_s = idle_s
+        self.max_idle = max_idle
+        self._idle: list[_Connection] = []  # most recently used last
+        self._closed = False
+
+    async def get(self, path: str) -> Response:
+        """GET `path` (callers bound its time with `asyncio.timeout` where they need to)."""
+        return await self.request("GET", path)
+
+    async def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> Response:
+        """Send a request and return its response once the head is in (the body still to read)."""
+        head = [f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1"), self._host_line]
+        for name, value in (headers or {}).items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"a header {name!r} with a line break")
+            head.append(f"{name}: {value}\r\n".encode("latin-1"))
+        if body is not None:
+            head.append(b"content-length: %d\r\n" % len(body))
+        head.append(b"\r\n")
+        message = b"".join(head) + (body or b"")
+        connection = self._idle_connection() or await self._connect()
+        try:
+            await connection.write(message, self.write_timeout_s)
+            return await self._read_head(connection, method)
+        except BaseException:
+            connection.close()
+            raise
+
+    def _idle_connection(self) -> _Connection | None:
+        now = time.monotonic()
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.usable(now, self.idle_s):
+                return connection
+            connection.close()
+        return None
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, connection = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
+        except TimeoutError:
+            raise ConnectTimeout(
+                f"no connection to {self.host}:{self.port} within {self.connect_timeout_s:g} s"
+            ) from None
+        except OSError as exc:
+            raise ConnectError(f"no connection to {self.host}:{self.port}: {exc}") from exc
+        return connection
+
+    async def _read_head(self, connection: _Connection, method: str) -> Response:
+        buffer = connection.buffer
+        searched = 0
+        while True:
+            end = buffer.find(b"\r\n\r\n", max(0, searched - 3))
+            if end >= 0:
+                break
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise RemoteProtocolError(f"a response head longer than {MAX_HEAD_BYTES} bytes")
+            searched = len(buffer)
+            if connection.closed:
+                raise ReadError(f"the server closed the connection without an answer ({connection.error or 'eof'})")
+            await connection.wait_for_data()
+        if end > MAX_HEAD_BYTES:
+            raise RemoteProtocolError(f"a response head longer than {MAX_HEAD_BYTES} bytes")
+        lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+        del buffer[: end + 4]
+        connection.consumed()
+        version, _, rest = lines[0].partition(" ")
+        status_text = rest[:3]
+        if version not in ("HTTP/1.1", "HTTP/1.0") or not status_text.isdigit():
+            raise RemoteProtocolError(f"not an HTTP/1.1 status line: {lines[0][:64]!r}")
+        status = int(status_text)
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if not colon or not name or name != name.strip():
+                raise RemoteProtocolError(f"a malformed header line: {line[:64]!r}")
+            headers[name.lower()] = value.strip()
+        if 100 <= status < 200:
+            return await self._read_head(connection, method)  # an interim answer; the final one follows
+        keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        length: int | None = None
+        if not chunked and "content-length" in headers:
+            try:
+                length = int(headers["content-length"])
+            except ValueError:
+                raise RemoteProtocolError(f"a bad content-length {headers['content-length'][:32]!r}") from None
+            if length < 0:
+                raise RemoteProtocolError("a negative content-length")
+        if method == "HEAD" or status in NO_BODY_STATUSES:
+            chunked, length = False, 0
+        if not chunked and length is None:
+            keep_alive = False  # the body ends with the connection
+        response = Response(status, headers, connection, self, length, chunked, keep_alive)
+        if length == 0:
+            response._done = True
+            response._release()
+        return response
+
+    def put_back(self, connection: _Connection) -> None:
+        """Keep a connection whose response was read to its end, for the next request."""
+        if self._closed or connection.closed or len(self._idle) >= self.max_idle:
+            connection.close()
+            return
+        connection.idle_since = time.monotonic()
+        self._idle.append(connection)
+
+    async def aclose(self) -> None:
+        """Close every idle connection; later returns are closed too."""
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
