@@ -59,6 +59,14 @@ def sdxl_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 
 @pytest.fixture(scope="session")
+def flux_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """`-c imageModel=flux-schnell` over cdk.json: only the Flux pod rehearsal takes it (tests/rehearsal/)."""
+    from tests.cdk.conftest import FLUX_OVERRIDES, synth
+
+    return synth(tmp_path_factory.mktemp("cdk-flux"), FLUX_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
 def trial_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """`-c profile=trial`: one accelerator behind the starting gate, no LLM, trimmed logging (only the trial tests
     and the starting gate's rehearsal take it, so a run without them synthesizes nothing more)."""

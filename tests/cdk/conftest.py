@@ -87,6 +87,8 @@ VARIANT_OVERRIDES: dict[str, Any] = {
 TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
 # One setting picks the catalog's SDXL preset on both accelerators (docs/serving.md, "The image model catalog").
 SDXL_OVERRIDES: dict[str, Any] = {"imageModel": "sdxl-base"}
+# And FLUX.1-schnell's: for the pod rehearsal of the preset whose pods differ most (tests/rehearsal/).
+FLUX_OVERRIDES: dict[str, Any] = {"imageModel": "flux-schnell"}
 
 
 def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:

@@ -70,6 +70,12 @@ def sdxl_stacks(sdxl_synth: Any) -> Stacks:
 
 
 @pytest.fixture(scope="session")
+def flux_stacks(flux_synth: Any) -> Stacks:
+    """`-c imageModel=flux-schnell`'s serving stack, read as the rehearsal runs it."""
+    return read_stacks(flux_synth)
+
+
+@pytest.fixture(scope="session")
 def trial_stacks(trial_synth: Any) -> Stacks:
     """The trial profile's serving stack (`-c profile=trial`: the starting gate in front of the pool)."""
     return read_stacks(trial_synth)

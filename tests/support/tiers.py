@@ -31,6 +31,7 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "platform_synth": "synth",  # tests/conftest.py
     "variant_synth": "synth",  # tests/cdk/conftest.py
     "sdxl_synth": "synth",  # tests/conftest.py: -c imageModel=sdxl-base
+    "flux_synth": "synth",  # tests/conftest.py: -c imageModel=flux-schnell
     "trial_synth": "synth",  # tests/conftest.py: -c profile=trial
     "serving": "synth",  # tests/cdk/conftest.py: views of the two synths, which tests also ask for by name
     "capacity_serving": "synth",
@@ -39,6 +40,8 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "seed_dir": "contract",  # tests/rehearsal/conftest.py: written by the Neuron image's Python (the contract venv)
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
     "sdxl_stacks": "sandbox",  # tests/rehearsal/conftest.py: the SDXL preset's containers
+    "flux_stacks": "sandbox",  # tests/rehearsal/conftest.py: the FLUX.1-schnell preset's containers
+    "image_model_stacks": "sandbox",  # tests/rehearsal/test_image_model_pods.py: the SDXL or the Flux preset's
     "trial_stacks": "sandbox",  # tests/rehearsal/conftest.py: the trial profile's (the starting gate)
     "browser": "browser",  # tests/conftest.py
     "live_service": "server",  # tests/conftest.py: the service with the built-in model
