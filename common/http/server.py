@@ -61,8 +61,8 @@ class DrainingServer(uvicorn.Server):
 
     async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         """uvicorn's startup, then move everything alive so far (modules, settings, the model) out of the garbage
-        collector's sight: a full collection then walks only what requests create, so its pauses stay short
-        (on the gateway at 1 stream they were the p99 of the added time to first token)."""
+        collector's sight: a full collection then walks only what requests create, so its pauses (which land in some
+        request's latency) stay short."""
         await super().startup(sockets=sockets)
         gc.collect()
         gc.freeze()
