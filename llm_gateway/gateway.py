@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -134,12 +133,10 @@ class Gateway:
             return  # websockets: not served; returning closes the handshake
         started = False
 
-        # Plain functions that hand back the server's awaitable (all ASGI asks of a send): a coroutine wrapper
-        # would add a frame to every streamed token.
-        def tracking_send(message: Message) -> Awaitable[None]:
+        async def tracking_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
-            return send(message)
+            await send(message)
 
         try:
             await self._dispatch(scope, receive, tracking_send)
@@ -293,12 +290,12 @@ class Gateway:
             return
         reply = Reply()
 
-        def send_then_release(message: Message) -> Awaitable[None]:
+        async def send_then_release(message: Message) -> None:
             # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
             # before uvicorn can start this connection's next request or the client can open another.
             if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
                 self.admission.release(ticket)
-            return send(message)
+            await send(message)
 
         try:
             await self._run(path, request, body, headers, record, ticket, reply, receive, send_then_release)

@@ -218,45 +218,42 @@ class Response:
             return piece
         pieces: list[bytes] = []
         position = 0
-        # Slices of the view are copied once, into the piece (a bytearray's slice would be copied twice); the view
-        # ends before the buffer shrinks (a bytearray with a live view cannot resize).
-        with memoryview(buffer) as view:
-            while True:
-                if self._chunk_left > 2:  # the chunk's data
-                    end = min(len(buffer), position + self._chunk_left - 2)
-                    if end <= position:
-                        break
-                    pieces.append(bytes(view[position:end]))
-                    self._chunk_left -= end - position
-                    position = end
-                    continue
-                if self._chunk_left == 2:  # the CRLF after the chunk's data
-                    if len(buffer) < position + 2:
-                        break
-                    if buffer[position : position + 2] != b"\r\n":
-                        raise RemoteProtocolError("a chunk not followed by CRLF")
-                    position += 2
-                    self._chunk_left = 0
-                line_end = buffer.find(b"\r\n", position)
-                if line_end < 0:
-                    if len(buffer) - position > 1024:
-                        raise RemoteProtocolError("a chunk-size line longer than 1 KiB")
+        while True:
+            if self._chunk_left > 2:  # the chunk's data
+                piece = buffer[position : position + self._chunk_left - 2]
+                if not piece:
                     break
-                size_text = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise RemoteProtocolError(f"a bad chunk size {size_text[:32]!r}") from None
-                if size == 0:
-                    # the last chunk: no trailers from vLLM, so the blank line follows
-                    end = buffer.find(b"\r\n\r\n", line_end)
-                    if end < 0:
-                        break
-                    position = end + 4
-                    self._done = True
+                pieces.append(bytes(piece))
+                position += len(piece)
+                self._chunk_left -= len(piece)
+                continue
+            if self._chunk_left == 2:  # the CRLF after the chunk's data
+                if len(buffer) < position + 2:
                     break
-                position = line_end + 2
-                self._chunk_left = size + 2
+                if buffer[position : position + 2] != b"\r\n":
+                    raise RemoteProtocolError("a chunk not followed by CRLF")
+                position += 2
+                self._chunk_left = 0
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                if len(buffer) - position > 1024:
+                    raise RemoteProtocolError("a chunk-size line longer than 1 KiB")
+                break
+            size_text = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise RemoteProtocolError(f"a bad chunk size {size_text[:32]!r}") from None
+            if size == 0:
+                # the last chunk: no trailers from vLLM, so the blank line follows
+                end = buffer.find(b"\r\n\r\n", line_end)
+                if end < 0:
+                    break
+                position = end + 4
+                self._done = True
+                break
+            position = line_end + 2
+            self._chunk_left = size + 2
         del buffer[:position]
         self._connection.consumed()
         return b"".join(pieces)

@@ -66,9 +66,6 @@ class RequestRecord:
         }
 
 
-_DONE = b"[DONE]"
-
-
 class EventStream:
     """Splits upstream bytes into whole SSE events, counts usage, and drops the usage chunk if unasked.
 
@@ -87,20 +84,16 @@ class EventStream:
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
-        if not self._pending and chunk.endswith(SSE_SEPARATOR):
-            complete = chunk  # the usual case, a piece of whole events: no copy
-        else:
-            self._pending += chunk
-            end = self._pending.rfind(SSE_SEPARATOR)
-            if end < 0:
-                return b""
-            cut = end + len(SSE_SEPARATOR)
-            complete, self._pending = self._pending[:cut], self._pending[cut:]
+        self._pending += chunk
+        end = self._pending.rfind(SSE_SEPARATOR)
+        if end < 0:
+            return b""
+        complete, self._pending = self._pending[: end + len(SSE_SEPARATOR)], self._pending[end + len(SSE_SEPARATOR) :]
         if self._record.first_event_at is None and (
             self._first_token_marker is None or self._first_token_marker in complete
         ):
             self._record.first_event_at = time.monotonic()
-        self.done = self.done or (_DONE in complete[-32:] and complete.rstrip().endswith(_DATA_PREFIX + _DONE))
+        self.done = self.done or complete.rstrip().endswith(_DATA_PREFIX + b"[DONE]")
         if b'"usage"' not in complete:
             return complete
         kept = [event for event in complete.split(SSE_SEPARATOR)[:-1] if self._keep(event)]
