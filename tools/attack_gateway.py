@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -458,12 +459,27 @@ def run_standin() -> Iterator[str]:
         process.wait(10)
 
 
+def longest_answer(upstream: str, model: str) -> int:
+    """The most tokens a stream of `model` may ask of the engine at `upstream`: its `max_model_len` (vLLM's
+    /v1/models) less room for the prompt; a larger max_tokens is a 400, which would end a "long" stream at once."""
+    with urllib.request.urlopen(f"{upstream}/v1/models", timeout=10) as response:  # noqa: S310 - loopback only
+        served = {entry["id"]: entry for entry in json.load(response)["data"]}
+    if model not in served or not isinstance(served[model].get("max_model_len"), int):
+        raise SystemExit(f"error: {upstream} does not serve {model!r} with a max_model_len; give --long-tokens")
+    return served[model]["max_model_len"] - 64
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every case once; print a row per case and the counts; 1 if any failed."""
     parser = argparse.ArgumentParser(prog="python -m tools.attack_gateway", description=__doc__.split("\n")[0])
     parser.add_argument("--upstream", help="an engine already running on loopback (default: the stand-in)")
     parser.add_argument("--model", default="standin", help="the model the engine serves")
-    parser.add_argument("--long-tokens", type=int, default=2_000_000, help="max_tokens of a long stream")
+    parser.add_argument(
+        "--long-tokens",
+        type=int,
+        help="max_tokens of a long stream (default: the engine's max_model_len less room for the prompt; the "
+        "stand-in's 2,000,000)",
+    )
     parser.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = parser.parse_args(argv)
     if args.upstream and urlsplit(args.upstream).hostname not in ("127.0.0.1", "localhost"):
@@ -471,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         upstream = args.upstream or stack.enter_context(run_standin())
         port = stack.enter_context(run_gateway(upstream, GATEWAY_ENV))
-        target = Target("127.0.0.1", port, args.model, args.long_tokens)
+        long_tokens = args.long_tokens or (longest_answer(upstream, args.model) if args.upstream else 2_000_000)
+        target = Target("127.0.0.1", port, args.model, long_tokens)
         cases = {**protocol_cases(), **body_cases(target)}
         cases["5 an unreachable engine is a 503 with Retry-After"] = unreachable_engine_case(GATEWAY_ENV)
         results = {}
