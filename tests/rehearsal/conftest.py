@@ -100,18 +100,23 @@ def seeded_weights(seed_dir: Path) -> str:
     return f"{SEED}/models/{weights.name}"
 
 
+def rehearse_container(stacks: Stacks, label: str, seed_dir: Path, tmp_path: Path, **kwargs: Any) -> Outcome:
+    """Rehearse the container `label` of `stacks`, with the deploy's resources created."""
+    return rehearse(
+        stacks.containers[label],
+        tmp_path / "sandbox",
+        seed_dir,
+        region=stacks.values.region,
+        resources=stacks.resources,
+        **kwargs,
+    )
+
+
 @pytest.fixture
 def run(stacks: Stacks, seed_dir: Path, tmp_path: Path) -> Callable[..., Outcome]:
     """Rehearse one container by label, with the deploy's resources created."""
 
     def run_one(label: str, **kwargs: Any) -> Outcome:
-        return rehearse(
-            stacks.containers[label],
-            tmp_path / "sandbox",
-            seed_dir,
-            region=stacks.values.region,
-            resources=stacks.resources,
-            **kwargs,
-        )
+        return rehearse_container(stacks, label, seed_dir, tmp_path, **kwargs)
 
     return run_one

@@ -6,16 +6,13 @@ a pipeline loads them), staged under the preset's prefix."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cdk.image import neuron_compile_job as njob
 from cdk.image.presets import PRESETS
 from common.model_store.layout import shape_prefix, split_s3_uri
 from common.probe_paths import HEALTH_PATH
-from tests.rehearsal.conftest import Stacks, seeded_weights
-from tests.rehearsal.sandbox import rehearse
+from tests.rehearsal.conftest import Stacks, rehearse_container, seeded_weights
 
 GPU_SERVICE = "Deployment/sd-gpu:sd"
 WAIT_INIT = "Deployment/sd-neuron:wait-for-compiled-model"
@@ -29,24 +26,15 @@ def image_model_stacks(request: pytest.FixtureRequest) -> Stacks:
     return stacks
 
 
-def _run(stacks: Stacks, label: str, seed_dir: Path, tmp_path: Path, **kwargs):
-    return rehearse(
-        stacks.containers[label],
-        tmp_path / "sandbox",
-        seed_dir,
-        region=stacks.values.region,
-        resources=stacks.resources,
-        **kwargs,
-    )
-
-
 def test_the_gpu_pod_starts_and_stops_only_for_want_of_a_gpu(image_model_stacks, seed_dir, tmp_path):
     container = image_model_stacks.containers[GPU_SERVICE]
     cfg = image_model_stacks.config.serving
     bucket, _ = split_s3_uri(container.env["MODEL_ID"])
     staged = {"bucket": bucket, "model_id": cfg.model_id, "from_dir": seeded_weights(seed_dir)}
     service = {"stop_marker": "load failed", "stop_timeout_s": cfg.shutdown_grace_s + 10, "paths": [HEALTH_PATH]}
-    outcome = _run(image_model_stacks, GPU_SERVICE, seed_dir, tmp_path, staged=[staged], service=service, timeout_s=180)
+    outcome = rehearse_container(
+        image_model_stacks, GPU_SERVICE, seed_dir, tmp_path, staged=[staged], service=service, timeout_s=180
+    )
     assert (outcome.report.get("readiness") or {}).get("status") == 503, outcome
     assert "BACKEND=cuda but torch sees no CUDA device" in outcome.log, outcome
     assert outcome.report["paths"][HEALTH_PATH][0] == 200, outcome
@@ -69,5 +57,5 @@ def test_the_neuron_pods_wait_ends_once_every_size_is_published(image_model_stac
         }
         for size in njob.compile_sizes(cfg)
     ]
-    outcome = _run(image_model_stacks, WAIT_INIT, seed_dir, tmp_path, compiled=compiled, timeout_s=60)
+    outcome = rehearse_container(image_model_stacks, WAIT_INIT, seed_dir, tmp_path, compiled=compiled, timeout_s=60)
     assert outcome.returncode == 0, outcome
