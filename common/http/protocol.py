@@ -77,8 +77,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._in_head = True  # the next bytes belong to a request's head (the parser is between messages or in one)
-        self._in_body = False  # the current request's body is still due
+        self._in_body = False  # the current request's body is still due (otherwise the next bytes are a head)
         self._head_open = False  # llhttp has begun a head and not finished it
         self._head_bytes = 0  # bytes of the current head's finished fields, as llhttp reports them
         self._raw_head_bytes = 0  # bytes of the reads that ended with the current head still open
@@ -101,7 +100,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """Parse `data`; start the head clock with the first byte of a head, and count a head still open after it."""
         if self.transport.is_closing():
             return
-        if self._in_head and self._header_timer is None and data:
+        if not self._in_body and self._header_timer is None and data:
             self._arm_header_timer()
         self._unset_keepalive_if_required()
         try:
@@ -128,7 +127,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         """A new head: its counts start at zero."""
         super().on_message_begin()
-        self._in_head = self._head_open = True
+        self._head_open = True
         self._head_bytes = self._raw_head_bytes = self._header_count = 0
 
     def on_url(self, url: bytes) -> None:
@@ -150,7 +149,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         """Stop the head clock, refuse HTTP/0.9, start the body clock (stopped again at once without a body)."""
-        self._in_head = self._head_open = False
+        self._head_open = False
         self._cancel_header_timer()
         if self.parser.get_http_version() not in HTTP_VERSIONS:
             self._refusal = ("400 Bad Request", "HTTP/1.0 or HTTP/1.1 only")
@@ -163,7 +162,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         """The request is in: stop the body clock; the next bytes are a new head."""
         self._in_body = False
-        self._in_head = True
         self._cancel_body_timer()
         super().on_message_complete()
 
@@ -344,7 +342,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        if self._in_head and not self.transport.is_closing():
+        if not self._in_body and not self.transport.is_closing():
             self.transport.close()
 
 
