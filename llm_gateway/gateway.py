@@ -295,6 +295,10 @@ class Gateway:
             # before uvicorn can start this connection's next request or the client can open another.
             if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
                 self.admission.release(ticket)
+                if not message.get("more_body", False):
+                    # The clock stops as the last byte is handed over, not after the upstream's clean-up:
+                    # the latency is what the client waited, never more.
+                    record.ended = time.monotonic()
             await send(message)
 
         try:
@@ -304,8 +308,10 @@ class Gateway:
             self._finish(record)
 
     def _finish(self, record: RequestRecord) -> None:
-        """Stop the ended request's clock; it is logged and counted FINISHED_WRITE_DELAY_S later."""
-        record.ended = time.monotonic()
+        """Stop the ended request's clock, unless its last byte stopped it; it is logged and counted
+        FINISHED_WRITE_DELAY_S later."""
+        if record.ended is None:
+            record.ended = time.monotonic()
         self._finished.append(record)
         if self._finished_timer is None:
             self._finished_timer = asyncio.get_running_loop().call_later(FINISHED_WRITE_DELAY_S, self._write_finished)
