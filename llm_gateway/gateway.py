@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
 from common.http.body import BodyTooLarge, read_body
 from common.http.disconnect import ClientDisconnected, WorkCut, unless_disconnected
+from common.http.protocol import BODY_NOWAIT
 from common.logs import log_failure
 from common.metrics.flusher import run_flusher
 from common.metrics.publishers import Publisher
@@ -78,6 +80,28 @@ class Reply:
     streaming: bool = False
     last_event: bool = False
     finished: bool = False
+    write_nowait: Callable[[bytes], bool] | None = None  # the server's write without a task switch, if it has one
+
+
+class _StreamRelay:
+    """A stream's events written to the client from the upstream's read callback, with no task switch per token
+    (the gateway's cost per token is mostly the switches). The last event, and any the client's socket cannot take
+    now, are kept in `pending` and handed back to the task, which sends them through `send`: it releases the
+    admission slot, stops the clock, and waits for a slow reader under the write bound."""
+
+    def __init__(self, events: EventStream, write_nowait: Callable[[bytes], bool]) -> None:
+        self._events = events
+        self._write = write_nowait
+        self.pending = b""
+
+    def __call__(self, piece: bytes) -> bool:
+        out = self._events.feed(piece)
+        if not out:
+            return True
+        if self._events.done or not self._write(out):
+            self.pending = out
+            return False
+        return True
 
 
 def upstream_client(settings: GatewaySettings) -> Upstream:
@@ -176,7 +200,7 @@ class Gateway:
             )
             return
         if path in GENERATION_PATHS:
-            await self._generation(path, headers, receive, send)
+            await self._generation(path, headers, receive, send, scope.get("extensions", {}).get(BODY_NOWAIT))
         elif path.startswith(MODEL_PATH_PREFIX):
             await self._retrieve_model(model_id(path), send)
         else:
@@ -249,7 +273,14 @@ class Gateway:
         answer = retrieve(content, wanted)
         await _send_whole(send, answer.status, _JSON, answer.body)
 
-    async def _generation(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
+    async def _generation(
+        self,
+        path: str,
+        headers: dict[bytes, bytes],
+        receive: Receive,
+        send: Send,
+        write_nowait: Callable[[bytes], bool] | None,
+    ) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
         try:
             body = await read_body(receive, headers, self.settings.body_limits)
@@ -288,7 +319,7 @@ class Gateway:
             )
             self._finish(record)
             return
-        reply = Reply()
+        reply = Reply(write_nowait=write_nowait)
 
         async def send_then_release(message: Message) -> None:
             # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
@@ -474,14 +505,17 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
+        relay = None if reply.write_nowait is None else _StreamRelay(events, reply.write_nowait)
         piece = await self._first_piece(response, reply, events, send)
         while piece is not None:
             out = events.feed(piece)
+            if relay is not None and relay.pending:
+                out, relay.pending = relay.pending + out, b""
             if out:
                 reply.last_event = events.done
                 await send({"type": "http.response.body", "body": out, "more_body": True})
                 reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
-            piece = await response.next_piece()
+            piece = await response.next_piece(relay=None if events.done else relay)
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})

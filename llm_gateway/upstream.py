@@ -9,7 +9,8 @@ time per connection, a body sent whole, a response read as it comes, with
   so a request is never sent on a connection the engine is closing) or when the response said `close`;
 - a connect timeout, and a write timeout for the request (vLLM not reading it);
 - responses framed by `content-length`, by chunked transfer coding (what vLLM's uvicorn streams with) or by the
-  connection's end; a response head larger than MAX_HEAD_BYTES is a protocol error;
+  connection's end; a response head larger than MAX_HEAD_BYTES is a protocol error. The chunked coding, which a
+  stream pays per token, is undone by llhttp (httptools, the C parser the servers run on) as the bytes arrive;
 - backpressure: past READ_HIGH_WATER unread bytes the socket stops being read until the gateway catches up, so
   a client that reads slowly slows vLLM's socket, not the gateway's memory;
 - cancellation: a response closed before its end closes its connection (vLLM aborts a request whose connection
@@ -24,15 +25,22 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
+
+import httptools
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_HIGH_WATER = 256 * 1024
 READ_LOW_WATER = 64 * 1024
 NO_BODY_STATUSES = frozenset({204, 304})
+Relay = Callable[[bytes], bool]
+"""Takes a piece of a chunked body in the event loop's read callback, as it arrives: True when it dealt with the
+piece, False to hand the stream back to the task reading it (which then catches up on what the relay kept)."""
+# What llhttp is told before a chunked body: it decodes a body only after a head, and ours was read already.
+_CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
 class UpstreamError(Exception):
@@ -59,12 +67,68 @@ class RemoteProtocolError(UpstreamError):
     """The server's answer is not HTTP/1.1 as this client reads it."""
 
 
+class _ChunkedBody:
+    """A chunked body decoded as its bytes arrive: the pieces of data not yet read, and whether it has ended.
+
+    Fed from the connection's data_received, so a token costs one call into llhttp, not a Python loop over the
+    buffer. Bytes after the body's end (which one request at a time never has) mark the connection unusable."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.size = 0
+        self.done = False
+        self.trailing = False
+        self.error: RemoteProtocolError | None = None
+        self._messages = 0
+        self._parser = httptools.HttpResponseParser(self)
+        self._parser.feed_data(_CHUNKED_HEAD)
+
+    def feed(self, data: bytes) -> None:
+        """Decode `data`; a malformed chunk is kept as `error` (raised to the reader, not in the event loop)."""
+        if self.done or self.error is not None:
+            self.trailing = True
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if not self.trailing:
+                self.error = RemoteProtocolError(f"a malformed chunked body: {exc}")
+
+    def take(self) -> bytes:
+        """The data decoded since the last call (raises the body's protocol error once its data is read)."""
+        pieces = self.pieces
+        if not pieces:
+            if self.error is not None:
+                raise self.error
+            return b""
+        self.pieces, self.size = [], 0
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    # llhttp's callbacks
+    def on_message_begin(self) -> None:
+        self._messages += 1
+        if self._messages > 1:  # bytes after the body's end: stop decoding them
+            self.trailing = True
+            raise RemoteProtocolError("bytes after the end of a chunked body")
+
+    def on_body(self, data: bytes) -> None:
+        self.pieces.append(data)
+        self.size += len(data)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
 class _Connection(asyncio.Protocol):
     """One connection: the bytes received and not yet read, and the flow control both ways."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
+        self.body: _ChunkedBody | None = None  # while a chunked body is read, bytes go to it, not to `buffer`
+        self.relay: Relay | None = None  # set while a reader waits with one
+        self.relay_stopped = False  # the relay handed the stream back
+        self.relay_error: Exception | None = None
         self.closed = False
         self.error: BaseException | None = None
         self.idle_since = 0.0
@@ -77,8 +141,25 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's is not a subclass)
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if len(self.buffer) > READ_HIGH_WATER and not self._reading_paused and self.transport is not None:
+        body = self.body
+        if body is None:
+            self.buffer += data
+            unread = len(self.buffer)
+        else:
+            body.feed(data)
+            relay = self.relay
+            if relay is not None and not body.done and body.error is None:
+                if not body.pieces:
+                    return  # part of a chunk: nothing to relay or to wake the reader for
+                try:
+                    if relay(body.take()):
+                        return
+                except Exception as exc:  # raised to the reader, not in the event loop
+                    self.relay_error = exc
+                self.relay = None
+                self.relay_stopped = True
+            unread = body.size
+        if unread > READ_HIGH_WATER and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
         self._wake()
@@ -120,7 +201,8 @@ class _Connection(asyncio.Protocol):
 
     def consumed(self) -> None:
         """The reader took bytes from the buffer: read the socket again once the buffer is low."""
-        if self._reading_paused and len(self.buffer) <= READ_LOW_WATER and self.transport is not None:
+        unread = len(self.buffer) if self.body is None else self.body.size
+        if self._reading_paused and unread <= READ_LOW_WATER and self.transport is not None:
             self._reading_paused = False
             self.transport.resume_reading()
 
@@ -145,7 +227,7 @@ class _Connection(asyncio.Protocol):
 
     def usable(self, now: float, idle_s: float) -> bool:
         """Whether this idle connection may carry another request."""
-        return not self.closed and not self.buffer and now - self.idle_since < idle_s
+        return not self.closed and not self.buffer and self.body is None and now - self.idle_since < idle_s
 
 
 @dataclass
@@ -159,7 +241,7 @@ class Response:
     _length: int | None  # bytes of body left (content-length), or None
     _chunked: bool
     _keep_alive: bool
-    _chunk_left: int = 0  # bytes left of the current chunk, its closing CRLF included (chunked)
+    _body: _ChunkedBody | None = None  # a chunked body's decoder
     _done: bool = False
 
     async def read(self) -> bytes:
@@ -172,13 +254,19 @@ class Response:
         while (piece := await self.next_piece()) is not None:
             yield piece
 
-    async def next_piece(self, wait_s: float | None = None) -> bytes | None:
+    async def next_piece(self, wait_s: float | None = None, relay: Relay | None = None) -> bytes | None:
         """The body's next piece (everything readable now, transfer coding removed), or None after its end.
 
         With `wait_s`, TimeoutError when no piece came within that time; nothing is lost (what arrives later waits
         in the buffer for the next call). A coroutine, not an async generator: a token stream calls it once per
-        token, and each generator layer costs a frame switch per piece."""
+        token, and each generator layer costs a frame switch per piece.
+
+        With `relay` (a chunked body), the pieces that arrive while this waits go to `relay` as they come, in the
+        read callback, without waking this task; b"" returns when the relay hands the stream back. The body's last
+        piece, and a piece already in when this is called, come back as usual."""
         connection = self._connection
+        if self._body is None:
+            relay = None
         while not self._done:
             piece = self._take()
             if self._done:
@@ -190,7 +278,19 @@ class Response:
                         self._release()
                         return None
                     raise ReadError(f"the server closed the connection mid-response ({connection.error or 'eof'})")
-                if wait_s is None:
+                if relay is not None:
+                    connection.relay = relay
+                    try:
+                        await connection.wait_for_data()
+                    finally:
+                        connection.relay = None
+                    stopped, connection.relay_stopped = connection.relay_stopped, False
+                    if connection.relay_error is not None:
+                        error, connection.relay_error = connection.relay_error, None
+                        raise error
+                    if stopped:
+                        return b""
+                elif wait_s is None:
                     await connection.wait_for_data()
                 else:
                     async with asyncio.timeout(wait_s):
@@ -201,65 +301,31 @@ class Response:
         return None
 
     def _take(self) -> bytes:
-        """Decode what the buffer holds now; sets `_done` at the body's end."""
-        buffer = self._connection.buffer
-        if not buffer:
-            return b""  # the usual case after a piece: nothing more yet (this runs once or twice per token)
-        if not self._chunked:
-            if self._length is None:
-                piece = bytes(buffer)
-                del buffer[:]
-            else:
-                piece = bytes(buffer[: self._length])
-                del buffer[: self._length]
-                self._length -= len(piece)
-                self._done = self._length == 0
+        """What the body has brought since the last call, decoded; sets `_done` at the body's end."""
+        body = self._body
+        if body is not None:
+            piece = body.take()
+            self._done = body.done
             self._connection.consumed()
             return piece
-        pieces: list[bytes] = []
-        position = 0
-        while True:
-            if self._chunk_left > 2:  # the chunk's data
-                piece = buffer[position : position + self._chunk_left - 2]
-                if not piece:
-                    break
-                pieces.append(bytes(piece))
-                position += len(piece)
-                self._chunk_left -= len(piece)
-                continue
-            if self._chunk_left == 2:  # the CRLF after the chunk's data
-                if len(buffer) < position + 2:
-                    break
-                if buffer[position : position + 2] != b"\r\n":
-                    raise RemoteProtocolError("a chunk not followed by CRLF")
-                position += 2
-                self._chunk_left = 0
-            line_end = buffer.find(b"\r\n", position)
-            if line_end < 0:
-                if len(buffer) - position > 1024:
-                    raise RemoteProtocolError("a chunk-size line longer than 1 KiB")
-                break
-            size_text = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise RemoteProtocolError(f"a bad chunk size {size_text[:32]!r}") from None
-            if size == 0:
-                # the last chunk: no trailers from vLLM, so the blank line follows
-                end = buffer.find(b"\r\n\r\n", line_end)
-                if end < 0:
-                    break
-                position = end + 4
-                self._done = True
-                break
-            position = line_end + 2
-            self._chunk_left = size + 2
-        del buffer[:position]
+        buffer = self._connection.buffer
+        if not buffer:
+            return b""
+        if self._length is None:
+            piece = bytes(buffer)
+            del buffer[:]
+        else:
+            piece = bytes(buffer[: self._length])
+            del buffer[: self._length]
+            self._length -= len(piece)
+            self._done = self._length == 0
         self._connection.consumed()
-        return b"".join(pieces)
+        return piece
 
     def _release(self) -> None:
-        if self._connection.buffer or not self._keep_alive:
+        trailing = self._body is not None and self._body.trailing
+        self._connection.body = None
+        if self._connection.buffer or trailing or not self._keep_alive:
             self._connection.close()
         else:
             self._pool.put_back(self._connection)
@@ -392,6 +458,12 @@ class Upstream:
         if not chunked and length is None:
             keep_alive = False  # the body ends with the connection
         response = Response(status, headers, connection, self, length, chunked, keep_alive)
+        if chunked:
+            # From here the connection's bytes go to the decoder; those that came with the head go first.
+            response._body = connection.body = _ChunkedBody()
+            if buffer:
+                connection.body.feed(bytes(buffer))
+                del buffer[:]
         if length == 0:
             response._done = True
             response._release()

@@ -22,6 +22,10 @@ third of h11's added time to first token at 64 streams) and adds:
   (503 otherwise), so /health and /readiness always answer.
 - Only HTTP/1.0 and 1.1: llhttp parses an HTTP/0.9 request line, which gets a 400 here.
 
+A streamed response may also write its body without a task switch: scope["extensions"][BODY_NOWAIT] is a plain
+function that writes one piece of a started chunked body now and returns True, or returns False (writing nothing)
+when the piece must go through `send` (the client is not reading, or has gone), which keeps the write bound.
+
 Protocol errors are answered in the service's JSON error shape (`server_config`'s `error_body`), not uvicorn's
 plain text. A head refused behind a pipelined request is answered after that request's response.
 """
@@ -48,6 +52,9 @@ upstream connections."""
 CUT_STATUS_STATE_KEY = "cut_status"
 """Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
 HTTP_VERSIONS = ("1.0", "1.1")
+
+BODY_NOWAIT = "common.http.body_nowait"
+"""The scope extension under which a request finds its `write_body_nowait(piece) -> bool`."""
 
 ErrorBody = Callable[[int, str], bytes]
 """A service's JSON error body for a status and a message."""
@@ -253,6 +260,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
         async def serve(scope: Any, receive: Any, send: Any) -> None:
             if scope["path"] in PROBE_PATHS or self._make_room():
+                cycle = getattr(send, "__self__", None)  # uvicorn's RequestResponseCycle, whose send this is
+                if cycle is not None:
+                    scope.setdefault("extensions", {})[BODY_NOWAIT] = _body_writer(cycle)
                 await app(scope, receive, send)
                 return
             body = self.error_body(503, "too many connections; retry")
@@ -344,6 +354,30 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer = None
         if not self._in_body and not self.transport.is_closing():
             self.transport.close()
+
+
+def _body_writer(cycle: Any) -> Callable[[bytes], bool]:
+    """`cycle`'s write of a body piece without awaiting: what uvicorn 0.54's `RequestResponseCycle.send` does for a
+    chunked `http.response.body` with `more_body`, when it would not wait either (the socket takes bytes, the client
+    is there, the head went out). Otherwise False, and the caller awaits `send`, which waits under the write bound."""
+    transport = cycle.transport
+    flow = cycle.flow
+
+    def write_body_nowait(piece: bytes) -> bool:
+        if not piece:
+            return True  # an empty chunk would end the body
+        if (
+            flow.write_paused
+            or cycle.disconnected
+            or cycle.response_complete
+            or not cycle.response_started
+            or not cycle.chunked_encoding
+        ):
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+        return True
+
+    return write_body_nowait
 
 
 def ensure_descriptors(settings: ServiceSettings) -> None:

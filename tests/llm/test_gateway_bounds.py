@@ -148,6 +148,44 @@ def test_a_slow_reader_that_keeps_reading_is_not_cut(gateway: GatewayProcess):
     assert received > 0
 
 
+def test_a_slow_reader_gets_every_event_once_and_in_order(gateway: GatewayProcess):
+    # The stream is written from the upstream's read callback while the client's socket takes bytes, and through
+    # `send` (waiting) while it does not: a reader that stalls now and then moves it between the two many times.
+    tokens = 20_000  # about 3 MB: more than the socket buffers hold while the reader stalls
+    body = completion(max_tokens=tokens, stream=True, stream_options={"include_usage": True})
+    with connect(gateway, rcvbuf=8192) as sock:
+        sock.sendall(request("POST", COMPLETIONS, body))
+        raw, stalled_at = bytearray(), 0
+        while chunk := sock.recv(65536):
+            raw += chunk
+            if len(raw) - stalled_at > 256 * 1024:
+                stalled_at = len(raw)
+                time.sleep(0.1)
+    head, _, chunked_body = bytes(raw).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
+    events = [event for event in dechunk(chunked_body).split(b"\n\n") if event]
+    payloads = [json.loads(event.removeprefix(b"data: ")) for event in events[:-1]]
+    assert events[-1] == b"data: [DONE]"
+    texts = [payload["choices"][0]["text"] for payload in payloads if payload["choices"]]
+    assert len(texts) == tokens and set(texts) == {" tok"}
+    assert payloads[-1]["usage"]["completion_tokens"] == tokens
+
+
+def dechunk(body: bytes) -> bytes:
+    """A chunked body decoded, strictly: every size line, every CRLF and the last chunk where they belong."""
+    out, position = bytearray(), 0
+    while True:
+        line_end = body.index(b"\r\n", position)
+        size = int(body[position:line_end], 16)
+        start = line_end + 2
+        if size == 0:
+            assert body[start:] == b"\r\n", "bytes after the last chunk"
+            return bytes(out)
+        out += body[start : start + size]
+        assert body[start + size : start + size + 2] == b"\r\n", "a chunk not followed by CRLF"
+        position = start + size + 2
+
+
 # 3: the head is bounded in size and in fields; X-Request-Id is checked before it becomes the answer's id.
 def test_too_many_header_fields_get_a_431_in_the_gateways_shape(gateway: GatewayProcess):
     answer = exchange(gateway, request("GET", "/v1/models", headers={f"x-h{i}": "1" for i in range(101)}))

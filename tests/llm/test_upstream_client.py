@@ -151,6 +151,95 @@ def test_a_chunked_stream_sent_byte_by_byte_arrives_whole_and_in_order():
     run(test)
 
 
+def test_chunk_extensions_and_trailers_are_read_past_and_bytes_after_the_end_retire_the_connection():
+    # Extensions and trailers are legal HTTP/1.1 (RFC 9112 7.1.1, 7.1.2); bytes after the last chunk are not: a
+    # connection that carried them could answer the next request with them, so it is not reused.
+    extended = (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nx-trailer: 1\r\n\r\n"
+    )
+    with_extra = chunked(b"data: 1\n\n") + b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nevil"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answers = [extended, with_extra] if ref[0].connections == 1 else [ok(b"fresh")]
+        for answer in answers:
+            await ref[0].read_request(reader)
+            writer.write(answer)
+        await reader.read()
+
+    ref: list[Server] = []
+
+    async def test() -> None:
+        async with Server(handler) as server:
+            ref.append(server)
+            upstream = Upstream(server.url, connect_timeout_s=2)
+            assert await (await upstream.get("/a")).read() == b"hello world"
+            assert await (await upstream.get("/b")).read() == b"data: 1\n\n"
+            async with asyncio.timeout(5):  # a reused first connection has no answer left for it
+                assert await (await upstream.get("/c")).read() == b"fresh"
+            assert server.connections == 2
+
+    run(test)
+
+
+def test_a_relay_takes_the_pieces_as_they_arrive_and_hands_the_stream_back_when_it_says_so():
+    pieces = [b"data: %d\n\n" % i for i in range(6)]
+    go = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await ref[0].read_request(reader)
+        wire = chunked(*pieces)
+        head_end = wire.index(b"\r\n\r\n") + 4
+        writer.write(wire[:head_end])
+        position = head_end
+        for piece in pieces:  # one chunk per write, as vLLM streams tokens
+            await go.wait()
+            go.clear()
+            size = len(b"%x\r\n%s\r\n" % (len(piece), piece))
+            writer.write(wire[position : position + size])
+            position += size
+        await go.wait()
+        writer.write(wire[position:])  # the last chunk
+        await reader.read()
+
+    ref: list[Server] = []
+    relayed: list[bytes] = []
+
+    def relay(piece: bytes) -> bool:
+        relayed.append(piece)
+        if piece == pieces[2]:
+            return False  # hand the stream back
+        if piece == pieces[4]:
+            raise ValueError("the relay failed")
+        return True
+
+    async def feed_until(count: int) -> None:
+        while len(relayed) < count:
+            go.set()
+            await asyncio.sleep(0.01)
+
+    async def test() -> None:
+        async with Server(handler) as server:
+            ref.append(server)
+            response = await Upstream(server.url, connect_timeout_s=2).get("/stream")
+            feeding = asyncio.ensure_future(feed_until(3))
+            assert await response.next_piece(relay=relay) == b""  # handed back after the third piece
+            await feeding
+            assert relayed == pieces[:3]
+            feeding = asyncio.ensure_future(feed_until(5))
+            with pytest.raises(ValueError, match="the relay failed"):
+                await response.next_piece(relay=relay)
+            await feeding
+            assert relayed == pieces[:5]
+            go.set()
+            assert await response.next_piece() == pieces[5]  # without a relay, pieces come back as before
+            go.set()
+            assert await response.next_piece(relay=relay) is None  # the end wakes the reader
+            assert relayed == pieces[:5]
+
+    run(test)
+
+
 def test_an_idle_connection_is_dropped_after_idle_s_and_a_new_one_opened():
     async def test() -> None:
         ref: list[Server] = []
