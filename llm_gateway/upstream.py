@@ -80,16 +80,17 @@ class _ChunkedBody:
         self.trailing = False
         self.error: RemoteProtocolError | None = None
         self._messages = 0
-        self._parser = httptools.HttpResponseParser(self)
+        self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._parser.feed_data(_CHUNKED_HEAD)
 
     def feed(self, data: bytes) -> None:
         """Decode `data`; a malformed chunk is kept as `error` (raised to the reader, not in the event loop)."""
-        if self.done or self.error is not None:
+        parser = self._parser
+        if parser is None or self.done or self.error is not None:
             self.trailing = True
             return
         try:
-            self._parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if not self.trailing:
                 self.error = RemoteProtocolError(f"a malformed chunked body: {exc}")
@@ -103,6 +104,11 @@ class _ChunkedBody:
             return b""
         self.pieces, self.size = [], 0
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def close(self) -> None:
+        """Let go of the parser (it and this object refer to each other: without this, only the cyclic garbage
+        collector would free them)."""
+        self._parser = None
 
     # llhttp's callbacks
     def on_message_begin(self) -> None:
@@ -264,6 +270,8 @@ class Response:
         With `relay` (a chunked body), the pieces that arrive while this waits go to `relay` as they come, in the
         read callback, without waking this task; b"" returns when the relay hands the stream back. The body's last
         piece, and a piece already in when this is called, come back as usual."""
+        if relay is not None and wait_s is not None:
+            raise ValueError("next_piece takes a relay or a wait, not both")
         connection = self._connection
         if self._body is None:
             relay = None
@@ -324,6 +332,8 @@ class Response:
 
     def _release(self) -> None:
         trailing = self._body is not None and self._body.trailing
+        if self._body is not None:
+            self._body.close()
         self._connection.body = None
         if self._connection.buffer or trailing or not self._keep_alive:
             self._connection.close()
@@ -335,6 +345,8 @@ class Response:
         if not self._done:
             self._done = True
             self._connection.close()
+            if self._body is not None:
+                self._body.close()
 
 
 class Upstream:

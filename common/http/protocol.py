@@ -362,6 +362,8 @@ def _body_writer(cycle: Any) -> Callable[[bytes], bool]:
     is there, the head went out). Otherwise False, and the caller awaits `send`, which waits under the write bound."""
     transport = cycle.transport
     flow = cycle.flow
+    if cycle.scope["method"] == "HEAD":  # uvicorn sends no body for HEAD, whatever the app says
+        return lambda piece: False
 
     def write_body_nowait(piece: bytes) -> bool:
         if not piece:

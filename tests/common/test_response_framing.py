@@ -1,6 +1,8 @@
 """A streamed response through the shared server (common/http/), read byte for byte from a raw socket: its chunks
 are framed as HTTP/1.1 requires, an empty chunk does not end the message, the connection stays usable for the next
-request, a HEAD answer carries no body, and a content-length body is sent as declared."""
+request, a HEAD answer carries no body, and a content-length body is sent as declared. Each holds for pieces sent
+through `send` and for pieces written through the server's BODY_NOWAIT extension (the `-nowait` paths), which
+must write what `send` would, or decline."""
 
 from __future__ import annotations
 
@@ -14,23 +16,29 @@ from typing import Any
 import pytest
 import uvicorn
 
-from common.http.protocol import server_config
+from common.http.protocol import BODY_NOWAIT, server_config
 from common.settings import ServiceSettings
 
 PIECES = [b"data: one\n\n", b"", b"data: " + b"x" * 70_000 + b"\n\n", b"data: [DONE]\n\n"]
 
 
 async def streaming_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Streams PIECES (chunked) on /stream; on /fixed, the same pieces under a content-length."""
+    """Streams PIECES (chunked) on /stream; on /fixed, the same pieces under a content-length; on /explicit, chunked
+    with the app's own transfer-encoding header. With `-nowait`, each piece but the last is offered to the server's
+    BODY_NOWAIT write first, and sent through `send` only when it declines."""
     if scope["type"] != "http":
         return
-    fixed = scope["path"] == "/fixed"
+    path, _, nowait = scope["path"].partition("-")
+    write_nowait = scope["extensions"][BODY_NOWAIT] if nowait == "nowait" else None
     headers = [(b"content-type", b"text/event-stream")]
-    if fixed:
+    if path == "/fixed":
         headers.append((b"content-length", str(sum(map(len, PIECES))).encode()))
+    if path == "/explicit":
+        headers.append((b"transfer-encoding", b"chunked"))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     for piece in PIECES[:-1]:
-        await send({"type": "http.response.body", "body": piece, "more_body": True})
+        if write_nowait is None or not write_nowait(piece):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
     await send({"type": "http.response.body", "body": PIECES[-1], "more_body": False})
 
 
@@ -77,10 +85,11 @@ def read_response(sock: socket.socket, *, head_only: bool = False) -> tuple[byte
     return head, rest
 
 
-def test_a_stream_is_framed_chunk_by_chunk_and_the_connection_serves_the_next_request(server):
+@pytest.mark.parametrize("path", ["/stream", "/stream-nowait", "/explicit-nowait"])
+def test_a_stream_is_framed_chunk_by_chunk_and_the_connection_serves_the_next_request(server, path: str):
     with connection(server) as sock:
         for _ in range(2):  # the second request proves the connection's state is intact after the first
-            sock.sendall(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+            sock.sendall(b"GET %s HTTP/1.1\r\nhost: x\r\n\r\n" % path.encode())
             head, body = read_response(sock)
             assert head.startswith(b"HTTP/1.1 200 ")
             assert b"transfer-encoding: chunked" in head.lower()
@@ -91,9 +100,10 @@ def test_a_stream_is_framed_chunk_by_chunk_and_the_connection_serves_the_next_re
             assert body == expected
 
 
-def test_a_head_request_gets_the_head_and_no_body(server):
+@pytest.mark.parametrize("path", ["/stream", "/stream-nowait", "/explicit-nowait"])
+def test_a_head_request_gets_the_head_and_no_body(server, path: str):
     with connection(server) as sock:
-        sock.sendall(b"HEAD /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.sendall(b"HEAD %s HTTP/1.1\r\nhost: x\r\n\r\n" % path.encode())
         head, rest = read_response(sock, head_only=True)
         assert head.startswith(b"HTTP/1.1 200 ")
         sock.sendall(b"GET /fixed HTTP/1.1\r\nhost: x\r\n\r\n")  # nothing of the HEAD answer's body sits before it
@@ -102,9 +112,10 @@ def test_a_head_request_gets_the_head_and_no_body(server):
         assert rest.startswith(b"HTTP/1.1 200 "), rest[:80]
 
 
-def test_a_content_length_body_is_sent_as_declared(server):
+@pytest.mark.parametrize("path", ["/fixed", "/fixed-nowait"])
+def test_a_content_length_body_is_sent_as_declared(server, path: str):
     with connection(server) as sock:
-        sock.sendall(b"GET /fixed HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.sendall(b"GET %s HTTP/1.1\r\nhost: x\r\n\r\n" % path.encode())
         head, body = read_response(sock)
         assert b"transfer-encoding" not in head.lower()
         assert body == b"".join(PIECES)
