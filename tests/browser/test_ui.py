@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.app.held import finish, hold_the_pipeline, info, wait_until
 from tests.app.live_server import LiveServer
@@ -33,13 +34,15 @@ def test_typing_a_prompt_and_pressing_generate_shows_an_image(browser, live_serv
 
 def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser, live_service: LiveServer):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(live_service.url + "/", wait_until="domcontentloaded")
+    # Until the page's load event has answered, its updates may still re-render the controls under a filled box.
+    page.goto(live_service.url + "/", wait_until="networkidle")
     page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
     page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
     page.get_by_text("Options").click()
     seed = page.get_by_label("Seed (empty: random)")
     seed.fill("2.5")  # the API answers 422; the UI used to run seed 2
     seed.blur()
+    expect(seed).to_have_value("2.5")
     page.locator("#generate").click()
     page.get_by_text("seed: Input should be a valid integer").first.wait_for(timeout=60_000)
     assert page.locator("#result img").count() == 0
