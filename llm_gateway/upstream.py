@@ -245,7 +245,6 @@ class Response:
     _connection: _Connection
     _pool: Upstream
     _length: int | None  # bytes of body left (content-length), or None
-    _chunked: bool
     _keep_alive: bool
     _body: _ChunkedBody | None = None  # a chunked body's decoder
     _done: bool = False
@@ -281,7 +280,7 @@ class Response:
                 self._release()  # before the last piece goes out: its reader may stop at it
             elif not piece:
                 if connection.closed:
-                    if self._length is None and not self._chunked:
+                    if self._length is None and self._body is None:
                         self._done = True  # a body framed by the connection's end
                         self._release()
                         return None
@@ -469,10 +468,10 @@ class Upstream:
             chunked, length = False, 0
         if not chunked and length is None:
             keep_alive = False  # the body ends with the connection
-        response = Response(status, headers, connection, self, length, chunked, keep_alive)
-        if chunked:
+        response = Response(status, headers, connection, self, length, keep_alive, _ChunkedBody() if chunked else None)
+        if response._body is not None:
             # From here the connection's bytes go to the decoder; those that came with the head go first.
-            response._body = connection.body = _ChunkedBody()
+            connection.body = response._body
             if buffer:
                 connection.body.feed(bytes(buffer))
                 del buffer[:]
