@@ -80,7 +80,11 @@ class Settings(ServiceSettings):
     cuda_dtype: CudaDtype = "bf16"
     cuda_channels_last: bool = True
     cuda_fuse_qkv: bool = True
-    cuda_compile: CompileMode = "max-autotune-no-cudagraphs"
+    # Off by default: on an H100 (2026-11-27, docs/benchmarks.md) compiling even a narrow SD 2.1 copy for two
+    # served shapes took over 4 minutes with max-autotune, and a pod compiles at start-up within its startupProbe.
+    cuda_compile: CompileMode = Field(
+        "off", description="torch.compile mode for UNet and VAE at start-up; raise the startup budget with it"
+    )
     cuda_graphs: bool = False
     cuda_sdpa: bool = Field(True, description="scaled-dot-product attention (flash kernels); off: plain attention")
     cuda_inductor_tuning: bool = Field(

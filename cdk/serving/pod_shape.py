@@ -140,6 +140,11 @@ def base_env(cfg: ServingConfig, region: str) -> list[dict[str, str]]:
         {"name": "XDG_CACHE_HOME", "value": f"{CACHE_DIR}/xdg"},
         {"name": "HF_HOME", "value": f"{CACHE_DIR}/hf"},
         {"name": "HF_HUB_OFFLINE", "value": "1"},  # never reach a third-party hub at start-up
+        # torch.compile's caches (triton/knobs.py, triton 3.9.0: TRITON_CACHE_DIR; torch 2.13.0
+        # torch/_inductor/runtime/cache_dir_utils.py: TORCHINDUCTOR_CACHE_DIR) default under HOME or /tmp,
+        # the 2 GiB volume; a compiled UNet's kernels belong on the cache volume.
+        {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{CACHE_DIR}/torchinductor"},
     ]
 
 

@@ -56,7 +56,7 @@ def test_variants_compare_baseline_with_the_settings():
 
 
 def test_ladder_adds_one_step_at_a_time_and_leaves_out_no_ops():
-    settings = load_settings(cuda_graphs=True)
+    settings = load_settings(cuda_compile="default", cuda_graphs=True)
     on_gpu = [v.name for v in bench_pipeline.variants(settings, ladder=True, device_type="cuda")]
     assert on_gpu == ["baseline", "+dtype", "+fuse_qkv", "+channels_last", "+compile", "+cuda_graphs"]
     # On a CPU, bf16 is skipped, and compile with graphs is skipped, so graphs add nothing.
@@ -86,7 +86,7 @@ def test_resolve_model_refuses_unknown_names(tmp_path):
 
 
 def test_a_full_run_prints_and_records_both_variants(cache_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("CUDA_COMPILE", "off")  # compiling on two cores would take minutes
+    monkeypatch.setenv("CUDA_INDUCTOR_TUNING", "false")  # a changed speed setting is part of the command
     parser = argparse.ArgumentParser()
     bench_pipeline.add_arguments(parser)
     results = tmp_path / "benchmarks.md"
@@ -97,7 +97,7 @@ def test_a_full_run_prints_and_records_both_variants(cache_dir, tmp_path, monkey
     assert bench_pipeline.run(args) == 0
     assert bench_pipeline.run(args) == 0  # a rerun updates the same section
     out = capsys.readouterr().out
-    assert "CUDA_COMPILE=off python -m app.bench pipeline --model builtin:tiny" in out
+    assert "CUDA_INDUCTOR_TUNING=False python -m app.bench pipeline --model builtin:tiny" in out
     text = results.read_text()
     assert text.count("<!-- bench:pipeline ") == 1
     cells = [[c.strip() for c in line.split("|")] for line in text.splitlines() if line.startswith("|")]
