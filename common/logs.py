@@ -109,6 +109,13 @@ def configure_logging(level: str = "INFO") -> None:
     (stdout is left to EMF metrics)."""
     handler = logging.StreamHandler(sys.__stderr__)
     handler.setFormatter(JsonFormatter())
+    # The JSON lines carry none of these, so no record looks them up: its caller's file, line and function (a
+    # walk up the stack), thread, process and task. The logging HOWTO's "Optimization" section names each switch.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging.logAsyncioTasks = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

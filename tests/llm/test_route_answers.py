@@ -88,3 +88,24 @@ def test_an_embeddings_usage_counts_its_input_and_no_output():
     record = RequestRecord(route="/v1/embeddings", model="m", stream=False)
     record.take_usage({"prompt_tokens": 5, "total_tokens": 5})  # OpenAI's shape, without completion_tokens
     assert (record.prompt_tokens, record.completion_tokens) == (5, 0)
+
+
+def chat_event(payload: dict[str, object]) -> bytes:
+    return b"data: %s\n\n" % json.dumps(payload, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("wanted", [True, False])
+def test_a_chat_stream_loses_only_the_usage_chunk_it_did_not_ask_for_however_it_is_cut(wanted):
+    # Token chunks that carry `"usage": null` (OpenAI's layout with include_usage) pass; the usage chunk of its own
+    # (`choices: []`) reaches only a client that asked for it, and counts either way.
+    tokens = [chat_event({"choices": [{"delta": {"content": f" t{i}"}}], "usage": None}) for i in range(5)]
+    usage_chunk = chat_event({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 5}})
+    done = b"data: [DONE]\n\n"
+    stream = b"".join(tokens) + usage_chunk + done
+    expected = b"".join(tokens) + (usage_chunk if wanted else b"") + done
+    for cut in range(0, len(stream), 37):
+        record = RequestRecord(route="/v1/chat/completions", model="m", stream=True)
+        events = EventStream(record, client_wants_usage=wanted)
+        out = events.feed(stream[:cut]) + events.feed(stream[cut:]) + events.rest()
+        assert out == expected, cut
+        assert events.done and (record.prompt_tokens, record.completion_tokens) == (7, 5)
