@@ -21,6 +21,7 @@ from cdk.serving.pod_shape import (
     accelerator_deployment,
     accelerator_scheduling,
     base_env,
+    compile_cache_env,
     container_security_context,
     device_resources,
     disruption_budget,
@@ -109,6 +110,8 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
             {"name": "NEURON_SHAPES", "value": ",".join(compiled.shape_names)},
             {"name": "NEURON_TENSOR_PARALLEL_SIZE", "value": str(compiled.tensor_parallel_size)},
         ]
+    elif acc.name == "nvidia":
+        env += compile_cache_env()  # CUDA_COMPILE, when set, compiles at start-up
     return env + base_env(cfg, region)
 
 

