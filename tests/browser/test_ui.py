@@ -34,8 +34,11 @@ def test_typing_a_prompt_and_pressing_generate_shows_an_image(browser, live_serv
 
 def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser, live_service: LiveServer):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    # Until the page's load event has answered, its updates may still re-render the controls under a filled box.
-    page.goto(live_service.url + "/", wait_until="networkidle")
+    # The page's load event (status_update, not queued: one POST to run/predict) updates the controls under
+    # Options and re-renders them, emptying a box filled before it answered. On a busy machine it came after
+    # the network had gone idle, so wait for its answer itself.
+    with page.expect_response(lambda response: response.url.endswith("/gradio_api/run/predict"), timeout=60_000):
+        page.goto(live_service.url + "/", wait_until="domcontentloaded")
     page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
     page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
     page.get_by_text("Options").click()
