@@ -77,6 +77,9 @@ class _ChunkedBody:
         self.pieces: list[bytes] = []
         # llhttp's per-chunk callback: a bound list.append is a C call, with no Python frame per token
         self.on_body = self.pieces.append
+        # Bytes received since the last take, their chunk framing included: the flow control's measure, kept as
+        # they come (summing the pieces on every read would cost a pass over all of them while a reader lags).
+        self.size = 0
         self.done = False
         self.trailing = False
         self.error: RemoteProtocolError | None = None
@@ -90,16 +93,12 @@ class _ChunkedBody:
         if parser is None or self.done or self.error is not None:
             self.trailing = True
             return
+        self.size += len(data)
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if not self.trailing:
                 self.error = RemoteProtocolError(f"a malformed chunked body: {exc}")
-
-    @property
-    def size(self) -> int:
-        """Bytes decoded and not yet taken."""
-        return sum(map(len, self.pieces))
 
     def take(self) -> bytes:
         """The data decoded since the last call (raises the body's protocol error once its data is read)."""
@@ -110,6 +109,7 @@ class _ChunkedBody:
             return b""
         data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         pieces.clear()  # the same list: `on_body` appends to it
+        self.size = 0
         return data
 
     def close(self) -> None:
