@@ -326,9 +326,9 @@ class Gateway:
             # before uvicorn can start this connection's next request or the client can open another.
             if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
                 self.admission.release(ticket)
-                if not message.get("more_body", False):
-                    # The clock stops as the last byte is handed over, not after the upstream's clean-up:
-                    # the latency is what the client waited, never more.
+                if record.ended is None:
+                    # The clock stops as the last event is handed over, not after the upstream's clean-up: a client
+                    # may leave on `[DONE]`, so the latency is what the client waited, never more.
                     record.ended = time.monotonic()
             await send(message)
 
@@ -339,7 +339,7 @@ class Gateway:
             self._finish(record)
 
     def _finish(self, record: RequestRecord) -> None:
-        """Stop the ended request's clock, unless its last byte stopped it; it is logged and counted
+        """Stop the ended request's clock, unless its last event stopped it; it is logged and counted
         FINISHED_WRITE_DELAY_S later."""
         if record.ended is None:
             record.ended = time.monotonic()

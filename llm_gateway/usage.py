@@ -36,7 +36,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_event_at: float | None = None
-    ended: float | None = None  # set when the request's last byte went out, or it was refused
+    ended: float | None = None  # set when the request's last event went out, or it was refused
 
     def take_usage(self, usage: Any) -> None:
         """Remember the counts of a `usage` object, if it is one: completions' and chat's `prompt_tokens` and

@@ -1,6 +1,7 @@
 """Behind CloudFront and the ALB a response that sends nothing for a minute is cut: a whole answer gets the
 gateway's own 504 within REQUEST_TIMEOUT_S (and its generation is stopped), and a stream that waits (in the
-engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client skips."""
+engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client skips. A stream's latency is what its
+client waited, up to `[DONE]`, whatever the engine does after it."""
 
 from __future__ import annotations
 
@@ -72,3 +73,39 @@ def test_a_waiting_stream_gets_heartbeats_that_clients_skip(slow_engine: str, tm
         assert before_first_event.count(b": keep-alive\n\n") >= 3, raw
         chunks = list(client_for(gateway.url).chat.completions.create(model="m", messages=[], stream=True))
         assert [c.choices[0].delta.content for c in chunks] == ["late"]
+
+
+class LingeringStream(QuietHandler):
+    """An engine that keeps the stream open a while after its `[DONE]` (its clean-up, a busy loop)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(CHUNK * 3 + b"data: [DONE]\n\n")
+        self.wfile.flush()
+        time.sleep(LINGER_S)
+        self.close_connection = True
+
+
+LINGER_S = 1.0
+
+
+def test_a_streams_latency_ends_at_done_not_when_the_engine_closes(tmp_path: Path) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with FakeServer(LingeringStream) as engine, run_gateway(engine.url, tmp_path) as gateway:
+        # A client that takes `[DONE]` as the answer's end but keeps reading, as a keep-alive client does.
+        started = time.monotonic()
+        with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=30) as response:
+            raw = b""
+            for piece in response.iter_raw():
+                raw += piece
+                if raw.endswith(b"data: [DONE]\n\n"):
+                    waited_ms = (time.monotonic() - started) * 1000
+        (record,) = gateway.wait_record(1)
+    assert raw.count(b"data: {") == 3
+    assert waited_ms < LINGER_S * 1000 / 2
+    assert record["outcome"] == "completed"
+    # The gateway's clock started after the client's (at the request) and stopped before it (at `[DONE]`).
+    assert 0 < record["ttft_ms"] <= record["latency_ms"] <= waited_ms
