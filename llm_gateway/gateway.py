@@ -93,6 +93,7 @@ class _StreamRelay:
         self._events = events
         self._write = write_nowait
         self.pending = b""
+        self.forwarded = False  # an event went out: the stream has begun, heartbeats are over
 
     def __call__(self, piece: bytes) -> bool:
         out = self._events.feed(piece)
@@ -101,6 +102,7 @@ class _StreamRelay:
         if self._events.done or not self._write(out):
             self.pending = out
             return False
+        self.forwarded = True
         return True
 
 
@@ -506,7 +508,7 @@ class Gateway:
         )
         reply.started = reply.streaming = True
         relay = None if reply.write_nowait is None else _StreamRelay(events, reply.write_nowait)
-        piece = await self._first_piece(response, reply, events, send)
+        piece = await self._first_piece(response, reply, events, send, relay)
         while piece is not None:
             out = events.feed(piece)
             if relay is not None and relay.pending:
@@ -520,14 +522,20 @@ class Gateway:
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
 
-    async def _first_piece(self, response: Response, reply: Reply, events: EventStream, send: Send) -> bytes | None:
-        """The stream's first piece; a heartbeat goes out every HEARTBEAT_S while it has not come (a request waiting
-        in the engine's queue sends nothing for as long as it waits). Once it is in, tokens come milliseconds apart
-        and pass straight through, at no cost per token."""
+    async def _first_piece(
+        self, response: Response, reply: Reply, events: EventStream, send: Send, relay: _StreamRelay | None
+    ) -> bytes | None:
+        """The stream's first piece; a heartbeat goes out every HEARTBEAT_S while none has come (a request waiting
+        in the engine's queue sends nothing for as long as it waits). The first events go through the relay like
+        the rest, from the read callback: under load, waking this task would put the first token behind every
+        other stream's reads of that turn of the loop. b"" once the relay has forwarded something (the stream has
+        begun) or handed the stream back."""
         while True:
             try:
-                return await response.next_piece(self.settings.heartbeat_s)
+                return await response.next_piece(self.settings.heartbeat_s, relay=relay)
             except TimeoutError:
+                if relay is not None and relay.forwarded:
+                    return b""
                 reply.last_event = events.done
                 await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
 

@@ -271,9 +271,8 @@ class Response:
 
         With `relay` (a chunked body), the pieces that arrive while this waits go to `relay` as they come, in the
         read callback, without waking this task; b"" returns when the relay hands the stream back. The body's last
-        piece, and a piece already in when this is called, come back as usual."""
-        if relay is not None and wait_s is not None:
-            raise ValueError("next_piece takes a relay or a wait, not both")
+        piece, and a piece already in when this is called, come back as usual. With both, TimeoutError when the
+        relay has not handed the stream back within `wait_s` (whether or not it forwarded anything)."""
         connection = self._connection
         if self._body is None:
             relay = None
@@ -288,23 +287,26 @@ class Response:
                         self._release()
                         return None
                     raise ReadError(f"the server closed the connection mid-response ({connection.error or 'eof'})")
-                if relay is not None:
-                    connection.relay = relay
-                    try:
+                connection.relay = relay
+                try:
+                    if wait_s is None:
                         await connection.wait_for_data()
-                    finally:
-                        connection.relay = None
+                    else:
+                        async with asyncio.timeout(wait_s):
+                            await connection.wait_for_data()
+                except TimeoutError:
+                    # The relay may have handed the stream back in the very turn the time ran out: that wins.
+                    if relay is None or not (connection.relay_stopped or connection.relay_error is not None):
+                        raise
+                finally:
+                    connection.relay = None
+                if relay is not None:
                     stopped, connection.relay_stopped = connection.relay_stopped, False
                     if connection.relay_error is not None:
                         error, connection.relay_error = connection.relay_error, None
                         raise error
                     if stopped:
                         return b""
-                elif wait_s is None:
-                    await connection.wait_for_data()
-                else:
-                    async with asyncio.timeout(wait_s):
-                        await connection.wait_for_data()
                 continue
             if piece:
                 return piece

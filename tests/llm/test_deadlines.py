@@ -75,6 +75,40 @@ def test_a_waiting_stream_gets_heartbeats_that_clients_skip(slow_engine: str, tm
         assert [c.choices[0].delta.content for c in chunks] == ["late"]
 
 
+class PausingStream(QuietHandler):
+    """An engine that streams as vLLM does (chunked, an event a chunk) a first event, then nothing for a while (a
+    long prefill of a second prompt, say), then the rest."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        time.sleep(0.1)  # the prefill: the head goes out first, as vLLM's does
+        for event, pause_s in ((CHUNK, 1.0), (CHUNK, 0.0), (b"data: [DONE]\n\n", 0.0)):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+            time.sleep(pause_s)
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+
+def test_heartbeats_stop_once_the_stream_has_begun(tmp_path: Path) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with (
+        FakeServer(PausingStream) as engine,
+        run_gateway(engine.url, tmp_path, {"HEARTBEAT_S": "0.25"}) as gateway,
+        httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=30) as response,
+    ):
+        raw = b"".join(response.iter_raw())
+    assert raw.count(b"data: {") == 2 and raw.endswith(b"data: [DONE]\n\n")
+    assert b": keep-alive" not in raw  # the first event came at once; the pause after it is the engine's
+
+
 class LingeringStream(QuietHandler):
     """An engine that keeps the stream open a while after its `[DONE]` (its clean-up, a busy loop)."""
 

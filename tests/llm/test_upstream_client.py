@@ -240,6 +240,43 @@ def test_a_relay_takes_the_pieces_as_they_arrive_and_hands_the_stream_back_when_
     run(test)
 
 
+def test_a_relay_with_a_wait_times_out_unless_it_hands_the_stream_back():
+    pieces = [b"data: first\n\n", b"data: second\n\n"]
+    go = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await ref[0].read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for piece in pieces:
+            await go.wait()
+            go.clear()
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await reader.read()
+
+    ref: list[Server] = []
+    relayed: list[bytes] = []
+
+    def relay(piece: bytes) -> bool:
+        relayed.append(piece)
+        return piece != pieces[1]  # the second is handed back
+
+    async def test() -> None:
+        async with Server(handler) as server:
+            ref.append(server)
+            response = await Upstream(server.url, connect_timeout_s=2).get("/stream")
+            with pytest.raises(TimeoutError):  # nothing came
+                await response.next_piece(0.1, relay=relay)
+            go.set()
+            with pytest.raises(TimeoutError):  # a piece relayed is not a piece handed back: the wait goes on
+                await response.next_piece(0.3, relay=relay)
+            assert relayed == pieces[:1]
+            go.set()
+            assert await response.next_piece(5, relay=relay) == b""  # handed back, long before the 5 s
+            assert relayed == pieces
+
+    run(test)
+
+
 def test_an_idle_connection_is_dropped_after_idle_s_and_a_new_one_opened():
     async def test() -> None:
         ref: list[Server] = []
