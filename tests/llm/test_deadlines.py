@@ -1,10 +1,11 @@
 """Behind CloudFront and the ALB a response that sends nothing for a minute is cut: a whole answer gets the
 gateway's own 504 within REQUEST_TIMEOUT_S (and its generation is stopped), and a stream that waits (in the
-engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client skips. A stream's latency is what its
-client waited, up to `[DONE]`, whatever the engine does after it."""
+engine's queue, say) gets SSE comments every HEARTBEAT_S, which every client skips. A stream's events go out as
+they come, and its latency is what its client waited, up to `[DONE]`, whatever the engine does after it."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,9 @@ import httpx
 import openai
 import pytest
 
+from llm_bench.standin_engine import STANDIN_MODEL, Pace
 from tests.llm.conftest import MODEL, client_for
-from tests.llm.stack import engine_metric, run_gateway, wait_until
+from tests.llm.stack import engine_metric, run_gateway, run_standin, wait_until
 from tests.support.fake_server import FakeServer, QuietHandler
 
 CHUNK = (
@@ -143,3 +145,25 @@ def test_a_streams_latency_ends_at_done_not_when_the_engine_closes(tmp_path: Pat
     assert record["outcome"] == "completed"
     # The gateway's clock started after the client's (at the request) and stopped before it (at `[DONE]`).
     assert 0 < record["ttft_ms"] <= record["latency_ms"] <= waited_ms
+
+
+def test_stream_events_pass_through_as_they_come(tmp_path: Path) -> None:
+    """Unbuffered: events the engine sends 10 ms apart reach the client apart, not in one piece at the end. (The
+    pace stand-in, not vLLM: a CPU engine on a busy machine sometimes sends a whole answer in one burst itself.)"""
+    tokens = 40
+    body = {"model": STANDIN_MODEL, "prompt": "Count:", "max_tokens": tokens, "stream": True}
+    arrivals: list[float] = []
+    with (
+        run_standin(pace=Pace(ttft_s=0.05, gap_s=0.01)) as (engine_url, _),
+        run_gateway(engine_url, tmp_path) as gateway,
+    ):
+        started = time.monotonic()
+        with httpx.stream("POST", f"{gateway.url}/v1/completions", json=body, timeout=60) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    arrivals.append(time.monotonic() - started)
+    assert len(arrivals) == tokens  # one event per token; the usage chunk the client did not ask for is dropped
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert sum(gap > 0.005 for gap in gaps) >= tokens // 2, f"events arrived in bursts: {arrivals}"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import time
-
 import httpx
 import openai
 import pytest
@@ -85,24 +82,6 @@ def test_stream_without_usage_gets_none_but_is_counted(client, gateway):
     assert chunks and all(chunk.usage is None and chunk.choices for chunk in chunks)
     record = gateway.wait_record(before + 1)[-1]
     assert record["completion_tokens"] == 7 and record["prompt_tokens"] > 0
-
-
-def test_stream_events_pass_through_as_they_come(gateway):
-    """Unbuffered: the first event reaches the client long before the last one is generated."""
-    body = {"model": MODEL, "prompt": "Count:", "max_tokens": 150, "stream": True, **EXACT}
-    arrivals: list[float] = []
-    started = time.monotonic()
-    with httpx.stream("POST", f"{gateway.url}/v1/completions", json=body, timeout=120) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                arrivals.append(time.monotonic() - started)
-    assert len(arrivals) >= 100  # about one event per token (a busy engine may put two in one), then [DONE]
-    # A buffered stream arrives in one piece; an unbuffered one as the tokens are made, a few ms apart.
-    # (Gaps, not the first event's share of the total: a loaded machine can spend most of it on prefill.)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    assert sum(gap > 0.001 for gap in gaps) >= 20, f"events arrived in bursts: {arrivals[:5]} ... {arrivals[-5:]}"
 
 
 def test_models_retrieve_gives_the_served_model_and_a_404_for_another(client):
