@@ -334,9 +334,14 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             if not service.ready:
                 unchanged = [gr.update() for _ in control_outputs]
                 return (model_status(service), *unchanged, gr.Timer(active=service.load_error_id is None))
+            # Only the controls the loaded model changes: an update re-renders the Options panel, and a value typed
+            # there before the page's load event answered (a seed, say) was lost with it.
             fitted = family_controls(service)
-            updates = [gr.update(**fitted[name]) for name in ("presets", "width", "height", "steps", "guidance")]
-            return (model_status(service), *updates, gr.update(**fitted["negative"]), gr.Timer(active=False))
+            updates = [
+                gr.update(**fitted[name]) if fitted[name] != controls[name] else gr.update()
+                for name in ("presets", "width", "height", "steps", "guidance", "negative")
+            ]
+            return (model_status(service), *updates, gr.Timer(active=False))
 
         def preset_chosen(label: str | None) -> tuple[Any, Any]:
             # The Radio's labels are the model's sizes; anything else (none chosen) leaves the sliders.
