@@ -326,20 +326,27 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                 progress,
             )
 
-        control_outputs = [presets, width, height, steps, guidance, negative]
+        # Each control fitted to the family, by its family_controls name (one list: the outputs and the updates).
+        fitted_controls = {
+            "presets": presets,
+            "width": width,
+            "height": height,
+            "steps": steps,
+            "guidance": guidance,
+            "negative": negative,
+        }
 
         def status_update() -> tuple[Any, ...]:
             # On page load, then every STATUS_POLL_S while the model loads: once it is ready the page
             # says what it runs and the controls fit the model's family and native size.
             if not service.ready:
-                unchanged = [gr.update() for _ in control_outputs]
+                unchanged = [gr.update() for _ in fitted_controls]
                 return (model_status(service), *unchanged, gr.Timer(active=service.load_error_id is None))
             # Only the controls the loaded model changes: an update re-renders the Options panel, and a value typed
             # there before the page's load event answered (a seed, say) was lost with it.
             fitted = family_controls(service)
             updates = [
-                gr.update(**fitted[name]) if fitted[name] != controls[name] else gr.update()
-                for name in ("presets", "width", "height", "steps", "guidance", "negative")
+                gr.update(**fitted[name]) if fitted[name] != controls[name] else gr.update() for name in fitted_controls
             ]
             return (model_status(service), *updates, gr.Timer(active=False))
 
@@ -352,7 +359,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
 
         # Internal handlers stay out of gradio_client's view_api (api_visibility, gradio 6.31 blocks.py).
         internal = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
-        status_outputs = [status, *control_outputs, poll]
+        status_outputs = [status, *fitted_controls.values(), poll]
         ui.load(status_update, outputs=status_outputs, **internal)
         poll.tick(status_update, outputs=status_outputs, **internal)
         presets.input(preset_chosen, inputs=[presets], outputs=[width, height], **internal)
