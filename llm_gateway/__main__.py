@@ -27,12 +27,18 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level)
     gateway = build_gateway(settings)
+    if settings.native_relay and gateway.http.native is None:
+        logging.getLogger("llm_gateway").warning(
+            "NATIVE_RELAY is on but llm_gateway/native is not built for this Python (python -m "
+            "llm_gateway.native.build): the Python relay serves"
+        )
     logging.getLogger("llm_gateway").info(
         "serving",
         extra={
             "url": f"http://{settings.host}:{settings.port}/",
             "upstream": settings.upstream_url,
             "auth": settings.auth,
+            "relay": "native" if gateway.http.native is not None else "python",
         },
     )
     try:

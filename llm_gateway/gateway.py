@@ -12,22 +12,23 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
 from common.http.body import BodyTooLarge, read_body
 from common.http.disconnect import ClientDisconnected, WorkCut, unless_disconnected
-from common.http.protocol import BODY_NOWAIT
+from common.http.protocol import BODY_NOWAIT, BodyNowait
 from common.logs import log_failure
 from common.metrics.flusher import run_flusher
 from common.metrics.publishers import Publisher
 from common.metrics.recorder import MetricsRecorder
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from common.version import VERSION
+from llm_gateway import native
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
@@ -80,20 +81,29 @@ class Reply:
     streaming: bool = False
     last_event: bool = False
     finished: bool = False
-    write_nowait: Callable[[bytes], bool] | None = None  # the server's write without a task switch, if it has one
+    write_nowait: BodyNowait | None = None  # the server's write without a task switch, if it has one
 
 
 class _StreamRelay:
     """A stream's events written to the client from the upstream's read callback, with no task switch per token
     (the gateway's cost per token is mostly the switches). The last event, and any the client's socket cannot take
     now, are kept in `pending` and handed back to the task, which sends them through `send`: it releases the
-    admission slot, stops the clock, and waits for a slow reader under the write bound."""
+    admission slot, stops the clock, and waits for a slow reader under the write bound.
 
-    def __init__(self, events: EventStream, write_nowait: Callable[[bytes], bool]) -> None:
+    With the compiled llm_gateway/native module (`native`), the upstream's decoder writes the events this would
+    have written unchanged (whole JSON chunks, after the first token, without a usage) itself, and calls this only
+    for the others. It does so only once the first token is stamped, which happens here: so `forwarded` still
+    tells whether the stream had begun when `_first_piece` asks."""
+
+    def __init__(
+        self, events: EventStream, record: RequestRecord, write_nowait: BodyNowait, native: ModuleType | None
+    ) -> None:
         self._events = events
         self._write = write_nowait
         self.pending = b""
         self.forwarded = False  # an event went out: the stream has begun, heartbeats are over
+        parts = None if native is None else write_nowait.parts()
+        self.native = None if parts is None else native.EventRelay(events, record, *parts)
 
     def __call__(self, piece: bytes) -> bool:
         out = self._events.feed(piece)
@@ -114,13 +124,15 @@ def upstream_client(settings: GatewaySettings) -> Upstream:
     than in flight, each request beyond them closed its connection and the next opened a new one, a stream of
     connects to an engine whose loop is busy (where the rare ConnectTimeout under load came from). Idle ones are
     let go before vLLM's own keep-alive (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a
-    connection the engine is closing."""
+    connection the engine is closing. With NATIVE_RELAY on and llm_gateway/native built, chunked bodies are
+    decoded, and plain stream events written, in C."""
     return Upstream(
         settings.upstream_url,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         write_timeout_s=UPSTREAM_WRITE_TIMEOUT_S,
         idle_s=UPSTREAM_IDLE_S,
         max_idle=settings.max_concurrent_requests + 8,
+        native=native.load() if settings.native_relay else None,
     )
 
 
@@ -281,7 +293,7 @@ class Gateway:
         headers: dict[bytes, bytes],
         receive: Receive,
         send: Send,
-        write_nowait: Callable[[bytes], bool] | None,
+        write_nowait: BodyNowait | None,
     ) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
         try:
@@ -507,7 +519,9 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        relay = None if reply.write_nowait is None else _StreamRelay(events, reply.write_nowait)
+        relay = (
+            None if reply.write_nowait is None else _StreamRelay(events, record, reply.write_nowait, self.http.native)
+        )
         piece = await self._first_piece(response, reply, events, send, relay)
         while piece is not None:
             out = events.feed(piece)
@@ -517,7 +531,10 @@ class Gateway:
                 reply.last_event = events.done
                 await send({"type": "http.response.body", "body": out, "more_body": True})
                 reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
-            piece = await response.next_piece(relay=None if events.done else relay)
+            if events.done or relay is None:
+                piece = await response.next_piece()
+            else:
+                piece = await response.next_piece(relay=relay, native_relay=relay.native)
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
@@ -532,7 +549,9 @@ class Gateway:
         begun) or handed the stream back."""
         while True:
             try:
-                return await response.next_piece(self.settings.heartbeat_s, relay=relay)
+                return await response.next_piece(
+                    self.settings.heartbeat_s, relay=relay, native_relay=None if relay is None else relay.native
+                )
             except TimeoutError:
                 if relay is not None and relay.forwarded:
                     return b""

@@ -45,6 +45,12 @@ class GatewaySettings(ServiceSettings):
         "image UI, so the pods serve only the API)",
     )
     accelerator: Accelerator = Field("cpu", description="the metrics' Accelerator: what the engine behind runs on")
+    native_relay: bool = Field(
+        True,
+        description="decode the engine's streams and write their events in C (llm_gateway/native, built into the "
+        "image; `python -m llm_gateway.native.build` elsewhere): the same bytes as the Python path for less CPU per "
+        "token. Where it is not built the Python path serves, and the start-up log says so",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

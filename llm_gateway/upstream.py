@@ -27,7 +27,8 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import cast
+from types import ModuleType
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -67,11 +68,31 @@ class RemoteProtocolError(UpstreamError):
     """The server's answer is not HTTP/1.1 as this client reads it."""
 
 
+class ChunkedDecoder(Protocol):
+    """A chunked body decoded as its bytes arrive: `_ChunkedBody` here, or llm_gateway/native's ChunkedBody, which
+    decodes the same bodies to the same bytes and, given an EventRelay as `relay`, writes a stream's plain events
+    to the client itself."""
+
+    relay: object | None
+    size: int
+    done: bool
+    trailing: bool
+    error: RemoteProtocolError | None
+
+    def feed(self, data: bytes) -> bool: ...
+
+    def take(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 class _ChunkedBody:
     """A chunked body decoded as its bytes arrive: the pieces of data not yet read, and whether it has ended.
 
     Fed from the connection's data_received, so a token costs one call into llhttp, not a Python loop over the
     buffer. Bytes after the body's end (which one request at a time never has) mark the connection unusable."""
+
+    relay: object | None = None  # only the native decoder writes events itself
 
     def __init__(self) -> None:
         self.pieces: list[bytes] = []
@@ -87,18 +108,20 @@ class _ChunkedBody:
         self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._parser.feed_data(_CHUNKED_HEAD)
 
-    def feed(self, data: bytes) -> None:
-        """Decode `data`; a malformed chunk is kept as `error` (raised to the reader, not in the event loop)."""
+    def feed(self, data: bytes) -> bool:
+        """Decode `data`; a malformed chunk is kept as `error` (raised to the reader, not in the event loop). True
+        when nothing is left for the reader now (the bytes were only framing)."""
         parser = self._parser
         if parser is None or self.done or self.error is not None:
             self.trailing = True
-            return
+            return False
         self.size += len(data)
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if not self.trailing:
                 self.error = RemoteProtocolError(f"a malformed chunked body: {exc}")
+        return not self.pieces and not self.done and self.error is None
 
     def take(self) -> bytes:
         """The data decoded since the last call (raises the body's protocol error once its data is read)."""
@@ -134,7 +157,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
-        self.body: _ChunkedBody | None = None  # while a chunked body is read, bytes go to it, not to `buffer`
+        self.body: ChunkedDecoder | None = None  # while a chunked body is read, bytes go to it, not to `buffer`
         self.relay: Relay | None = None  # set while a reader waits with one
         self.relay_stopped = False  # the relay handed the stream back
         self.relay_error: Exception | None = None
@@ -155,18 +178,19 @@ class _Connection(asyncio.Protocol):
             self.buffer += data
             unread = len(self.buffer)
         else:
-            body.feed(data)
             relay = self.relay
-            if relay is not None and not body.done and body.error is None:
-                if not body.pieces:
-                    return  # part of a chunk: nothing to relay or to wake the reader for
-                try:
-                    if relay(body.take()):
-                        return
-                except Exception as exc:  # raised to the reader, not in the event loop
-                    self.relay_error = exc
-                self.relay = None
+            try:
+                if body.feed(data):
+                    return  # part of a chunk, or events the native decoder wrote: nothing to wake the reader for
+                if relay is None or body.done or body.error is not None:
+                    relay = None  # the reader takes this piece (the body's last, or its error)
+                elif relay(body.take()):
+                    return
+            except Exception as exc:  # the relay's (or the native decoder's write): raised to the reader
+                self.relay_error = exc
+            if relay is not None:  # handed back: from here the reader takes every piece
                 self.relay_stopped = True
+                self.set_relay(None, None)
             unread = body.size
         if unread > READ_HIGH_WATER and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
@@ -192,6 +216,13 @@ class _Connection(asyncio.Protocol):
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
         self._writable = None
+
+    def set_relay(self, relay: Relay | None, native: object | None) -> None:
+        """Hand the body's pieces to `relay` as they come (None: to the reader); `native`, the same relay's
+        llm_gateway/native EventRelay, goes to a native decoder, which writes plain events itself."""
+        self.relay = relay
+        if self.body is not None and (native is not None or self.body.relay is not None):
+            self.body.relay = native
 
     # the reader's side
     def _wake(self) -> None:
@@ -249,7 +280,7 @@ class Response:
     _pool: Upstream
     _length: int | None  # bytes of body left (content-length), or None
     _keep_alive: bool
-    _body: _ChunkedBody | None = None  # a chunked body's decoder
+    _body: ChunkedDecoder | None = None  # a chunked body's decoder
     _done: bool = False
 
     async def read(self) -> bytes:
@@ -262,7 +293,9 @@ class Response:
         while (piece := await self.next_piece()) is not None:
             yield piece
 
-    async def next_piece(self, wait_s: float | None = None, relay: Relay | None = None) -> bytes | None:
+    async def next_piece(
+        self, wait_s: float | None = None, relay: Relay | None = None, native_relay: object | None = None
+    ) -> bytes | None:
         """The body's next piece (everything readable now, transfer coding removed), or None after its end.
 
         With `wait_s`, TimeoutError when no piece came within that time; nothing is lost (what arrives later waits
@@ -272,10 +305,13 @@ class Response:
         With `relay` (a chunked body), the pieces that arrive while this waits go to `relay` as they come, in the
         read callback, without waking this task; b"" returns when the relay hands the stream back. The body's last
         piece, and a piece already in when this is called, come back as usual. With both, TimeoutError when the
-        relay has not handed the stream back within `wait_s` (whether or not it forwarded anything)."""
+        relay has not handed the stream back within `wait_s` (whether or not it forwarded anything).
+
+        `native_relay`, the same relay's llm_gateway/native EventRelay, is given to a native decoder while this
+        waits: it writes the events `relay` would have written unchanged, and leaves the others to `relay`."""
         connection = self._connection
         if self._body is None:
-            relay = None
+            relay = native_relay = None
         while not self._done:
             piece = self._take()
             if self._done:
@@ -287,7 +323,7 @@ class Response:
                         self._release()
                         return None
                     raise ReadError(f"the server closed the connection mid-response ({connection.error or 'eof'})")
-                connection.relay = relay
+                connection.set_relay(relay, native_relay)
                 try:
                     if wait_s is None:
                         await connection.wait_for_data()
@@ -299,7 +335,7 @@ class Response:
                     if relay is None or not (connection.relay_stopped or connection.relay_error is not None):
                         raise
                 finally:
-                    connection.relay = None
+                    connection.set_relay(None, None)
                 if relay is not None:
                     stopped, connection.relay_stopped = connection.relay_stopped, False
                     if connection.relay_error is not None:
@@ -354,7 +390,8 @@ class Response:
 
 
 class Upstream:
-    """A pool of HTTP/1.1 connections to one server (`base_url`: http or https, host, port)."""
+    """A pool of HTTP/1.1 connections to one server (`base_url`: http or https, host, port); `native`, the
+    compiled llm_gateway/native module, decodes chunked bodies instead of llhttp."""
 
     def __init__(
         self,
@@ -364,6 +401,7 @@ class Upstream:
         write_timeout_s: float = 30.0,
         idle_s: float = 4.0,
         max_idle: int = 64,
+        native: ModuleType | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -380,6 +418,10 @@ class Upstream:
         self.max_idle = max_idle
         self._idle: list[_Connection] = []  # most recently used last
         self._closed = False
+        self.native = native
+
+    def _chunked(self) -> ChunkedDecoder:
+        return _ChunkedBody() if self.native is None else self.native.ChunkedBody(RemoteProtocolError)
 
     async def get(self, path: str) -> Response:
         """GET `path` (callers bound its time with `asyncio.timeout` where they need to)."""
@@ -473,7 +515,7 @@ class Upstream:
             chunked, length = False, 0
         if not chunked and length is None:
             keep_alive = False  # the body ends with the connection
-        response = Response(status, headers, connection, self, length, keep_alive, _ChunkedBody() if chunked else None)
+        response = Response(status, headers, connection, self, length, keep_alive, self._chunked() if chunked else None)
         if response._body is not None:
             # From here the connection's bytes go to the decoder; those that came with the head go first.
             connection.body = response._body

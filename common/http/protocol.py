@@ -22,9 +22,10 @@ third of h11's added time to first token at 64 streams) and adds:
   (503 otherwise), so /health and /readiness always answer.
 - Only HTTP/1.0 and 1.1: llhttp parses an HTTP/0.9 request line, which gets a 400 here.
 
-A streamed response may also write its body without a task switch: scope["extensions"][BODY_NOWAIT] is a plain
-function that writes one piece of a started chunked body now and returns True, or returns False (writing nothing)
-when the piece must go through `send` (the client is not reading, or has gone), which keeps the write bound.
+A streamed response may also write its body without a task switch: scope["extensions"][BODY_NOWAIT] is a
+`BodyNowait`, a callable that writes one piece of a started chunked body now and returns True, or returns False
+(writing nothing) when the piece must go through `send` (the client is not reading, or has gone), which keeps the
+write bound.
 
 Protocol errors are answered in the service's JSON error shape (`server_config`'s `error_body`), not uvicorn's
 plain text. A head refused behind a pipelined request is answered after that request's response.
@@ -54,7 +55,7 @@ CUT_STATUS_STATE_KEY = "cut_status"
 HTTP_VERSIONS = ("1.0", "1.1")
 
 BODY_NOWAIT = "common.http.body_nowait"
-"""The scope extension under which a request finds its `write_body_nowait(piece) -> bool`."""
+"""The scope extension under which a request finds its `BodyNowait`."""
 
 ErrorBody = Callable[[int, str], bytes]
 """A service's JSON error body for a status and a message."""
@@ -262,7 +263,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if scope["path"] in PROBE_PATHS or self._make_room():
                 cycle = getattr(send, "__self__", None)  # uvicorn's RequestResponseCycle, whose send this is
                 if cycle is not None:
-                    scope.setdefault("extensions", {})[BODY_NOWAIT] = _body_writer(cycle)
+                    scope.setdefault("extensions", {})[BODY_NOWAIT] = BodyNowait(cycle)
                 await app(scope, receive, send)
                 return
             body = self.error_body(503, "too many connections; retry")
@@ -356,30 +357,43 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def _body_writer(cycle: Any) -> Callable[[bytes], bool]:
+class BodyNowait:
     """`cycle`'s write of a body piece without awaiting: what uvicorn 0.54's `RequestResponseCycle.send` does for a
     chunked `http.response.body` with `more_body`, when it would not wait either (the socket takes bytes, the client
     is there, the head went out). Otherwise False, and the caller awaits `send`, which waits under the write bound."""
-    transport = cycle.transport
-    flow = cycle.flow
-    if cycle.scope["method"] == "HEAD":  # uvicorn sends no body for HEAD, whatever the app says
-        return lambda piece: False
 
-    def write_body_nowait(piece: bytes) -> bool:
+    __slots__ = ("_cycle", "_flow", "_head", "_transport")
+
+    def __init__(self, cycle: Any) -> None:
+        self._cycle = cycle
+        self._flow = cycle.flow
+        self._transport = cycle.transport
+        self._head = cycle.scope["method"] == "HEAD"  # uvicorn sends no body for HEAD, whatever the app says
+
+    def __call__(self, piece: bytes) -> bool:
+        """Write `piece` as one chunk now: True, or False (nothing written) when it must go through `send`."""
+        cycle = self._cycle
         if not piece:
             return True  # an empty chunk would end the body
         if (
-            flow.write_paused
+            self._head
+            or self._flow.write_paused
             or cycle.disconnected
             or cycle.response_complete
             or not cycle.response_started
             or not cycle.chunked_encoding
         ):
             return False
-        transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+        self._transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
         return True
 
-    return write_body_nowait
+    def parts(self) -> tuple[Callable[[bytes], object], Any, Any] | None:
+        """For a writer in C that checks what `__call__` checks (llm_gateway/native): the transport's write,
+        uvicorn's flow control (`write_paused`) and the request cycle (`disconnected`, `response_complete`,
+        `response_started`, `chunked_encoding`); None for a HEAD request, whose body is never written."""
+        if self._head:
+            return None
+        return self._transport.write, self._flow, self._cycle
 
 
 def ensure_descriptors(settings: ServiceSettings) -> None:

@@ -1,9 +1,11 @@
 """The gateway's HTTP/1.1 client to vLLM (llm_gateway/upstream.py) against a raw loopback server that answers
-with exactly the bytes each test writes: framing, keep-alive, expiry, backpressure, cancellation, and errors."""
+with exactly the bytes each test writes: framing, keep-alive, expiry, backpressure, cancellation, and errors. Each
+test runs with both chunked decoders: llhttp's and the gateway's own in C (llm_gateway/native)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -21,6 +23,14 @@ from llm_gateway.upstream import (
 )
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture(autouse=True, params=["llhttp", "native"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Upstream` in this module's tests, with the chunked decoder of the parameter."""
+    if request.param == "native":
+        module = request.getfixturevalue("relay_module")
+        monkeypatch.setitem(globals(), "Upstream", functools.partial(globals()["Upstream"], native=module))
 
 
 class Server:

@@ -1,0 +1,558 @@
+/* The gateway's per-token path in C: a chunked body decoded as it arrives, and the plain events of a stream
+ * written to the client from the read callback, with no Python frame per token.
+ *
+ * llm_gateway/upstream.py's _ChunkedBody (llhttp) and llm_gateway/gateway.py's _StreamRelay are the reference:
+ * this module decodes the same bodies to the same bytes, and writes an event itself only when the Python relay
+ * would have written exactly those bytes. Everything else (a usage chunk, the last event, the first token, a
+ * piece that ends mid-event, a client that is not reading) is left to the Python path, untouched.
+ * tests/llm/test_native_relay.py holds the two to the same answers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#ifndef SOURCE_DIGEST
+#define SOURCE_DIGEST "unknown"
+#endif
+
+#define MAX_SIZE_DIGITS 15   /* a chunk under 2**60 bytes; longer sizes are refused, as llhttp refuses an overflow */
+#define MAX_TRAILER_BYTES (64 * 1024)
+
+enum state {
+    S_SIZE,        /* the chunk size's hex digits */
+    S_EXT,         /* a chunk extension, up to its CR */
+    S_SIZE_LF,     /* the LF after the size line */
+    S_DATA,        /* `remaining` bytes of chunk data */
+    S_DATA_CR,     /* the CR after a chunk's data */
+    S_DATA_LF,
+    S_LINE_START,  /* after the last chunk: a trailer field or the final CRLF */
+    S_TRAILER,     /* a trailer field, up to its CR */
+    S_TRAILER_LF,
+    S_END_LF,      /* the final LF */
+    S_DONE
+};
+
+/* Interned attribute names, read on the Python objects the relay is given. */
+static PyObject *str_pending, *str_done, *str_first_event_at, *str_write_paused, *str_disconnected,
+    *str_response_complete, *str_response_started, *str_chunked_encoding;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* EventRelay: where a stream's plain events go (the Python relay's state, the client's transport).             */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *events;  /* llm_gateway.usage.EventStream: `_pending` (bytes) and `done` */
+    PyObject *record;  /* its RequestRecord: `first_event_at` */
+    PyObject *write;   /* the client transport's write */
+    PyObject *flow;    /* uvicorn's flow control: `write_paused` */
+    PyObject *cycle;   /* uvicorn's request cycle: `disconnected`, `response_complete`, `response_started`, ... */
+    int begun;         /* first_event_at was seen set (it is never unset) */
+    int head_sent;     /* response_started and chunked_encoding were seen true (they stay so for the cycle) */
+} EventRelay;
+
+static int
+EventRelay_init(EventRelay *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"events", "record", "write", "flow", "cycle", NULL};
+    PyObject *events, *record, *write, *flow, *cycle;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", names, &events, &record, &write, &flow, &cycle))
+        return -1;
+    if (!PyCallable_Check(write)) {
+        PyErr_SetString(PyExc_TypeError, "write must be callable");
+        return -1;
+    }
+    Py_XSETREF(self->events, Py_NewRef(events));
+    Py_XSETREF(self->record, Py_NewRef(record));
+    Py_XSETREF(self->write, Py_NewRef(write));
+    Py_XSETREF(self->flow, Py_NewRef(flow));
+    Py_XSETREF(self->cycle, Py_NewRef(cycle));
+    self->begun = 0;
+    self->head_sent = 0;
+    return 0;
+}
+
+static int
+EventRelay_traverse(EventRelay *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->events);
+    Py_VISIT(self->record);
+    Py_VISIT(self->write);
+    Py_VISIT(self->flow);
+    Py_VISIT(self->cycle);
+    return 0;
+}
+
+static int
+EventRelay_clear(EventRelay *self)
+{
+    Py_CLEAR(self->events);
+    Py_CLEAR(self->record);
+    Py_CLEAR(self->write);
+    Py_CLEAR(self->flow);
+    Py_CLEAR(self->cycle);
+    return 0;
+}
+
+static void
+EventRelay_dealloc(EventRelay *self)
+{
+    PyObject_GC_UnTrack(self);
+    EventRelay_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The truth of `obj.name`: 1, 0, or -1 with an exception set. */
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* 1 when the Python relay, given `data` now, would forward it unchanged and write it to the client at once (and
+ * so would the server's write without a wait): see EventStream.feed, _StreamRelay.__call__ and uvicorn's
+ * RequestResponseCycle fields as common/http/protocol.py's write_body_nowait checks them. 0 when not, -1 on error.
+ */
+static int
+EventRelay_takes(EventRelay *self, const char *data, Py_ssize_t size)
+{
+    int truth;
+    /* Whole events whose last is a JSON chunk (`}`), so neither `[DONE]` nor a piece of an event. */
+    if (size < 3 || memcmp(data + size - 3, "}\n\n", 3) != 0)
+        return 0;
+    if (memmem(data, (size_t)size, "\"usage\"", 7) != NULL)
+        return 0;
+    PyObject *pending = PyObject_GetAttr(self->events, str_pending);
+    if (pending == NULL)
+        return -1;
+    truth = PyObject_IsTrue(pending);
+    Py_DECREF(pending);
+    if (truth != 0)
+        return truth < 0 ? -1 : 0;  /* the start of an event waits in the Python relay */
+    if ((truth = attr_true(self->events, str_done)) != 0)
+        return truth < 0 ? -1 : 0;
+    if (!self->begun) {
+        PyObject *first = PyObject_GetAttr(self->record, str_first_event_at);
+        if (first == NULL)
+            return -1;
+        self->begun = first != Py_None;
+        Py_DECREF(first);
+        if (!self->begun)
+            return 0;  /* the first token: the Python relay stamps it */
+    }
+    if (!self->head_sent) {
+        if ((truth = attr_true(self->cycle, str_response_started)) <= 0)
+            return truth;
+        if ((truth = attr_true(self->cycle, str_chunked_encoding)) <= 0)
+            return truth;
+        self->head_sent = 1;
+    }
+    if ((truth = attr_true(self->flow, str_write_paused)) != 0)
+        return truth < 0 ? -1 : 0;
+    if ((truth = attr_true(self->cycle, str_disconnected)) != 0)
+        return truth < 0 ? -1 : 0;
+    if ((truth = attr_true(self->cycle, str_response_complete)) != 0)
+        return truth < 0 ? -1 : 0;
+    return 1;
+}
+
+/* Write `data` to the client as one chunk. 0, or -1 with an exception set (nothing is consumed then). */
+static int
+EventRelay_write(EventRelay *self, const char *data, Py_ssize_t size)
+{
+    char head[32];
+    int head_size = snprintf(head, sizeof head, "%zx\r\n", (size_t)size);
+    PyObject *framed = PyBytes_FromStringAndSize(NULL, head_size + size + 2);
+    if (framed == NULL)
+        return -1;
+    char *out = PyBytes_AS_STRING(framed);
+    memcpy(out, head, (size_t)head_size);
+    memcpy(out + head_size, data, (size_t)size);
+    memcpy(out + head_size + size, "\r\n", 2);
+    PyObject *result = PyObject_CallOneArg(self->write, framed);
+    Py_DECREF(framed);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static PyTypeObject EventRelayType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "llm_gateway.native._relay.EventRelay",
+    .tp_doc = PyDoc_STR("EventRelay(events, record, write, flow, cycle): where a ChunkedBody writes a stream's plain "
+                        "events itself (the EventStream and RequestRecord of the Python relay, the client transport's "
+                        "write, uvicorn's flow control and request cycle)."),
+    .tp_basicsize = sizeof(EventRelay),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)EventRelay_init,
+    .tp_traverse = (traverseproc)EventRelay_traverse,
+    .tp_clear = (inquiry)EventRelay_clear,
+    .tp_dealloc = (destructor)EventRelay_dealloc,
+};
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* ChunkedBody: the same interface as upstream.py's _ChunkedBody.                                                */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *error_class;  /* what a malformed body raises (upstream.RemoteProtocolError) */
+    PyObject *error;        /* the body's protocol error, once one was found */
+    PyObject *relay;        /* an EventRelay, or NULL */
+    char *buffer;           /* data decoded and not yet taken */
+    Py_ssize_t length, capacity;
+    Py_ssize_t size;        /* bytes received since the last take, framing included (the flow control's measure) */
+    uint64_t remaining;     /* of the current chunk's data, or its size while its digits come */
+    Py_ssize_t trailer_bytes;
+    int digits;
+    enum state state;
+    int trailing;
+} ChunkedBody;
+
+static int
+ChunkedBody_init(ChunkedBody *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"error_class", NULL};
+    PyObject *error_class;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &error_class))
+        return -1;
+    Py_XSETREF(self->error_class, Py_NewRef(error_class));
+    Py_CLEAR(self->error);
+    Py_CLEAR(self->relay);
+    self->length = self->size = self->trailer_bytes = 0;
+    self->remaining = 0;
+    self->digits = 0;
+    self->state = S_SIZE;
+    self->trailing = 0;
+    return 0;
+}
+
+static int
+ChunkedBody_traverse(ChunkedBody *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->error_class);
+    Py_VISIT(self->error);
+    Py_VISIT(self->relay);
+    return 0;
+}
+
+static int
+ChunkedBody_clear(ChunkedBody *self)
+{
+    Py_CLEAR(self->error_class);
+    Py_CLEAR(self->error);
+    Py_CLEAR(self->relay);
+    return 0;
+}
+
+static void
+ChunkedBody_dealloc(ChunkedBody *self)
+{
+    PyObject_GC_UnTrack(self);
+    ChunkedBody_clear(self);
+    PyMem_Free(self->buffer);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Keep the body's protocol error (raised to its reader by take()). 0, or -1 if even that failed. */
+static int
+ChunkedBody_fail(ChunkedBody *self, const char *reason)
+{
+    self->error = PyObject_CallFunction(self->error_class, "s", reason);
+    return self->error == NULL ? -1 : 0;
+}
+
+static int
+ChunkedBody_keep(ChunkedBody *self, const char *data, Py_ssize_t size)
+{
+    if (self->length + size > self->capacity) {
+        Py_ssize_t capacity = self->capacity ? self->capacity : 4096;
+        while (capacity < self->length + size)
+            capacity *= 2;
+        char *buffer = PyMem_Realloc(self->buffer, (size_t)capacity);
+        if (buffer == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->buffer = buffer;
+        self->capacity = capacity;
+    }
+    memcpy(self->buffer + self->length, data, (size_t)size);
+    self->length += size;
+    return 0;
+}
+
+/* Decode `data` into the buffer. 0, or -1 with an exception set (memory); a malformed body sets `error`. */
+static int
+ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
+{
+    const char *end = data + size;
+    for (const char *p = data; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        switch (self->state) {
+        case S_SIZE: {
+            int value = hex_value(c);
+            if (value >= 0) {
+                if (++self->digits > MAX_SIZE_DIGITS)
+                    return ChunkedBody_fail(self, "a malformed chunked body: a chunk size too large");
+                self->remaining = self->remaining * 16 + (uint64_t)value;
+            } else if (self->digits > 0 && (c == ';' || c == '\r')) {
+                self->state = c == ';' ? S_EXT : S_SIZE_LF;
+            } else {
+                return ChunkedBody_fail(self, "a malformed chunked body: an invalid character in a chunk size");
+            }
+            break;
+        }
+        case S_EXT:
+            if (c == '\r')
+                self->state = S_SIZE_LF;
+            else if (c != '\t' && (c < 0x20 || c == 0x7f))
+                return ChunkedBody_fail(self, "a malformed chunked body: an invalid character in a chunk extension");
+            break;
+        case S_SIZE_LF:
+            if (c != '\n')
+                return ChunkedBody_fail(self, "a malformed chunked body: no LF after a chunk size");
+            self->digits = 0;
+            self->state = self->remaining == 0 ? S_LINE_START : S_DATA;
+            break;
+        case S_DATA: {
+            Py_ssize_t available = end - p;
+            Py_ssize_t take = self->remaining < (uint64_t)available ? (Py_ssize_t)self->remaining : available;
+            if (ChunkedBody_keep(self, p, take) < 0)
+                return -1;
+            self->remaining -= (uint64_t)take;
+            p += take - 1;
+            if (self->remaining == 0)
+                self->state = S_DATA_CR;
+            break;
+        }
+        case S_DATA_CR:
+            if (c != '\r')
+                return ChunkedBody_fail(self, "a malformed chunked body: no CRLF after a chunk's data");
+            self->state = S_DATA_LF;
+            break;
+        case S_DATA_LF:
+            if (c != '\n')
+                return ChunkedBody_fail(self, "a malformed chunked body: no CRLF after a chunk's data");
+            self->state = S_SIZE;
+            break;
+        case S_LINE_START:
+            if (c == '\r') {
+                self->state = S_END_LF;
+                break;
+            }
+            self->state = S_TRAILER;
+            /* fall through: the first byte of a trailer field */
+        case S_TRAILER:
+            if (c == '\r')
+                self->state = S_TRAILER_LF;
+            else if (c == '\n' || ++self->trailer_bytes > MAX_TRAILER_BYTES)
+                return ChunkedBody_fail(self, "a malformed chunked body: a bad trailer section");
+            break;
+        case S_TRAILER_LF:
+            if (c != '\n')
+                return ChunkedBody_fail(self, "a malformed chunked body: no LF after a trailer field");
+            self->state = S_LINE_START;
+            break;
+        case S_END_LF:
+            if (c != '\n')
+                return ChunkedBody_fail(self, "a malformed chunked body: no LF at its end");
+            self->state = S_DONE;
+            break;
+        case S_DONE:
+            self->trailing = 1;  /* bytes after the body's end: the connection is not reused */
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+ChunkedBody_feed(ChunkedBody *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (self->state == S_DONE || self->error != NULL) {
+        self->trailing = 1;
+        PyBuffer_Release(&view);
+        Py_RETURN_FALSE;
+    }
+    self->size += view.len;
+    int failed = ChunkedBody_decode(self, view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (failed < 0)
+        return NULL;
+    if (self->relay != NULL && self->length > 0 && self->state != S_DONE && self->error == NULL) {
+        EventRelay *relay = (EventRelay *)self->relay;
+        int takes = EventRelay_takes(relay, self->buffer, self->length);
+        if (takes < 0 || (takes > 0 && EventRelay_write(relay, self->buffer, self->length) < 0))
+            return NULL;
+        if (takes > 0) {
+            self->length = 0;
+            self->size = 0;
+        }
+    }
+    return PyBool_FromLong(self->length == 0 && self->state != S_DONE && self->error == NULL);
+}
+
+static PyObject *
+ChunkedBody_take(ChunkedBody *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->length == 0) {
+        if (self->error != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(self->error), self->error);
+            return NULL;
+        }
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    PyObject *data = PyBytes_FromStringAndSize(self->buffer, self->length);
+    if (data == NULL)
+        return NULL;
+    self->length = 0;
+    self->size = 0;
+    return data;
+}
+
+static PyObject *
+ChunkedBody_close(ChunkedBody *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_CLEAR(self->relay);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+ChunkedBody_get_done(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->state == S_DONE);
+}
+
+static PyObject *
+ChunkedBody_get_trailing(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->trailing);
+}
+
+static PyObject *
+ChunkedBody_get_error(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->error != NULL ? self->error : Py_None);
+}
+
+static PyObject *
+ChunkedBody_get_size(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->size);
+}
+
+static PyObject *
+ChunkedBody_get_readable(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->length > 0);
+}
+
+static PyObject *
+ChunkedBody_get_relay(ChunkedBody *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->relay != NULL ? self->relay : Py_None);
+}
+
+static int
+ChunkedBody_set_relay(ChunkedBody *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value != NULL && value != Py_None && !PyObject_TypeCheck(value, &EventRelayType)) {
+        PyErr_SetString(PyExc_TypeError, "relay must be an EventRelay or None");
+        return -1;
+    }
+    Py_XSETREF(self->relay, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
+    return 0;
+}
+
+static PyMethodDef ChunkedBody_methods[] = {
+    {"feed", (PyCFunction)ChunkedBody_feed, METH_O,
+     PyDoc_STR("Decode `data` (a malformed chunk is kept as `error`); with a relay, write the stream's plain events "
+               "to the client. True when nothing is left for the reader now (the bytes were framing, or relayed).")},
+    {"take", (PyCFunction)ChunkedBody_take, METH_NOARGS,
+     PyDoc_STR("The data decoded since the last call (raises the body's protocol error once its data is read).")},
+    {"close", (PyCFunction)ChunkedBody_close, METH_NOARGS, PyDoc_STR("Let go of the relay.")},
+    {NULL}
+};
+
+static PyGetSetDef ChunkedBody_getset[] = {
+    {"done", (getter)ChunkedBody_get_done, NULL, PyDoc_STR("The body has ended."), NULL},
+    {"trailing", (getter)ChunkedBody_get_trailing, NULL, PyDoc_STR("Bytes came after the body's end."), NULL},
+    {"error", (getter)ChunkedBody_get_error, NULL, PyDoc_STR("The body's protocol error, or None."), NULL},
+    {"size", (getter)ChunkedBody_get_size, NULL, PyDoc_STR("Bytes received since the last take."), NULL},
+    {"readable", (getter)ChunkedBody_get_readable, NULL, PyDoc_STR("Decoded data waits to be taken."), NULL},
+    {"relay", (getter)ChunkedBody_get_relay, (setter)ChunkedBody_set_relay,
+     PyDoc_STR("The EventRelay that writes plain events in feed, or None."), NULL},
+    {NULL}
+};
+
+static PyTypeObject ChunkedBodyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "llm_gateway.native._relay.ChunkedBody",
+    .tp_doc = PyDoc_STR("ChunkedBody(error_class): a chunked body decoded as its bytes arrive."),
+    .tp_basicsize = sizeof(ChunkedBody),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ChunkedBody_init,
+    .tp_traverse = (traverseproc)ChunkedBody_traverse,
+    .tp_clear = (inquiry)ChunkedBody_clear,
+    .tp_dealloc = (destructor)ChunkedBody_dealloc,
+    .tp_methods = ChunkedBody_methods,
+    .tp_getset = ChunkedBody_getset,
+};
+
+/* ------------------------------------------------------------------------------------------------------------ */
+
+static struct PyModuleDef relay_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "llm_gateway.native._relay",
+    .m_doc = PyDoc_STR("The gateway's chunked body decoder and stream relay, in C (see relay.c)."),
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__relay(void)
+{
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&str_pending, "_pending"}, {&str_done, "done"}, {&str_first_event_at, "first_event_at"},
+        {&str_write_paused, "write_paused"}, {&str_disconnected, "disconnected"},
+        {&str_response_complete, "response_complete"}, {&str_response_started, "response_started"},
+        {&str_chunked_encoding, "chunked_encoding"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    }
+    if (PyType_Ready(&EventRelayType) < 0 || PyType_Ready(&ChunkedBodyType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&relay_module);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "EventRelay", (PyObject *)&EventRelayType) < 0
+        || PyModule_AddObjectRef(module, "ChunkedBody", (PyObject *)&ChunkedBodyType) < 0
+        || PyModule_AddStringConstant(module, "SOURCE_DIGEST", SOURCE_DIGEST) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
