@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,18 +43,38 @@ VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
 PYPI = "https://pypi.org/simple"
 GATEWAY_UID = 10001
+NATIVE_STAGE = "native-relay"
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's stages, each a list of (INSTRUCTION, arguments) from its FROM on (continuation lines joined,
+    comments dropped); what comes before the first FROM (the ARG) is left out."""
+    found: list[list[tuple[str, str]]] = []
+    for keyword, rest in _instructions(DOCKERFILE):
+        if keyword == "FROM":
+            found.append([])
+        if found:
+            found[-1].append((keyword, rest))
+    return found
 
 
 def instructions() -> list[tuple[str, str]]:
-    """The Dockerfile's (INSTRUCTION, arguments), continuation lines joined, comments dropped."""
-    return _instructions(DOCKERFILE)
+    """The image's own stage (the last)."""
+    return stages()[-1]
 
 
-def copies_into_workdir() -> dict[str, str]:
-    """Repository path -> path under WORKDIR, for each source of each COPY into the image's WORKDIR."""
+def native_stage() -> list[tuple[str, str]]:
+    """The stage that compiles llm_gateway/native."""
+    (stage,) = [stage for stage in stages() if stage[0] == ("FROM", f"${{BASE_IMAGE}} AS {NATIVE_STAGE}")]
+    return stage
+
+
+def copies_into_workdir(stage: list[tuple[str, str]] | None = None) -> dict[str, str]:
+    """Repository path -> path under WORKDIR, for each source of each COPY from the build context into the WORKDIR
+    of `stage` (the image's own by default)."""
     found = {}
-    for keyword, rest in instructions():
-        if keyword != "COPY":
+    for keyword, rest in instructions() if stage is None else stage:
+        if keyword != "COPY" or rest.startswith(f"--from={NATIVE_STAGE} "):
             continue
         assert not rest.startswith("--"), f"COPY {rest}: flags are not expected here"
         *sources, destination = rest.split()
@@ -70,6 +91,20 @@ def copies_into_workdir() -> dict[str, str]:
 
 def test_copies_its_packages_and_the_shared_runtime_whole():
     assert copies_into_workdir() == {package: package for package in IMAGE_PACKAGES}
+
+
+def test_the_relay_in_c_is_compiled_on_the_same_base_and_only_the_module_is_copied():
+    stage = native_stage()
+    assert copies_into_workdir(stage) == {
+        "llm_gateway/__init__.py": "llm_gateway/__init__.py",
+        "llm_gateway/native": "llm_gateway/native",
+    }
+    runs = [rest for keyword, rest in stage if keyword == "RUN"]
+    assert runs[-1] == "python -m llm_gateway.native.build"  # exits 1 (failing the build) when it cannot compile
+    assert "apt-get install -y --no-install-recommends gcc libc6-dev" in runs[0]
+    from_stage = [rest for keyword, rest in instructions() if keyword == "COPY" and rest.startswith("--from=")]
+    workdir = dict(stage)["WORKDIR"]
+    assert from_stage == [f"--from={NATIVE_STAGE} {workdir}/llm_gateway/native/_relay.*.so llm_gateway/native/"]
 
 
 def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_path):
@@ -89,14 +124,17 @@ def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_p
     assert {f for f in files if f.startswith("common/")} == shared
     assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
     assert {"model_fetch/__main__.py", "llm_bench/__main__.py"} <= files
-    assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
+    assert not [f for f in files if "__pycache__" in f or f.endswith((".pyc", ".so"))]  # the image compiles its own
     assert BUILDSPEC == REPO_ROOT / LLM_GATEWAY_BUILDSPEC
 
 
 def test_base_image_is_the_pinned_python_and_a_build_argument():
-    parsed = instructions()
-    assert parsed[:2] == [("ARG", "BASE_IMAGE"), ("FROM", "${BASE_IMAGE}")]
-    assert [keyword for keyword, _ in parsed].count("FROM") == 1
+    assert _instructions(DOCKERFILE)[0] == ("ARG", "BASE_IMAGE")
+    # The compiled module's Python is the image's: both stages stand on the one base.
+    assert [stage[0] for stage in stages()] == [
+        ("FROM", f"${{BASE_IMAGE}} AS {NATIVE_STAGE}"),
+        ("FROM", "${BASE_IMAGE}"),
+    ]
     repository, tag = versions.LLM_GATEWAY_BASE_IMAGE.rsplit(":", 1)
     assert repository == "public.ecr.aws/docker/library/python"
     assert tag.startswith(f"{versions.LLM_GATEWAY_PYTHON}-slim")
@@ -249,12 +287,33 @@ def test_the_lock_installs_a_consistent_environment(image_python):
     assert installed == set(read_lock(LOCK).pins)
 
 
-def _image_files(target: Path) -> None:
-    """Copy what the Dockerfile copies into its WORKDIR, and nothing else, to `target`."""
-    for source, destination in copies_into_workdir().items():
+def _native_module(image_python: Path, build: Path) -> list[Path]:
+    """Run the native stage as Docker would, with the image's Python: its copies into `build` (its WORKDIR), then
+    its RUN steps after the compiler's install (this machine has gcc and the headers). What it compiled."""
+    stage = native_stage()
+    _copy_into(build, copies_into_workdir(stage))
+    env = {**os.environ, "PATH": f"{image_python.parent}:{os.environ['PATH']}"}
+    for run in [rest for keyword, rest in stage if keyword == "RUN"][1:]:
+        done = subprocess.run(shlex.split(run), cwd=build, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{run}:\n{done.stdout}{done.stderr}"
+    (copy,) = [rest for keyword, rest in instructions() if keyword == "COPY" and rest.startswith("--from=")]
+    pattern = copy.split()[1].removeprefix(dict(stage)["WORKDIR"] + "/")
+    return sorted(build.glob(pattern))
+
+
+def _image_files(target: Path, native: list[Path]) -> None:
+    """Copy what the Dockerfile copies into its WORKDIR, and nothing else, to `target`: the build context's files and
+    the native stage's module."""
+    _copy_into(target, copies_into_workdir())
+    for module in native:
+        shutil.copy2(module, target / "llm_gateway" / "native" / module.name)
+
+
+def _copy_into(target: Path, copies: dict[str, str]) -> None:
+    for source, destination in copies.items():
         path = REPO_ROOT / source
         if path.is_dir():
-            shutil.copytree(path, target / destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(path, target / destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
         else:
             (target / destination).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target / destination)
@@ -265,7 +324,9 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     if unusable:
         _skip_or_fail(unusable)
     files = tmp_path / "srv"
-    _image_files(files)
+    native = _native_module(image_python, tmp_path / "build")
+    assert [module.name.split("-")[:2] for module in native] == [["_relay.cpython", "312"]]
+    _image_files(files, native)
     stage = dockerfile_stage(DOCKERFILE, None)
     port = 8000
     plan = {
@@ -315,3 +376,4 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     assert '"message": "Finished server process' in outcome.log, outcome
     first = json.loads(outcome.log.splitlines()[0])  # the shared JSON log format (common/logs.py)
     assert first["message"] == "serving" and first["url"] == f"http://127.0.0.1:{port}/"
+    assert first["relay"] == "native"  # the module the native stage compiled loads in the image's Python
