@@ -91,9 +91,8 @@ class _StreamRelay:
     admission slot, stops the clock, and waits for a slow reader under the write bound.
 
     With the compiled llm_gateway/native module (`native`), the upstream's decoder writes the events this would
-    have written unchanged (whole JSON chunks, after the first token, without a usage) itself, and calls this only
-    for the others. It does so only once the first token is stamped, which happens here: so `forwarded` still
-    tells whether the stream had begun when `_first_piece` asks."""
+    have written unchanged (whole JSON chunks without a usage) itself, and calls this only for the others. It starts
+    only once this has forwarded an event and stamped the first token: both stay this relay's own."""
 
     def __init__(
         self, events: EventStream, record: RequestRecord, write_nowait: BodyNowait, native: ModuleType | None
@@ -103,7 +102,7 @@ class _StreamRelay:
         self.pending = b""
         self.forwarded = False  # an event went out: the stream has begun, heartbeats are over
         parts = None if native is None else write_nowait.parts()
-        self.native = None if parts is None else native.EventRelay(events, record, *parts)
+        self.native = None if parts is None else native.EventRelay(self, events, record, *parts)
 
     def __call__(self, piece: bytes) -> bool:
         out = self._events.feed(piece)

@@ -15,25 +15,30 @@
 #define SOURCE_DIGEST "unknown"
 #endif
 
-#define MAX_SIZE_DIGITS 15   /* a chunk under 2**60 bytes; longer sizes are refused, as llhttp refuses an overflow */
+/* A trailer section past this is refused (llhttp reads any; the engine sends none, and nothing here keeps them). */
 #define MAX_TRAILER_BYTES (64 * 1024)
 
 enum state {
     S_SIZE,        /* the chunk size's hex digits */
-    S_EXT,         /* a chunk extension, up to its CR */
+    S_EXT_NAME,    /* a chunk extension's name (after `;`) */
+    S_EXT_VALUE,   /* its value as a token (after `=`) */
+    S_EXT_QUOTED,  /* its value as a quoted string */
+    S_EXT_ESCAPE,  /* the character after a backslash in it */
+    S_EXT_END,     /* after the closing quote: `;` or CR */
     S_SIZE_LF,     /* the LF after the size line */
     S_DATA,        /* `remaining` bytes of chunk data */
     S_DATA_CR,     /* the CR after a chunk's data */
     S_DATA_LF,
     S_LINE_START,  /* after the last chunk: a trailer field or the final CRLF */
-    S_TRAILER,     /* a trailer field, up to its CR */
+    S_TRAILER_NAME,
+    S_TRAILER_VALUE,
     S_TRAILER_LF,
     S_END_LF,      /* the final LF */
     S_DONE
 };
 
 /* Interned attribute names, read on the Python objects the relay is given. */
-static PyObject *str_pending, *str_done, *str_first_event_at, *str_write_paused, *str_disconnected,
+static PyObject *str_pending, *str_done, *str_forwarded, *str_first_event_at, *str_write_paused, *str_disconnected,
     *str_response_complete, *str_response_started, *str_chunked_encoding;
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -41,26 +46,32 @@ static PyObject *str_pending, *str_done, *str_first_event_at, *str_write_paused,
 
 typedef struct {
     PyObject_HEAD
+    PyObject *owner;   /* the Python relay (gateway._StreamRelay): `forwarded` */
     PyObject *events;  /* llm_gateway.usage.EventStream: `_pending` (bytes) and `done` */
     PyObject *record;  /* its RequestRecord: `first_event_at` */
     PyObject *write;   /* the client transport's write */
     PyObject *flow;    /* uvicorn's flow control: `write_paused` */
     PyObject *cycle;   /* uvicorn's request cycle: `disconnected`, `response_complete`, `response_started`, ... */
-    int begun;         /* first_event_at was seen set (it is never unset) */
+    int begun;         /* `forwarded` and `first_event_at` were seen set (they are never unset) */
     int head_sent;     /* response_started and chunked_encoding were seen true (they stay so for the cycle) */
 } EventRelay;
 
 static int
 EventRelay_init(EventRelay *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"events", "record", "write", "flow", "cycle", NULL};
-    PyObject *events, *record, *write, *flow, *cycle;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", names, &events, &record, &write, &flow, &cycle))
+    static char *names[] = {"owner", "events", "record", "write", "flow", "cycle", NULL};
+    PyObject *owner, *events, *record, *write, *flow, *cycle;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO", names, &owner, &events, &record, &write, &flow, &cycle))
         return -1;
     if (!PyCallable_Check(write)) {
         PyErr_SetString(PyExc_TypeError, "write must be callable");
         return -1;
     }
+    if (self->write != NULL) {  /* its fields are read while Python runs: they never change under a call */
+        PyErr_SetString(PyExc_TypeError, "an EventRelay is initialised once");
+        return -1;
+    }
+    Py_XSETREF(self->owner, Py_NewRef(owner));
     Py_XSETREF(self->events, Py_NewRef(events));
     Py_XSETREF(self->record, Py_NewRef(record));
     Py_XSETREF(self->write, Py_NewRef(write));
@@ -74,6 +85,7 @@ EventRelay_init(EventRelay *self, PyObject *args, PyObject *kwds)
 static int
 EventRelay_traverse(EventRelay *self, visitproc visit, void *arg)
 {
+    Py_VISIT(self->owner);
     Py_VISIT(self->events);
     Py_VISIT(self->record);
     Py_VISIT(self->write);
@@ -85,6 +97,7 @@ EventRelay_traverse(EventRelay *self, visitproc visit, void *arg)
 static int
 EventRelay_clear(EventRelay *self)
 {
+    Py_CLEAR(self->owner);
     Py_CLEAR(self->events);
     Py_CLEAR(self->record);
     Py_CLEAR(self->write);
@@ -136,13 +149,17 @@ EventRelay_takes(EventRelay *self, const char *data, Py_ssize_t size)
     if ((truth = attr_true(self->events, str_done)) != 0)
         return truth < 0 ? -1 : 0;
     if (!self->begun) {
+        /* Until the Python relay has written an event and stamped the first token, it writes them all: the stamp,
+         * and `forwarded` (which ends the heartbeats), are its own. */
+        if ((truth = attr_true(self->owner, str_forwarded)) <= 0)
+            return truth;
         PyObject *first = PyObject_GetAttr(self->record, str_first_event_at);
         if (first == NULL)
             return -1;
         self->begun = first != Py_None;
         Py_DECREF(first);
         if (!self->begun)
-            return 0;  /* the first token: the Python relay stamps it */
+            return 0;
     }
     if (!self->head_sent) {
         if ((truth = attr_true(self->cycle, str_response_started)) <= 0)
@@ -173,7 +190,7 @@ EventRelay_write(EventRelay *self, const char *data, Py_ssize_t size)
     memcpy(out, head, (size_t)head_size);
     memcpy(out + head_size, data, (size_t)size);
     memcpy(out + head_size + size, "\r\n", 2);
-    PyObject *result = PyObject_CallOneArg(self->write, framed);
+    PyObject *result = PyObject_CallOneArg(self->write, framed);  /* `write` is never replaced: see init */
     Py_DECREF(framed);
     if (result == NULL)
         return -1;
@@ -184,9 +201,9 @@ EventRelay_write(EventRelay *self, const char *data, Py_ssize_t size)
 static PyTypeObject EventRelayType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "llm_gateway.native._relay.EventRelay",
-    .tp_doc = PyDoc_STR("EventRelay(events, record, write, flow, cycle): where a ChunkedBody writes a stream's plain "
-                        "events itself (the EventStream and RequestRecord of the Python relay, the client transport's "
-                        "write, uvicorn's flow control and request cycle)."),
+    .tp_doc = PyDoc_STR("EventRelay(owner, events, record, write, flow, cycle): where a ChunkedBody writes a stream's "
+                        "plain events itself (the Python relay, its EventStream and RequestRecord, the client "
+                        "transport's write, uvicorn's flow control and request cycle)."),
     .tp_basicsize = sizeof(EventRelay),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -209,9 +226,11 @@ typedef struct {
     Py_ssize_t size;        /* bytes received since the last take, framing included (the flow control's measure) */
     uint64_t remaining;     /* of the current chunk's data, or its size while its digits come */
     Py_ssize_t trailer_bytes;
-    int digits;
+    int digits;             /* the size has a digit */
+    int token;              /* the current token (extension or trailer name, extension value) has a character */
     enum state state;
     int trailing;
+    int closed;             /* close() was called: later bytes are not decoded */
 } ChunkedBody;
 
 static int
@@ -221,14 +240,18 @@ ChunkedBody_init(ChunkedBody *self, PyObject *args, PyObject *kwds)
     PyObject *error_class;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &error_class))
         return -1;
+    if (self->error_class != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a ChunkedBody is initialised once");
+        return -1;
+    }
     Py_XSETREF(self->error_class, Py_NewRef(error_class));
     Py_CLEAR(self->error);
     Py_CLEAR(self->relay);
     self->length = self->size = self->trailer_bytes = 0;
     self->remaining = 0;
-    self->digits = 0;
+    self->digits = self->token = 0;
     self->state = S_SIZE;
-    self->trailing = 0;
+    self->trailing = self->closed = 0;
     return 0;
 }
 
@@ -271,6 +294,21 @@ hex_value(unsigned char c)
     return -1;
 }
 
+/* RFC 9110 tchar: what a token (an extension's or a trailer field's name, an extension's value) is made of. */
+static int
+is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+           || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* What a field value and a quoted string may hold besides their delimiters: HTAB, SP, VCHAR, obs-text. */
+static int
+is_field_char(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
 /* Keep the body's protocol error (raised to its reader by take()). 0, or -1 if even that failed. */
 static int
 ChunkedBody_fail(ChunkedBody *self, const char *reason)
@@ -299,7 +337,14 @@ ChunkedBody_keep(ChunkedBody *self, const char *data, Py_ssize_t size)
     return 0;
 }
 
-/* Decode `data` into the buffer. 0, or -1 with an exception set (memory); a malformed body sets `error`. */
+#define FAIL(reason) return ChunkedBody_fail(self, "a malformed chunked body: " reason)
+
+/* Decode `data` into the buffer. 0, or -1 with an exception set (memory); a malformed body sets `error`. What is
+ * refused is what llhttp (strict, as httptools runs it) refuses: a size that is not hex or overflows 64 bits, an
+ * extension that is not `;name[=token|"quoted"]` with no spaces, a trailer field that is not `name: value`, a CR or
+ * LF where the other belongs. It refuses a little more: an extension with an empty name, a trailer section over
+ * MAX_TRAILER_BYTES, and any byte after the body's end marks the connection `trailing` (llhttp skips CRLFs there);
+ * no engine sends those, and each only retires a connection sooner. */
 static int
 ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
 {
@@ -310,25 +355,58 @@ ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
         case S_SIZE: {
             int value = hex_value(c);
             if (value >= 0) {
-                if (++self->digits > MAX_SIZE_DIGITS)
-                    return ChunkedBody_fail(self, "a malformed chunked body: a chunk size too large");
+                if (self->remaining > (UINT64_MAX >> 4))
+                    FAIL("a chunk size too large");
                 self->remaining = self->remaining * 16 + (uint64_t)value;
-            } else if (self->digits > 0 && (c == ';' || c == '\r')) {
-                self->state = c == ';' ? S_EXT : S_SIZE_LF;
+                self->digits = 1;
+            } else if (self->digits && c == ';') {
+                self->state = S_EXT_NAME;
+                self->token = 0;
+            } else if (self->digits && c == '\r') {
+                self->state = S_SIZE_LF;
             } else {
-                return ChunkedBody_fail(self, "a malformed chunked body: an invalid character in a chunk size");
+                FAIL("an invalid character in a chunk size");
             }
             break;
         }
-        case S_EXT:
-            if (c == '\r')
-                self->state = S_SIZE_LF;
-            else if (c != '\t' && (c < 0x20 || c == 0x7f))
-                return ChunkedBody_fail(self, "a malformed chunked body: an invalid character in a chunk extension");
+        case S_EXT_NAME:
+        case S_EXT_VALUE:
+            if (is_tchar(c)) {
+                self->token = 1;
+            } else if ((self->token || self->state == S_EXT_VALUE) && (c == ';' || c == '\r')) {  /* `a=` too */
+                self->state = c == ';' ? S_EXT_NAME : S_SIZE_LF;
+                self->token = 0;
+            } else if (self->state == S_EXT_NAME && self->token && c == '=') {
+                self->state = S_EXT_VALUE;
+                self->token = 0;
+            } else if (self->state == S_EXT_VALUE && !self->token && c == '"') {
+                self->state = S_EXT_QUOTED;
+            } else {
+                FAIL("an invalid character in a chunk extension");
+            }
+            break;
+        case S_EXT_QUOTED:
+            if (c == '"')
+                self->state = S_EXT_END;
+            else if (c == '\\')
+                self->state = S_EXT_ESCAPE;
+            else if (!is_field_char(c))
+                FAIL("an invalid character in a chunk extension");
+            break;
+        case S_EXT_ESCAPE:
+            if (!is_field_char(c))
+                FAIL("an invalid character in a chunk extension");
+            self->state = S_EXT_QUOTED;
+            break;
+        case S_EXT_END:
+            if (c != ';' && c != '\r')
+                FAIL("an invalid character in a chunk extension");
+            self->state = c == ';' ? S_EXT_NAME : S_SIZE_LF;
+            self->token = 0;
             break;
         case S_SIZE_LF:
             if (c != '\n')
-                return ChunkedBody_fail(self, "a malformed chunked body: no LF after a chunk size");
+                FAIL("no LF after a chunk size");
             self->digits = 0;
             self->state = self->remaining == 0 ? S_LINE_START : S_DATA;
             break;
@@ -345,12 +423,12 @@ ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
         }
         case S_DATA_CR:
             if (c != '\r')
-                return ChunkedBody_fail(self, "a malformed chunked body: no CRLF after a chunk's data");
+                FAIL("no CRLF after a chunk's data");
             self->state = S_DATA_LF;
             break;
         case S_DATA_LF:
             if (c != '\n')
-                return ChunkedBody_fail(self, "a malformed chunked body: no CRLF after a chunk's data");
+                FAIL("no CRLF after a chunk's data");
             self->state = S_SIZE;
             break;
         case S_LINE_START:
@@ -358,22 +436,35 @@ ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
                 self->state = S_END_LF;
                 break;
             }
-            self->state = S_TRAILER;
-            /* fall through: the first byte of a trailer field */
-        case S_TRAILER:
+            self->state = S_TRAILER_NAME;
+            self->token = 0;
+            /* fall through */
+        case S_TRAILER_NAME:
+            if (++self->trailer_bytes > MAX_TRAILER_BYTES)
+                FAIL("a trailer section too large");
+            if (is_tchar(c))
+                self->token = 1;
+            else if (self->token && c == ':')
+                self->state = S_TRAILER_VALUE;
+            else
+                FAIL("an invalid trailer field");
+            break;
+        case S_TRAILER_VALUE:
+            if (++self->trailer_bytes > MAX_TRAILER_BYTES)
+                FAIL("a trailer section too large");
             if (c == '\r')
                 self->state = S_TRAILER_LF;
-            else if (c == '\n' || ++self->trailer_bytes > MAX_TRAILER_BYTES)
-                return ChunkedBody_fail(self, "a malformed chunked body: a bad trailer section");
+            else if (!is_field_char(c))
+                FAIL("an invalid trailer field");
             break;
         case S_TRAILER_LF:
             if (c != '\n')
-                return ChunkedBody_fail(self, "a malformed chunked body: no LF after a trailer field");
+                FAIL("no LF after a trailer field");
             self->state = S_LINE_START;
             break;
         case S_END_LF:
             if (c != '\n')
-                return ChunkedBody_fail(self, "a malformed chunked body: no LF at its end");
+                FAIL("no LF at its end");
             self->state = S_DONE;
             break;
         case S_DONE:
@@ -384,13 +475,19 @@ ChunkedBody_decode(ChunkedBody *self, const char *data, Py_ssize_t size)
     return 0;
 }
 
+#undef FAIL
+
 static PyObject *
 ChunkedBody_feed(ChunkedBody *self, PyObject *arg)
 {
+    if (self->error_class == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ChunkedBody.__init__ was not called");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    if (self->state == S_DONE || self->error != NULL) {
+    if (self->state == S_DONE || self->error != NULL || self->closed) {
         self->trailing = 1;
         PyBuffer_Release(&view);
         Py_RETURN_FALSE;
@@ -401,13 +498,19 @@ ChunkedBody_feed(ChunkedBody *self, PyObject *arg)
     if (failed < 0)
         return NULL;
     if (self->relay != NULL && self->length > 0 && self->state != S_DONE && self->error == NULL) {
-        EventRelay *relay = (EventRelay *)self->relay;
-        int takes = EventRelay_takes(relay, self->buffer, self->length);
-        if (takes < 0 || (takes > 0 && EventRelay_write(relay, self->buffer, self->length) < 0))
+        /* Held for the call: the attribute reads and the write run Python, which may let go of the relay. */
+        EventRelay *relay = (EventRelay *)Py_NewRef(self->relay);
+        Py_ssize_t written = self->length;
+        int takes = EventRelay_takes(relay, self->buffer, written);
+        if (takes > 0)
+            takes = EventRelay_write(relay, self->buffer, written) < 0 ? -1 : 1;
+        Py_DECREF(relay);
+        if (takes < 0)
             return NULL;
-        if (takes > 0) {
-            self->length = 0;
-            self->size = 0;
+        if (takes > 0) {  /* what was written goes; what a re-entered feed added stays */
+            self->length -= written;
+            memmove(self->buffer, self->buffer + written, (size_t)self->length);
+            self->size = self->length;
         }
     }
     return PyBool_FromLong(self->length == 0 && self->state != S_DONE && self->error == NULL);
@@ -434,6 +537,7 @@ ChunkedBody_take(ChunkedBody *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 ChunkedBody_close(ChunkedBody *self, PyObject *Py_UNUSED(ignored))
 {
+    self->closed = 1;
     Py_CLEAR(self->relay);
     Py_RETURN_NONE;
 }
@@ -477,8 +581,9 @@ ChunkedBody_get_relay(ChunkedBody *self, void *Py_UNUSED(closure))
 static int
 ChunkedBody_set_relay(ChunkedBody *self, PyObject *value, void *Py_UNUSED(closure))
 {
-    if (value != NULL && value != Py_None && !PyObject_TypeCheck(value, &EventRelayType)) {
-        PyErr_SetString(PyExc_TypeError, "relay must be an EventRelay or None");
+    if (value != NULL && value != Py_None
+        && (!PyObject_TypeCheck(value, &EventRelayType) || ((EventRelay *)value)->write == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "relay must be an initialised EventRelay or None");
         return -1;
     }
     Py_XSETREF(self->relay, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
@@ -491,7 +596,8 @@ static PyMethodDef ChunkedBody_methods[] = {
                "to the client. True when nothing is left for the reader now (the bytes were framing, or relayed).")},
     {"take", (PyCFunction)ChunkedBody_take, METH_NOARGS,
      PyDoc_STR("The data decoded since the last call (raises the body's protocol error once its data is read).")},
-    {"close", (PyCFunction)ChunkedBody_close, METH_NOARGS, PyDoc_STR("Let go of the relay.")},
+    {"close", (PyCFunction)ChunkedBody_close, METH_NOARGS,
+     PyDoc_STR("Let go of the relay; later bytes are not decoded (they mark the body `trailing`).")},
     {NULL}
 };
 
@@ -534,7 +640,8 @@ PyMODINIT_FUNC
 PyInit__relay(void)
 {
     struct { PyObject **slot; const char *text; } names[] = {
-        {&str_pending, "_pending"}, {&str_done, "done"}, {&str_first_event_at, "first_event_at"},
+        {&str_pending, "_pending"}, {&str_done, "done"}, {&str_forwarded, "forwarded"},
+        {&str_first_event_at, "first_event_at"},
         {&str_write_paused, "write_paused"}, {&str_disconnected, "disconnected"},
         {&str_response_complete, "response_complete"}, {&str_response_started, "response_started"},
         {&str_chunked_encoding, "chunked_encoding"},

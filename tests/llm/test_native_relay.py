@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from common.http.protocol import BodyNowait
 from llm_gateway import native
+from llm_gateway.gateway import _StreamRelay
 from llm_gateway.upstream import RemoteProtocolError, _ChunkedBody
 from llm_gateway.usage import EventStream, RequestRecord
 from tests.llm.stack import run_gateway
@@ -47,12 +49,12 @@ def random_body(rng: random.Random) -> tuple[bytes, bytes]:
     for _ in range(rng.randint(0, 6)):
         piece = bytes(rng.choice(b'data: {"x":1}\r\n0\r\n\r\n\n\n}') for _ in range(rng.randint(1, 300)))
         size = f"{len(piece):x}"
-        size = rng.choice([size, size.upper(), "00" + size])
-        extension = rng.choice(["", "", ";name=value", ";a;b=c"])
+        size = rng.choice([size, size.upper(), "0" * rng.randint(1, 18) + size])
+        extension = rng.choice(["", "", ";name=value", ";a;b=c", ';q="a \\"quoted\\" value"', ";empty="])
         wire += f"{size}{extension}\r\n".encode() + piece + b"\r\n"
         data += piece
     wire += b"0" + rng.choice([b"", b";last=1"]) + b"\r\n"
-    wire += rng.choice([b"", b"x-trailer: 1\r\n", b"a: 1\r\nb: 2\r\n"]) + b"\r\n"
+    wire += rng.choice([b"", b"x-trailer: 1\r\n", b"a: 1\r\nb:2\r\n", b"empty:\r\n"]) + b"\r\n"
     return wire, data
 
 
@@ -77,8 +79,33 @@ def test_the_native_decoder_reads_every_body_as_llhttp_does_however_it_is_cut(re
         b"-1\r\n",
         b"\r\n",  # a size with no digits
         b"0\r\n\r\r",  # no LF at the end
+        b"5;a b\r\nhello\r\n0\r\n\r\n",  # spaces in an extension
+        b"5; a=b\r\nhello\r\n0\r\n\r\n",
+        b"5;a=b \r\nhello\r\n0\r\n\r\n",
+        b'5;a="x\r\nhello\r\n0\r\n\r\n',  # an unterminated quoted value
+        b"5\r\nhello\r\n0\r\nbad trailer\r\n\r\n",  # a trailer that is not a field
+        b"5\r\nhello\r\n0\r\nx : y\r\n\r\n",
+        b"5\r\nhello\r\n0\r\nx: a\r\n b\r\n\r\n",  # a folded trailer
+        b"5\r\nhello\r\n0\r\nx:\x00\r\n\r\n",
     ],
-    ids=["not-hex", "bare-lf", "no-crlf", "lf-only", "overflow", "negative", "empty-size", "bad-end"],
+    ids=[
+        "not-hex",
+        "bare-lf",
+        "no-crlf",
+        "lf-only",
+        "overflow",
+        "negative",
+        "empty-size",
+        "bad-end",
+        "ext-space",
+        "ext-leading-space",
+        "ext-trailing-space",
+        "ext-open-quote",
+        "trailer-no-colon",
+        "trailer-space-before-colon",
+        "trailer-folded",
+        "trailer-nul",
+    ],
 )
 def test_a_malformed_body_is_a_protocol_error_for_both_decoders(relay_module: ModuleType, wire: bytes) -> None:
     for body in (relay_module.ChunkedBody(RemoteProtocolError), _ChunkedBody()):
@@ -112,14 +139,20 @@ class Flow:
 
 
 class Cycle:
-    disconnected = False
-    response_complete = False
-    response_started = True
-    chunked_encoding = True
+    """uvicorn's request cycle, as far as BodyNowait reads it."""
+
+    def __init__(self) -> None:
+        self.transport, self.flow = Transport(), Flow()
+        self.scope = {"method": "POST"}
+        self.disconnected = self.response_complete = False
+        self.response_started = self.chunked_encoding = True
 
 
 def event(text: str) -> bytes:
     return b'data: {"choices":[{"delta":{"content":"%s"}}]}\n\n' % text.encode()
+
+
+USAGE_ONLY = b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\n'
 
 
 def frame(*events: bytes) -> bytes:
@@ -127,63 +160,103 @@ def frame(*events: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def relay_parts(module: ModuleType) -> tuple[Any, EventStream, RequestRecord, Transport, Flow, Cycle]:
-    record = RequestRecord("/v1/chat/completions", "m", True)
-    events = EventStream(record, client_wants_usage=False)
-    transport, flow, cycle = Transport(), Flow(), Cycle()
-    body = module.ChunkedBody(RemoteProtocolError)
-    body.relay = module.EventRelay(events, record, transport.write, flow, cycle)
-    return body, events, record, transport, flow, cycle
+class Stream:
+    """A stream as the gateway relays it: the upstream's native decoder with the gateway's relay (`_StreamRelay`,
+    whose EventRelay writes through BodyNowait's parts) on a stand-in request cycle; `read` is one socket read
+    through `_Connection.data_received`'s steps."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.record = RequestRecord("/v1/chat/completions", "m", True)
+        self.events = EventStream(self.record, client_wants_usage=False)
+        self.cycle = Cycle()
+        self.relay = _StreamRelay(self.events, self.record, BodyNowait(self.cycle), module)
+        self.body = module.ChunkedBody(RemoteProtocolError)
+        self.body.relay = self.relay.native
+
+    @property
+    def written(self) -> list[bytes]:
+        return self.cycle.transport.written
+
+    def read(self, wire: bytes) -> str:
+        """'native': the decoder wrote it; 'python': the Python relay took it; 'reader': handed back."""
+        if self.body.feed(wire):
+            return "native"
+        return "python" if self.relay(self.body.take()) else "reader"
 
 
 def test_plain_events_after_the_first_token_are_written_in_the_read_callback(relay_module: ModuleType) -> None:
-    body, events, record, transport, flow, _ = relay_parts(relay_module)
-    assert body.feed(frame(event("a"))) is False  # the first token: left to the Python relay, which stamps it
-    events.feed(body.take())
-    assert record.first_event_at is not None and transport.written == []
-    assert body.feed(frame(event("b"), event("c"))) is True  # written: nothing for the reader
-    assert transport.written == [frame(event("b"), event("c"))] and body.size == 0
-    flow.write_paused = True  # a client that is not reading: the Python path waits for it under the write bound
-    assert body.feed(frame(event("d"))) is False
-    assert body.take() == event("d") and len(transport.written) == 1
+    stream = Stream(relay_module)
+    assert stream.read(frame(event("a"))) == "python"  # the first token: the Python relay stamps and writes it
+    assert stream.record.first_event_at is not None and stream.relay.forwarded
+    assert stream.read(frame(event("b"), event("c"))) == "native"
+    assert stream.written == [frame(event("a")), frame(event("b"), event("c"))] and stream.body.size == 0
+    stream.cycle.flow.write_paused = True  # a client that is not reading: the bounded `send` waits for it
+    assert stream.read(frame(event("d"))) == "reader"
+    assert stream.relay.pending == event("d") and len(stream.written) == 2
 
 
 @pytest.mark.parametrize(
     ("wire", "why"),
     [
         (frame(event("b"))[:-6], "a piece that ends mid-event"),
-        (frame(b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\n'), "a usage chunk"),
+        (frame(USAGE_ONLY), "a usage chunk"),
         (frame(b"data: [DONE]\n\n"), "the last event"),
         (frame(event("b")) + b"0\r\n\r\n", "the body's end"),
     ],
 )
 def test_other_pieces_are_left_to_the_python_relay(relay_module: ModuleType, wire: bytes, why: str) -> None:
-    body, _, record, transport, *_ = relay_parts(relay_module)
-    record.first_event_at = time.monotonic()
-    assert body.feed(wire) is False, why
-    assert transport.written == [] and body.take()
+    stream = Stream(relay_module)
+    stream.read(frame(event("a")))
+    assert stream.body.feed(wire) is False, why
+    assert stream.written == [frame(event("a"))] and stream.body.take()
+
+
+def test_the_native_path_waits_for_the_python_relay_to_forward_an_event(relay_module: ModuleType) -> None:
+    stream = Stream(relay_module)
+    # A first event the client does not get (the usage it did not ask for) stamps the clock but forwards nothing:
+    # the stream has not begun for the client, and heartbeats may still come, so the next event is the Python
+    # relay's too.
+    assert stream.read(frame(USAGE_ONLY)) == "python"
+    assert stream.record.first_event_at is not None and not stream.relay.forwarded and stream.written == []
+    assert stream.read(frame(event("a"))) == "python"
+    assert stream.relay.forwarded and stream.read(frame(event("b"))) == "native"
 
 
 def test_an_event_begun_in_the_python_relay_is_finished_there(relay_module: ModuleType) -> None:
-    body, events, record, transport, *_ = relay_parts(relay_module)
-    record.first_event_at = time.monotonic()
+    stream = Stream(relay_module)
+    stream.read(frame(event("a")))
     whole = event("b")
-    assert events.feed(whole[:10]) == b""  # the Python relay holds the event's start
-    assert body.feed(frame(whole[10:])) is False
-    assert events.feed(body.take()) == whole and transport.written == []
+    assert stream.read(frame(whole[:10])) == "python"  # the Python relay holds the event's start
+    assert stream.read(frame(whole[10:])) == "python"
+    assert stream.written == [frame(event("a")), frame(whole)]
 
 
 def test_a_failed_write_keeps_the_data_and_raises_to_the_caller(relay_module: ModuleType) -> None:
-    body, _, record, _, flow, cycle = relay_parts(relay_module)
-    record.first_event_at = time.monotonic()
+    stream = Stream(relay_module)
+    stream.read(frame(event("a")))
 
     def refuse(data: bytes) -> None:
         raise ConnectionError("gone")
 
-    body.relay = relay_module.EventRelay(EventStream(record, client_wants_usage=False), record, refuse, flow, cycle)
+    stream.cycle.transport.write = refuse  # type: ignore[method-assign]
+    relay = _StreamRelay(stream.events, stream.record, BodyNowait(stream.cycle), relay_module)
+    relay.forwarded = True
+    stream.body.relay = relay.native
     with pytest.raises(ConnectionError, match="gone"):
-        body.feed(frame(event("b")))
-    assert body.take() == event("b")
+        stream.body.feed(frame(event("b")))
+    assert stream.body.take() == event("b")
+
+
+def test_a_relay_or_decoder_is_set_up_once(relay_module: ModuleType) -> None:
+    stream = Stream(relay_module)
+    with pytest.raises(TypeError, match="initialised once"):
+        stream.relay.native.__init__(stream.relay, stream.events, stream.record, print, Flow(), Cycle())
+    with pytest.raises(TypeError, match="initialised once"):
+        stream.body.__init__(RemoteProtocolError)
+    with pytest.raises(TypeError, match="an initialised EventRelay"):
+        stream.body.relay = relay_module.EventRelay.__new__(relay_module.EventRelay)
+    with pytest.raises(TypeError, match="was not called"):
+        relay_module.ChunkedBody.__new__(relay_module.ChunkedBody).feed(b"5\r\n")
 
 
 def test_a_module_built_from_another_relay_c_is_not_used(relay_module: ModuleType, monkeypatch) -> None:
