@@ -5,6 +5,8 @@ in a read-only sandbox with no network."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import json
 import os
@@ -287,10 +289,14 @@ def test_the_lock_installs_a_consistent_environment(image_python):
     assert installed == set(read_lock(LOCK).pins)
 
 
-def _native_module(image_python: Path, build: Path) -> list[Path]:
-    """Run the native stage as Docker would, with the image's Python: its copies into `build` (its WORKDIR), then
-    its RUN steps after the compiler's install (this machine has gcc and the headers). What it compiled."""
+@functools.cache
+def native_modules(image_python: Path) -> tuple[Path, ...]:
+    """Run the native stage as Docker would, with the image's Python (once per session): its copies into a folder
+    of its own (its WORKDIR), then its RUN steps after the compiler's install (this machine has gcc and the
+    headers). What it compiled, which the image's COPY --from takes."""
     stage = native_stage()
+    build = Path(tempfile.mkdtemp(prefix="native-relay-stage-"))
+    atexit.register(shutil.rmtree, build, True)
     _copy_into(build, copies_into_workdir(stage))
     env = {**os.environ, "PATH": f"{image_python.parent}:{os.environ['PATH']}"}
     for run in [rest for keyword, rest in stage if keyword == "RUN"][1:]:
@@ -298,14 +304,14 @@ def _native_module(image_python: Path, build: Path) -> list[Path]:
         assert done.returncode == 0, f"{run}:\n{done.stdout}{done.stderr}"
     (copy,) = [rest for keyword, rest in instructions() if keyword == "COPY" and rest.startswith("--from=")]
     pattern = copy.split()[1].removeprefix(dict(stage)["WORKDIR"] + "/")
-    return sorted(build.glob(pattern))
+    return tuple(sorted(build.glob(pattern)))
 
 
-def _image_files(target: Path, native: list[Path]) -> None:
-    """Copy what the Dockerfile copies into its WORKDIR, and nothing else, to `target`: the build context's files and
-    the native stage's module."""
+def image_files(target: Path, image_python: Path) -> None:
+    """Copy what the image holds in its WORKDIR, and nothing else, to `target`: the build context's files and the
+    native stage's module, compiled for `image_python`."""
     _copy_into(target, copies_into_workdir())
-    for module in native:
+    for module in native_modules(image_python):
         shutil.copy2(module, target / "llm_gateway" / "native" / module.name)
 
 
@@ -324,9 +330,8 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     if unusable:
         _skip_or_fail(unusable)
     files = tmp_path / "srv"
-    native = _native_module(image_python, tmp_path / "build")
-    assert [module.name.split("-")[:2] for module in native] == [["_relay.cpython", "312"]]
-    _image_files(files, native)
+    assert [module.name.split("-")[:2] for module in native_modules(image_python)] == [["_relay.cpython", "312"]]
+    image_files(files, image_python)
     stage = dockerfile_stage(DOCKERFILE, None)
     port = 8000
     plan = {

