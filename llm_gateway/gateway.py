@@ -115,6 +115,11 @@ class _StreamRelay:
         return True
 
 
+def _relaying(relay: _StreamRelay | None) -> dict[str, Any]:
+    """`Response.next_piece`'s arguments that hand the stream's pieces to `relay` (and its C part) while it waits."""
+    return {} if relay is None else {"relay": relay, "native_relay": relay.native}
+
+
 def upstream_client(settings: GatewaySettings) -> Upstream:
     """The HTTP client to vLLM (llm_gateway/upstream.py): no read timeout (a queued or long generation is not a
     failure) and no compression (bytes pass as they come).
@@ -530,10 +535,7 @@ class Gateway:
                 reply.last_event = events.done
                 await send({"type": "http.response.body", "body": out, "more_body": True})
                 reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
-            if events.done or relay is None:
-                piece = await response.next_piece()
-            else:
-                piece = await response.next_piece(relay=relay, native_relay=relay.native)
+            piece = await response.next_piece(**({} if events.done else _relaying(relay)))
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
@@ -548,9 +550,7 @@ class Gateway:
         begun) or handed the stream back."""
         while True:
             try:
-                return await response.next_piece(
-                    self.settings.heartbeat_s, relay=relay, native_relay=None if relay is None else relay.native
-                )
+                return await response.next_piece(self.settings.heartbeat_s, **_relaying(relay))
             except TimeoutError:
                 if relay is not None and relay.forwarded:
                     return b""

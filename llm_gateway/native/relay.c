@@ -567,12 +567,6 @@ ChunkedBody_get_size(ChunkedBody *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
-ChunkedBody_get_readable(ChunkedBody *self, void *Py_UNUSED(closure))
-{
-    return PyBool_FromLong(self->length > 0);
-}
-
-static PyObject *
 ChunkedBody_get_relay(ChunkedBody *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->relay != NULL ? self->relay : Py_None);
@@ -606,7 +600,6 @@ static PyGetSetDef ChunkedBody_getset[] = {
     {"trailing", (getter)ChunkedBody_get_trailing, NULL, PyDoc_STR("Bytes came after the body's end."), NULL},
     {"error", (getter)ChunkedBody_get_error, NULL, PyDoc_STR("The body's protocol error, or None."), NULL},
     {"size", (getter)ChunkedBody_get_size, NULL, PyDoc_STR("Bytes received since the last take."), NULL},
-    {"readable", (getter)ChunkedBody_get_readable, NULL, PyDoc_STR("Decoded data waits to be taken."), NULL},
     {"relay", (getter)ChunkedBody_get_relay, (setter)ChunkedBody_set_relay,
      PyDoc_STR("The EventRelay that writes plain events in feed, or None."), NULL},
     {NULL}
