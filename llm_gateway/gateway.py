@@ -526,11 +526,17 @@ class Gateway:
         relay = (
             None if reply.write_nowait is None else _StreamRelay(events, record, reply.write_nowait, self.http.native)
         )
+        last = b""
         piece = await self._first_piece(response, reply, events, send, relay)
         while piece is not None:
             out = events.feed(piece)
             if relay is not None and relay.pending:
                 out, relay.pending = relay.pending + out, b""
+            if response.complete:
+                # The body's last piece (vLLM's `[DONE]` usually comes with the body's end): its events and the
+                # response's end go out in one write, and the client's wait for the end is not one turn longer.
+                last = out
+                break
             if out:
                 reply.last_event = events.done
                 await send({"type": "http.response.body", "body": out, "more_body": True})
@@ -538,7 +544,7 @@ class Gateway:
             piece = await response.next_piece(**({} if events.done else _relaying(relay)))
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
-        await send({"type": "http.response.body", "body": events.rest(), "more_body": False})
+        await send({"type": "http.response.body", "body": last + events.rest(), "more_body": False})
 
     async def _first_piece(
         self, response: Response, reply: Reply, events: EventStream, send: Send, relay: _StreamRelay | None

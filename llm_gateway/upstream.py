@@ -283,6 +283,11 @@ class Response:
     _body: ChunkedDecoder | None = None  # a chunked body's decoder
     _done: bool = False
 
+    @property
+    def complete(self) -> bool:
+        """Whether the body's last piece has been taken: `next_piece` has nothing more to give."""
+        return self._done
+
     async def read(self) -> bytes:
         """The whole body."""
         parts = [part async for part in self.aiter_raw()]
