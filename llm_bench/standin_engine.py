@@ -48,6 +48,7 @@ class StandinEngine:
     model: str = STANDIN_MODEL
     record: bool = False
     prompts: list[str] = field(default_factory=list)
+    connections: int = 0  # connections accepted so far
 
     async def serve(self, host: str, port: int, started: asyncio.Event | None = None) -> None:
         """Serve on host:port until cancelled; `started` is set once the socket listens."""
@@ -58,6 +59,7 @@ class StandinEngine:
             await server.serve_forever()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 try:

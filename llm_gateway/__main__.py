@@ -12,7 +12,7 @@ def main() -> int:
     from common.http.protocol import ensure_descriptors
     from common.logs import configure_logging
     from common.settings import SettingsError
-    from llm_gateway.server import build_gateway, build_server
+    from llm_gateway.server import build_gateway, build_server, relay_in_use
     from llm_gateway.settings import load_settings
 
     try:
@@ -27,18 +27,13 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level)
     gateway = build_gateway(settings)
-    if settings.native_relay and gateway.http.native is None:
-        logging.getLogger("llm_gateway").warning(
-            "NATIVE_RELAY is on but llm_gateway/native is not built for this Python (python -m "
-            "llm_gateway.native.build): the Python relay serves"
-        )
     logging.getLogger("llm_gateway").info(
         "serving",
         extra={
             "url": f"http://{settings.host}:{settings.port}/",
             "upstream": settings.upstream_url,
             "auth": settings.auth,
-            "relay": "native" if gateway.http.native is not None else "python",
+            "relay": relay_in_use(gateway, settings),
         },
     )
     try:

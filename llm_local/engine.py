@@ -30,6 +30,7 @@ from typing import IO, Literal
 
 import httpx
 
+from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
 from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
 
 MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")
@@ -99,6 +100,7 @@ def engine_environment() -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
+        ENGINE_KEEP_ALIVE_ENV: str(ENGINE_KEEP_ALIVE_S),  # the gateway in front is told (llm_local/__main__.py)
     }
 
 

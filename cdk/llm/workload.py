@@ -53,6 +53,7 @@ from cdk.serving.pod_shape import (
     service,
 )
 from cdk.serving.routing import PORT_NAME
+from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
 from llm_gateway.routes import UPSTREAM_HEALTH_PATH
 
 ENGINE_USER: Final = "vllm"
@@ -137,6 +138,8 @@ def engine_env(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[s
         # VLLM_NO_USAGE_STATS stops the usage report to vLLM's server.
         {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_DIR}/vllm"},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        # The gateway, its only client, keeps its idle connections nearly this long (UPSTREAM_KEEP_ALIVE_S below).
+        {"name": ENGINE_KEEP_ALIVE_ENV, "value": str(ENGINE_KEEP_ALIVE_S)},
         *compile_cache_env(),  # TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR
         # The DLC's start-up telemetry skips itself when this is "true"
         # (aws/deep-learning-containers@8ea932b7 scripts/telemetry/bash_telemetry.sh).
@@ -162,6 +165,7 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
         # Longer than the ALB's idle timeout, or the ALB may reuse a connection the gateway just closed (a 502).
         {"name": "KEEP_ALIVE_S", "value": str(cfg.idle_timeout_s + KEEP_ALIVE_MARGIN_S)},
         {"name": "UPSTREAM_URL", "value": f"http://127.0.0.1:{ENGINE_PORT}"},
+        {"name": "UPSTREAM_KEEP_ALIVE_S", "value": str(ENGINE_KEEP_ALIVE_S)},  # vLLM's, set in engine_env
         {"name": "MAX_CONCURRENT_REQUESTS", "value": str(llm.gateway_max_concurrent)},
         {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
         # A whole answer must come within the front door's origin timeout (checked against it at synth);

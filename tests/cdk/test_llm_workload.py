@@ -299,6 +299,9 @@ def test_the_gateway_env_is_settings_the_gateway_starts_with(acc, monkeypatch):
     assert settings.deployment_unit == objects["Deployment"]["metadata"]["name"]
     assert settings.accelerator == acc.name
     assert settings.chat_page is False and settings.auth == "off"  # sign-in comes from the ConfigMap
+    # The gateway lets an idle connection to vLLM go before vLLM would, and keeps it until then.
+    engine_env = env_of(container(objects, workload.ENGINE_CONTAINER))
+    assert settings.upstream_keep_alive_s == int(engine_env["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > 5
     # With the sign-in ConfigMap's keys (cdk/front_door/sign_in.py), the same env turns Cognito on.
     monkeypatch.setenv(auth_env.AUTH, "cognito")
     monkeypatch.setenv(auth_env.AUTH_ISSUER, "https://cognito-idp.us-west-2.amazonaws.com/us-west-2_Abc")
