@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
@@ -30,6 +32,58 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+class JsonLinesHandler(logging.StreamHandler):
+    """A StreamHandler whose records, inside `batch()`, are held and written together, with one write when the
+    batch ends (otherwise each record is written and flushed as it comes, as StreamHandler does)."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        super().__init__(stream)
+        self._held: list[str] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write `record`'s line now, or hold it until the batch ends."""
+        if self._held is None:
+            super().emit(record)
+            return
+        try:
+            self._held.append(self.format(record) + self.terminator)
+        except Exception:  # logging's rule: a record that cannot be written never raises
+            self.handleError(record)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold the records logged within; write them in one go at the end (also when the block raises)."""
+        if self._held is not None:  # already batching: the outer batch writes them
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            lines, self._held = self._held, None
+            if lines:
+                self.acquire()
+                try:
+                    self.stream.write("".join(lines))
+                    self.flush()
+                except Exception:  # as emit: a failed write is reported, never raised
+                    self.handleError(logging.makeLogRecord({"msg": "batched log lines"}))
+                finally:
+                    self.release()
+
+
+@contextmanager
+def batched_log_lines() -> Iterator[None]:
+    """The log lines of the block are written together when it ends, with one write to stderr: for bookkeeping
+    that logs many records at once. Without configure_logging's handler, records are written as they come."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, JsonLinesHandler)]
+    if not handlers:
+        yield
+        return
+    with handlers[0].batch():
+        yield
 
 
 def new_error_id() -> str:
@@ -107,7 +161,7 @@ class StderrToLog(io.TextIOBase):
 def configure_logging(level: str = "INFO") -> None:
     """Send our logs, uvicorn's, Gradio's and whatever is printed to stderr to stderr as JSON lines
     (stdout is left to EMF metrics)."""
-    handler = logging.StreamHandler(sys.__stderr__)
+    handler = JsonLinesHandler(sys.__stderr__)
     handler.setFormatter(JsonFormatter())
     # The JSON lines carry none of these, so no record looks them up: its caller's file, line and function (a
     # walk up the stack), thread, process and task. The logging HOWTO's "Optimization" section names each switch.

@@ -22,7 +22,7 @@ from common.http.asgi import Message, Receive, Scope, Send
 from common.http.body import BodyTooLarge, read_body
 from common.http.disconnect import ClientDisconnected, WorkCut, unless_disconnected
 from common.http.protocol import BODY_NOWAIT, BodyNowait
-from common.logs import log_failure
+from common.logs import batched_log_lines, log_failure
 from common.metrics.flusher import run_flusher
 from common.metrics.publishers import Publisher
 from common.metrics.recorder import MetricsRecorder
@@ -370,9 +370,10 @@ class Gateway:
             self._finished_timer.cancel()
             self._finished_timer = None
         records, self._finished = self._finished, []
-        for record in records:
-            log.info("request", extra=record.log_fields())
-            self.metrics.request_finished(record)
+        with batched_log_lines():  # streams that end together: one write of their lines, not one each
+            for record in records:
+                log.info("request", extra=record.log_fields())
+                self.metrics.request_finished(record)
 
     async def _run(
         self,
@@ -435,9 +436,13 @@ class Gateway:
         """Send the request to vLLM and its answer to the client: a stream event by event, else whole (within
         REQUEST_TIMEOUT_S, if set: leaving the `async with` closes the connection, and vLLM aborts the request)."""
         deadline = self.settings.request_timeout_s
+        exchange = self._exchange(path, body, headers, record, reply, send, client_wants_usage=client_wants_usage)
+        if record.stream or not deadline:
+            await exchange  # no deadline: no timer to arm and cancel on every request's path
+            return
         try:
-            async with asyncio.timeout(deadline if deadline and not record.stream else None):
-                await self._exchange(path, body, headers, record, reply, send, client_wants_usage=client_wants_usage)
+            async with asyncio.timeout(deadline):
+                await exchange
         except TimeoutError:
             record.outcome, record.status = "timed_out", 504
             if not reply.started:
