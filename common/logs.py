@@ -36,15 +36,17 @@ class JsonFormatter(logging.Formatter):
 
 class JsonLinesHandler(logging.StreamHandler):
     """A StreamHandler whose records, inside `batch()`, are held and written together, with one write when the
-    batch ends (otherwise each record is written and flushed as it comes, as StreamHandler does)."""
+    batch ends (otherwise each record is written and flushed as it comes, as StreamHandler does). Only the records
+    of the thread that opened the batch are held: another thread's are written as they come."""
 
     def __init__(self, stream: io.TextIOBase) -> None:
         super().__init__(stream)
-        self._held: list[str] | None = None
+        self._held: list[str] = []
+        self._batching: int | None = None  # the thread whose batch is open
 
     def emit(self, record: logging.LogRecord) -> None:
         """Write `record`'s line now, or hold it until the batch ends."""
-        if self._held is None:
+        if self._batching != threading.get_ident():
             super().emit(record)
             return
         try:
@@ -54,15 +56,23 @@ class JsonLinesHandler(logging.StreamHandler):
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Hold the records logged within; write them in one go at the end (also when the block raises)."""
-        if self._held is not None:  # already batching: the outer batch writes them
+        """Hold this thread's records logged within; write them in one go at the end (also when the block raises).
+        While another thread's batch is open, this one's records are written as they come."""
+        self.acquire()
+        try:
+            opened = self._batching is None  # else open already (the outer batch writes them), or another thread's
+            if opened:
+                self._batching = threading.get_ident()
+        finally:
+            self.release()
+        if not opened:
             yield
             return
-        self._held = []
         try:
             yield
         finally:
-            lines, self._held = self._held, None
+            lines, self._held = self._held, []
+            self._batching = None
             if lines:
                 self.acquire()
                 try:

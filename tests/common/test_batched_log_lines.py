@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -71,6 +72,17 @@ def test_a_batch_that_raises_still_writes_what_it_held(stream: Writes) -> None:
         log.info("kept")
         raise RuntimeError("bookkeeping failed")
     assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == ["kept"]
+
+
+def test_another_threads_records_are_written_as_they_come_during_a_batch(stream: Writes) -> None:
+    log = logging.getLogger("gateway-test")
+    with batched_log_lines():
+        log.info("held")
+        other = threading.Thread(target=lambda: log.info("from another thread"))
+        other.start()
+        other.join()
+        assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == ["from another thread"]
+    assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == ["from another thread", "held"]
 
 
 def test_without_the_json_handler_records_are_written_as_they_come(caplog: pytest.LogCaptureFixture) -> None:
