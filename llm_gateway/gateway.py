@@ -49,7 +49,7 @@ from llm_gateway.routes import (
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.unserved import is_unserved, unserved_body
 from llm_gateway.upstream import ConnectError, Response, Upstream, UpstreamError
-from llm_gateway.usage import EventStream, RequestRecord
+from llm_gateway.usage import EventStream, RequestRecord, with_usage_asked
 
 log = logging.getLogger("llm_gateway")
 # An SSE comment: every client ignores it (its first character is a colon); proxies see bytes flowing.
@@ -392,8 +392,7 @@ class Gateway:
         client_wants_usage = _asks_for_usage(request) or path not in STREAM_OPTIONS_PATHS
         if record.stream and not client_wants_usage:
             # Ask vLLM for the usage chunk anyway, to count tokens; EventStream drops it for this client.
-            options = {**(request.get("stream_options") or {}), "include_usage": True}
-            body = json.dumps({**request, "stream_options": options}).encode()
+            body = with_usage_asked(request, body)
         upstream_headers = {"content-type": "application/json"}
         upstream_headers.update(
             {name.decode(): headers[name].decode("latin-1") for name in FORWARDED_REQUEST_HEADERS if name in headers}

@@ -22,6 +22,8 @@ _JSON_END = b"}"
 # `event: <type>` then `data: <json>`): the text's deltas, and the events that end a stream, with its usage.
 _DELTA_TYPE = b'.delta"'
 _RESPONSES_END_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_USAGE_OPTION = b'"stream_options":{"include_usage":true}'
+_JSON_WHITESPACE = b" \t\n\r"
 
 
 @dataclass
@@ -67,6 +69,22 @@ class RequestRecord:
             "latency_ms": round((now - self.started) * 1000, 1),
             "ttft_ms": None if self.first_event_at is None else round((self.first_event_at - self.started) * 1000, 1),
         }
+
+
+def with_usage_asked(request: dict[str, Any], body: bytes) -> bytes:
+    """`body` (whose JSON is `request`) asking the engine for a stream's usage chunk (`stream_options.include_usage`).
+
+    A request without `stream_options` (the usual one) gets the option spliced in after its opening brace: the
+    client's bytes are forwarded as they came, and a prompt of thousands of words is not encoded again (json.dumps
+    took longer than the rest of the request's bookkeeping). Other requests are re-encoded with the option merged
+    in. The splice needs the body in UTF-8 (json.loads also reads UTF-16 and UTF-32), and the key must be absent:
+    JSON parsers differ on which of two equal keys wins."""
+    if "stream_options" not in request:
+        start = len(body) - len(body.lstrip(_JSON_WHITESPACE))
+        if body[start : start + 1] == b"{" and json.detect_encoding(body) == "utf-8":
+            return b"".join((body[: start + 1], _USAGE_OPTION, b"," if request else b"", body[start + 1 :]))
+    options = {**(request.get("stream_options") or {}), "include_usage": True}
+    return json.dumps({**request, "stream_options": options}).encode()
 
 
 class EventStream:
