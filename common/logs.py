@@ -18,12 +18,28 @@ _STANDARD.add("color_message")  # uvicorn's ANSI-coloured copy of the message
 
 
 class JsonFormatter(logging.Formatter):
-    """Format a record as a JSON line: time, level, logger, message, extras, and the traceback if any."""
+    """Format a record as a JSON line: time, level, logger, message, extras, and the traceback if any.
+
+    A busy server logs a line per request: the encoder is made once (json.dumps with `default` makes one per call)
+    and the time's seconds are formatted once per second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._encode = json.JSONEncoder(default=str).encode
+        self._second: tuple[int, str] = (-1, "")  # one attribute: threads read the second and its text together
+
+    def _time(self, record: logging.LogRecord) -> str:
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int(record.msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         """The JSON line for `record`."""
         entry: dict[str, object] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "time": self._time(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -31,7 +47,7 @@ class JsonFormatter(logging.Formatter):
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD and v is not None})
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return self._encode(entry)
 
 
 class JsonLinesHandler(logging.StreamHandler):
