@@ -45,7 +45,7 @@ import httpx
 
 from common.bench.results_file import update_section
 from common.server_process import REPO_ROOT, free_port
-from llm_bench.cpu_time import cpu_seconds
+from llm_bench.cpu_time import cpu_times
 from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Timing, percentile, table
 from llm_bench.standin_engine import STANDIN_MODEL
@@ -79,6 +79,7 @@ class Run:
     tokens: int
     tokens_per_s: float
     cpu_s: float  # the proxy's CPU seconds during the run (nan for direct)
+    cpu_system_s: float  # of them, in the kernel (system time)
     wall_s: float
     errors: int  # requests not answered 200 to their end
     refused: int  # of them, refused with a 429 (an admission bound)
@@ -100,7 +101,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--input-words", type=int, default=512, help="prompt words (the stand-in: a token each)")
     parser.add_argument("--full-speed-streams", default="8,64", help="stream counts of the full-speed run ('' skips)")
     parser.add_argument("--full-speed-s", type=float, default=5.0, help="seconds per target and round at full speed")
-    parser.add_argument("--full-speed-rounds", type=int, default=6)  # 4 rounds: runs 93-106 % of the router's
+    # 10: a round's ratio of the gateway's tokens per core to the router's ranged 98-104 % within one run (pinned, this
+    # machine, 2026-11-27), and whole runs of 4 or 6 rounds (each proxy's own median) 88-106 %
+    parser.add_argument("--full-speed-rounds", type=int, default=10)
     parser.add_argument("--full-speed-tokens", type=int, default=256, help="tokens per answer at full speed")
     parser.add_argument("--router", type=Path, help="the vllm-router command (pip install vllm-router elsewhere)")
     parser.add_argument(
@@ -235,9 +238,9 @@ def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path)
         yield targets
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of process `pid` and every process below it: a server may run its workers as child processes
-    (granian does), and their time is the proxy's too."""
+def tree_cpu_times(pid: int) -> tuple[float, float]:
+    """CPU time of process `pid` and every process below it, in user and in system mode: a server may run its
+    workers as child processes (granian does), and their time is the proxy's too."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -246,15 +249,17 @@ def tree_cpu_seconds(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue  # gone meanwhile
             children.setdefault(parent, []).append(int(entry.name))
-    total, todo = 0.0, [pid]
+    user = system = 0.0
+    todo = [pid]
     while todo:
         current = todo.pop()
         try:
-            total += cpu_seconds(current)
+            times = cpu_times(current)
         except OSError:
             continue
+        user, system = user + times[0], system + times[1]
         todo += children.get(current, [])
-    return total
+    return user, system
 
 
 def run_client(coroutine: Coroutine[Any, Any, list[Timing]]) -> list[Timing]:
@@ -270,16 +275,18 @@ def run_client(coroutine: Coroutine[Any, Any, list[Timing]]) -> list[Timing]:
 
 def measure(target: Target, load: StreamLoad, seed: str) -> Run:
     """One run of `load` against `target`, with the proxy's CPU time over it."""
-    cpu_before = tree_cpu_seconds(target.pid) if target.pid else math.nan
+    before = tree_cpu_times(target.pid) if target.pid else (math.nan, math.nan)
     timings = run_client(run_streams(target.url, STANDIN_MODEL, load, seed=seed))
-    cpu = tree_cpu_seconds(target.pid) - cpu_before if target.pid else math.nan
+    after = tree_cpu_times(target.pid) if target.pid else (math.nan, math.nan)
+    system = after[1] - before[1]
+    cpu = after[0] - before[0] + system
     done = [t for t in timings if t.ok]
     ttfts = [t.ttft_s * 1000 for t in done if t.ttft_s is not None]
     tokens = sum(t.output_tokens for t in done)
     wall = max(t.end for t in timings) - min(t.start for t in timings)
     refused = sum(1 for t in timings if t.status == 429)
     p50, p99 = percentile(ttfts, 50), percentile(ttfts, 99)
-    return Run(p50, p99, tokens, tokens / wall, cpu, wall, len(timings) - len(done), refused)
+    return Run(p50, p99, tokens, tokens / wall, cpu, system, wall, len(timings) - len(done), refused)
 
 
 def rounds(targets: list[Target], load: StreamLoad, count: int, label: str) -> dict[str, list[Run]]:
@@ -338,29 +345,38 @@ def paced_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[obj
 
 
 def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[list[object]]:
-    """The full-speed table: tokens/s, the proxy's CPU use and tokens/s per proxy core, medians over rounds."""
+    """The full-speed table: tokens/s, the proxy's CPU use and tokens/s per proxy core, medians over rounds; and each
+    proxy's tokens per core against the router's, as the median over rounds of the ratio within a round (the
+    machine's pace drifts between rounds, and both proxies of one round met the same drift)."""
     rows: list[list[object]] = []
     for streams in [int(s) for s in args.full_speed_streams.split(",") if s]:
         load = StreamLoad(streams, args.full_speed_tokens, args.input_words, duration_s=args.full_speed_s)
         print(f"full speed: {streams} streams, {args.full_speed_s:g} s per target and round", file=sys.stderr)
         runs = rounds(targets, load, args.full_speed_rounds, f"full {streams}")
-        per_core = {
-            name: statistics.median(r.tokens / r.cpu_s if r.cpu_s > 0 else math.nan for r in runs[name])
-            for name in runs
-        }
+        per_core = {name: [r.tokens / r.cpu_s if r.cpu_s > 0 else math.nan for r in runs[name]] for name in runs}
         for target in targets:
             mine = runs[target.name]
-            cores = statistics.median(r.cpu_s / r.wall_s for r in mine)
-            if target.name == GATEWAY:
-                router = per_core.get(ROUTER)
-                met = "n/a (no router)" if router is None else ("yes" if per_core[GATEWAY] >= router else "no")
-            else:
-                met = ""
             errors, refused = sum(r.errors for r in mine), sum(r.refused for r in mine)
             errors_cell = f"{errors} ({refused} 429)" if refused else errors
             tokens_per_s = statistics.median(r.tokens_per_s for r in mine)
-            rows.append([streams, target.name, tokens_per_s, cores, per_core[target.name], errors_cell, met])
-            print(f"  {target.name}: {tokens_per_s:,.0f} tok/s, {cores:.2f} proxy cores", file=sys.stderr)
+            if target.name == DIRECT:
+                rows.append([streams, target.name, tokens_per_s, "n/a", "n/a", "n/a", "", errors_cell, ""])
+                continue
+            cores = statistics.median(r.cpu_s / r.wall_s for r in mine)
+            kernel = statistics.median(r.cpu_system_s / r.cpu_s if r.cpu_s > 0 else math.nan for r in mine)
+            ratio = None
+            if ROUTER in per_core and target.name != ROUTER:
+                ratio = statistics.median(p / r for p, r in zip(per_core[target.name], per_core[ROUTER], strict=True))
+            versus = "" if ratio is None else f"{ratio:.1%}"
+            met = ""
+            if target.name == GATEWAY:
+                met = "n/a (no router)" if ratio is None else ("yes" if ratio >= 1.0 else "no")
+            median_per_core = statistics.median(per_core[target.name])
+            rows.append(
+                [streams, target.name, tokens_per_s, cores, f"{kernel:.0%}", median_per_core, versus, errors_cell, met]
+            )
+            print(f"  {target.name}: {tokens_per_s:,.0f} tok/s, {cores:.2f} proxy cores, per core {versus or '-'} of "
+                  "the router's", file=sys.stderr)  # fmt: skip
     return rows
 
 
@@ -391,7 +407,9 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             f"**Full speed** (the stand-in streams as fast as it can, {args.full_speed_tokens} tokens an answer, "
             f"{args.full_speed_s:g} s per target and round, {args.full_speed_rounds} rounds; medians). Tokens/s is "
             "bounded by the client's and stand-in's core; tokens per second of proxy CPU time is the proxy's own "
-            "figure. Target: at least the router's.",
+            "figure, and its share of system time the part spent in the kernel (the socket reads and writes). Per "
+            "core, of the router's: the median over the rounds of the proxy's tokens per core over the router's in "
+            "the same round. Target: at least the router's (100%).",
             full,
         ]
     )
@@ -421,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         paced,
     )  # fmt: skip
     full_table = table(
-        ["streams", "target", "tok/s", "proxy CPU (cores)", "tok/s per proxy core", "errors",
-         "within target (per core >= router's)"],
+        ["streams", "target", "tok/s", "proxy CPU (cores)", "of it in the kernel", "tok/s per proxy core",
+         "per core, of the router's", "errors", "within target (per core >= router's)"],
         full,
     ) if full else "(skipped: --full-speed-streams '')"  # fmt: skip
     text = section(args, command, started, (started_load, load_average()), paced_table, full_table)

@@ -98,3 +98,26 @@ def test_a_bad_command_line_is_one_line(argv: list[str], message: str, capsys: p
     with pytest.raises(SystemExit):
         overhead.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_per_core_verdict_pairs_the_gateway_with_the_router_of_the_same_round(monkeypatch) -> None:
+    # The machine's pace drifts between rounds, and both proxies of a round meet the same drift: the verdict is the
+    # median of the per-round ratios (here 98 %, 103.3 %, 103 %: 103 %, yes), where each proxy's own median would
+    # compare 98,000 with 100,000 and say no.
+    def run(tokens_per_cpu_s: float) -> overhead.Run:
+        return overhead.Run(0.0, 0.0, int(tokens_per_cpu_s), tokens_per_cpu_s / 2, 1.0, 0.25, 2.0, 0, 0)
+
+    runs = {
+        overhead.DIRECT: [run(0.0)] * 3,
+        overhead.GATEWAY: [run(98_000), run(62_000), run(103_000)],
+        overhead.ROUTER: [run(100_000), run(60_000), run(100_000)],
+    }
+    monkeypatch.setattr(overhead, "rounds", lambda targets, load, count, label: runs)
+    args = overhead.parse_args(["--full-speed-streams=8"])
+    targets = [overhead.Target(name, "http://unused") for name in runs]
+    rows = {row[1]: row for row in overhead.full_speed_rows(args, targets)}
+    assert rows[overhead.GATEWAY][4:] == ["25%", 98_000, "103.0%", 0, "yes"]
+    assert rows[overhead.ROUTER][4:] == ["25%", 100_000, "", 0, ""]
+    assert rows[overhead.DIRECT][3:7] == ["n/a", "n/a", "n/a", ""]
+    runs[overhead.GATEWAY] = [run(99_000), run(59_000), run(103_000)]  # 99 %, 98.3 %, 103 %
+    assert overhead.full_speed_rows(args, targets)[1][6:] == ["99.0%", 0, "no"]
