@@ -22,7 +22,7 @@ from common.http.asgi import Message, Receive, Scope, Send
 from common.http.body import BodyTooLarge, read_body
 from common.http.disconnect import ClientDisconnected, WorkCut, unless_disconnected
 from common.http.protocol import BODY_NOWAIT, BodyNowait
-from common.logs import batched_log_lines, log_failure
+from common.logs import batched_log_lines, info_fields, log_failure
 from common.metrics.flusher import run_flusher
 from common.metrics.publishers import Publisher
 from common.metrics.recorder import MetricsRecorder
@@ -372,7 +372,7 @@ class Gateway:
         records, self._finished = self._finished, []
         with batched_log_lines():  # streams that end together: one write of their lines, not one each
             for record in records:
-                log.info("request", extra=record.log_fields())
+                info_fields(log, "request", record.log_fields())
                 self.metrics.request_finished(record)
 
     async def _run(

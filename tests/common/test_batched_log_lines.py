@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from common.logs import JsonFormatter, JsonLinesHandler, batched_log_lines
+from common.logs import JsonFormatter, JsonLinesHandler, batched_log_lines, info_fields
 
 
 class Writes(io.StringIO):
@@ -89,3 +91,106 @@ def test_without_the_json_handler_records_are_written_as_they_come(caplog: pytes
     with caplog.at_level(logging.INFO), batched_log_lines():
         logging.getLogger("gateway-test").info("now")
         assert [r.getMessage() for r in caplog.records] == ["now"]
+
+
+
+@pytest.fixture
+def request_log() -> Iterator[tuple[logging.Logger, Writes, list[logging.LogRecord]]]:
+    """A logger whose records only a JsonLinesHandler writes (as the root's are after configure_logging), its
+    stream, and every LogRecord made meanwhile."""
+    log = logging.Logger("gateway-test.requests", logging.INFO)  # out of the tree, where pytest adds its capture
+    writes = Writes()
+    handler = JsonLinesHandler(writes)
+    handler.setFormatter(JsonFormatter())
+    log.addHandler(handler)
+    made: list[logging.LogRecord] = []
+    factory = logging.getLogRecordFactory()
+
+    def counted(*args: object, **kwargs: object) -> logging.LogRecord:
+        made.append(factory(*args, **kwargs))
+        return made[-1]
+
+    logging.setLogRecordFactory(counted)
+    try:
+        yield log, writes, made
+    finally:
+        logging.setLogRecordFactory(factory)
+
+
+def test_the_request_line_without_a_log_record_is_the_line_logging_writes(
+    request_log: tuple[logging.Logger, Writes, list[logging.LogRecord]],
+) -> None:
+    # The gateway's per-request line skips the LogRecord where only configure_logging's handler would write it;
+    # what lands in the log is the same line, time aside, batched or not.
+    log, stream, made = request_log
+    fields = {"event": "llm_request", "status": 200, "ttft_ms": None, "path": Path("/v1/completions"), "n": 1.5}
+    log.info("request", extra=dict(fields))
+    assert len(made) == 1
+    info_fields(log, "request", fields)
+    with batched_log_lines(), log.handlers[0].batch():  # type: ignore[attr-defined]
+        info_fields(log, "request", fields)
+        assert len(stream.writes) == 2  # held until the batch ends
+    child = logging.Logger("gateway-test.requests", logging.NOTSET)  # a module's logger, its handler its parent's
+    child.parent = log
+    info_fields(child, "request", fields)
+    assert len(made) == 1  # no record for any of the three
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert len(lines) == 4
+    for line in lines:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line.pop("time"))
+    assert lines[0] == lines[1] == lines[2] == lines[3] == {
+        "level": "info",
+        "logger": "gateway-test.requests",
+        "message": "request",
+        "event": "llm_request",
+        "status": 200,
+        "path": "/v1/completions",
+        "n": 1.5,
+    }
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "another handler",
+        "another JSON handler",
+        "a filter",
+        "a handler's filter",
+        "a level above info",
+        "a handler's level above info",
+        "the logger disabled",
+    ],
+)
+def test_the_request_line_goes_through_logging_where_logging_would_treat_it_otherwise(
+    request_log: tuple[logging.Logger, Writes, list[logging.LogRecord]], setup: str
+) -> None:
+    log, stream, made = request_log
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    other = Writes()
+    if setup == "another handler":
+        log.addHandler(Keep())
+    elif setup == "another JSON handler":
+        log.addHandler(JsonLinesHandler(other))
+        log.handlers[-1].setFormatter(JsonFormatter())
+    elif setup == "a filter":
+        log.addFilter(lambda record: False)
+    elif setup == "a handler's filter":
+        log.handlers[0].addFilter(lambda record: False)
+    elif setup == "a level above info":
+        log.setLevel(logging.WARNING)
+    elif setup == "a handler's level above info":
+        log.handlers[0].setLevel(logging.WARNING)
+    else:
+        log.disabled = True
+    info_fields(log, "request", {"status": 200})
+    if setup.startswith("another"):
+        assert json.loads(stream.getvalue())["status"] == 200
+        assert [r.status for r in seen] == [200] or json.loads(other.getvalue())["status"] == 200  # type: ignore[attr-defined]
+    else:
+        assert stream.getvalue() == ""
+        assert made == [] or "filter" in setup or "handler's" in setup  # logging makes the record a handler drops
