@@ -152,9 +152,11 @@ class _ChunkedBody:
 
 
 class _Connection(asyncio.Protocol):
-    """One connection: the bytes received and not yet read, and the flow control both ways."""
+    """One connection: the bytes received and not yet read, and the flow control both ways. With `native` (the
+    compiled llm_gateway/native module), its reads go to native.Receiver, which feeds a native chunked body in C."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: ModuleType | None = None) -> None:
+        self._native = native
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.body: ChunkedDecoder | None = None  # while a chunked body is read, bytes go to it, not to `buffer`
@@ -172,26 +174,49 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's is not a subclass)
 
-    def data_received(self, data: bytes) -> None:
+    @property
+    def data_received(self) -> Callable[[bytes], None]:  # type: ignore[override]
+        """What the event loop calls with each read: `_received`, or the same in C (uvloop looks it up once, when the
+        connection is made, so a read that a native body takes whole runs no Python at all)."""
+        if self._native is not None:
+            return cast(Callable[[bytes], None], self._native.Receiver(self).receive)
+        return self._received
+
+    def _received(self, data: bytes) -> None:
         body = self.body
         if body is None:
             self.buffer += data
-            unread = len(self.buffer)
-        else:
-            relay = self.relay
+            self._read(len(self.buffer))
+            return
+        try:
+            if body.feed(data):
+                return  # part of a chunk, or events the native decoder wrote: nothing to wake the reader for
+        except Exception as exc:  # the native decoder's write: raised to the reader
+            self._fed(body, exc)
+            return
+        self._fed(body, None)
+
+    def _fed(self, body: ChunkedDecoder, error: Exception | None) -> None:
+        """The rest of a read once `body` was fed and kept something for Python (`error`: what feeding raised): the
+        relay takes the piece, or the reader is woken for it."""
+        relay = self.relay
+        if error is None:
             try:
-                if body.feed(data):
-                    return  # part of a chunk, or events the native decoder wrote: nothing to wake the reader for
                 if relay is None or body.done or body.error is not None:
                     relay = None  # the reader takes this piece (the body's last, or its error)
                 elif relay(body.take()):
                     return
-            except Exception as exc:  # the relay's (or the native decoder's write): raised to the reader
-                self.relay_error = exc
-            if relay is not None:  # handed back: from here the reader takes every piece
-                self.relay_stopped = True
-                self.set_relay(None, None)
-            unread = body.size
+            except Exception as exc:  # the relay's: raised to the reader
+                error = exc
+        if error is not None:
+            self.relay_error = error
+        if relay is not None:  # handed back: from here the reader takes every piece
+            self.relay_stopped = True
+            self.set_relay(None, None)
+        self._read(body.size)
+
+    def _read(self, unread: int) -> None:
+        """Bytes came for the reader: stop reading the socket past the high water mark, and wake the reader."""
         if unread > READ_HIGH_WATER and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -466,7 +491,9 @@ class Upstream:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, connection = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(self.native), self.host, self.port, ssl=self._ssl
+                )
         except TimeoutError:
             raise ConnectTimeout(
                 f"no connection to {self.host}:{self.port} within {self.connect_timeout_s:g} s"

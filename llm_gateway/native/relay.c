@@ -1,5 +1,5 @@
-/* The gateway's per-token path in C: a chunked body decoded as it arrives, and the plain events of a stream
- * written to the client from the read callback, with no Python frame per token.
+/* The gateway's per-token path in C: an upstream connection's reads, its chunked body decoded as it arrives, and the
+ * plain events of a stream written to the client from the read callback, with no Python frame per token.
  *
  * llm_gateway/upstream.py's _ChunkedBody (llhttp) and llm_gateway/gateway.py's _StreamRelay are the reference:
  * this module decodes the same bodies to the same bytes, and writes an event itself only when the Python relay
@@ -39,7 +39,7 @@ enum state {
 
 /* Interned attribute names, read on the Python objects the relay is given. */
 static PyObject *str_pending, *str_done, *str_forwarded, *str_first_event_at, *str_write_paused, *str_disconnected,
-    *str_response_complete, *str_response_started, *str_chunked_encoding;
+    *str_response_complete, *str_response_started, *str_chunked_encoding, *str_body, *str__fed, *str__received;
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* EventRelay: where a stream's plain events go (the Python relay's state, the client's transport).             */
@@ -181,8 +181,15 @@ EventRelay_takes(EventRelay *self, const char *data, Py_ssize_t size)
 static int
 EventRelay_write(EventRelay *self, const char *data, Py_ssize_t size)
 {
-    char head[32];
-    int head_size = snprintf(head, sizeof head, "%zx\r\n", (size_t)size);
+    char head[24];  /* the size in hex (16 digits at most) and CRLF; by hand: snprintf cost more than the copy */
+    int head_size = 0;
+    for (int shift = 60; shift >= 0; shift -= 4) {
+        unsigned digit = (unsigned)(((size_t)size >> shift) & 0xf);
+        if (digit != 0 || head_size > 0 || shift == 0)
+            head[head_size++] = "0123456789abcdef"[digit];
+    }
+    head[head_size++] = '\r';
+    head[head_size++] = '\n';
     PyObject *framed = PyBytes_FromStringAndSize(NULL, head_size + size + 2);
     if (framed == NULL)
         return -1;
@@ -621,6 +628,108 @@ static PyTypeObject ChunkedBodyType = {
 };
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Receiver: an upstream connection's data_received, with no Python frame for a read a native body takes whole.  */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *connection;  /* upstream._Connection: `body`, `_fed(body, error)` and `_received(data)` */
+} Receiver;
+
+static int
+Receiver_init(Receiver *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"connection", NULL};
+    PyObject *connection;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &connection))
+        return -1;
+    Py_XSETREF(self->connection, Py_NewRef(connection));
+    return 0;
+}
+
+static int
+Receiver_traverse(Receiver *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->connection);
+    return 0;
+}
+
+static int
+Receiver_clear(Receiver *self)
+{
+    Py_CLEAR(self->connection);
+    return 0;
+}
+
+static void
+Receiver_dealloc(Receiver *self)
+{
+    PyObject_GC_UnTrack(self);
+    Receiver_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* What _Connection._received does with `data`: a native body is fed here, and only when the read leaves something
+ * for Python (a piece for the reader or the Python relay, the body's end, an error) does `_fed` run; bytes for
+ * no native body go to `_received` whole. */
+static PyObject *
+Receiver_receive(Receiver *self, PyObject *data)
+{
+    if (self->connection == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Receiver.__init__ was not called");
+        return NULL;
+    }
+    PyObject *body = PyObject_GetAttr(self->connection, str_body);
+    if (body == NULL)
+        return NULL;
+    if (!PyObject_TypeCheck(body, &ChunkedBodyType)) {
+        Py_DECREF(body);
+        return PyObject_CallMethodOneArg(self->connection, str__received, data);
+    }
+    PyObject *result = NULL;
+    PyObject *fed = ChunkedBody_feed((ChunkedBody *)body, data);
+    if (fed == Py_True) {
+        result = Py_NewRef(Py_None);
+    }
+    else if (fed != NULL) {
+        result = PyObject_CallMethodObjArgs(self->connection, str__fed, body, Py_None, NULL);
+    }
+    else if (PyErr_ExceptionMatches(PyExc_Exception)) {  /* as `except Exception` in _received */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        if (traceback != NULL)
+            PyException_SetTraceback(value, traceback);
+        result = PyObject_CallMethodObjArgs(self->connection, str__fed, body, value, NULL);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+    }
+    Py_XDECREF(fed);
+    Py_DECREF(body);
+    return result;
+}
+
+static PyMethodDef Receiver_methods[] = {
+    {"receive", (PyCFunction)Receiver_receive, METH_O,
+     PyDoc_STR("receive(data): the connection's data_received (see _Connection._received).")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ReceiverType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "llm_gateway.native._relay.Receiver",
+    .tp_doc = PyDoc_STR("Receiver(connection): an upstream._Connection's data_received in C, as `receive`."),
+    .tp_basicsize = sizeof(Receiver),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Receiver_init,
+    .tp_traverse = (traverseproc)Receiver_traverse,
+    .tp_clear = (inquiry)Receiver_clear,
+    .tp_dealloc = (destructor)Receiver_dealloc,
+    .tp_methods = Receiver_methods,
+};
+
+/* ------------------------------------------------------------------------------------------------------------ */
 
 static struct PyModuleDef relay_module = {
     PyModuleDef_HEAD_INIT,
@@ -637,19 +746,21 @@ PyInit__relay(void)
         {&str_first_event_at, "first_event_at"},
         {&str_write_paused, "write_paused"}, {&str_disconnected, "disconnected"},
         {&str_response_complete, "response_complete"}, {&str_response_started, "response_started"},
-        {&str_chunked_encoding, "chunked_encoding"},
+        {&str_chunked_encoding, "chunked_encoding"}, {&str_body, "body"}, {&str__fed, "_fed"},
+        {&str__received, "_received"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
             return NULL;
     }
-    if (PyType_Ready(&EventRelayType) < 0 || PyType_Ready(&ChunkedBodyType) < 0)
+    if (PyType_Ready(&EventRelayType) < 0 || PyType_Ready(&ChunkedBodyType) < 0 || PyType_Ready(&ReceiverType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&relay_module);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "EventRelay", (PyObject *)&EventRelayType) < 0
         || PyModule_AddObjectRef(module, "ChunkedBody", (PyObject *)&ChunkedBodyType) < 0
+        || PyModule_AddObjectRef(module, "Receiver", (PyObject *)&ReceiverType) < 0
         || PyModule_AddStringConstant(module, "SOURCE_DIGEST", SOURCE_DIGEST) < 0) {
         Py_DECREF(module);
         return NULL;

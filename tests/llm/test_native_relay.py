@@ -20,7 +20,7 @@ import pytest
 from common.http.protocol import BodyNowait
 from llm_gateway import native
 from llm_gateway.gateway import _StreamRelay
-from llm_gateway.upstream import RemoteProtocolError, _ChunkedBody
+from llm_gateway.upstream import RemoteProtocolError, _ChunkedBody, _Connection
 from llm_gateway.usage import EventStream, RequestRecord
 from tests.llm.stack import run_gateway
 from tests.support.fake_server import FakeServer, QuietHandler
@@ -161,9 +161,9 @@ def frame(*events: bytes) -> bytes:
 
 
 class Stream:
-    """A stream as the gateway relays it: the upstream's native decoder with the gateway's relay (`_StreamRelay`,
-    whose EventRelay writes through BodyNowait's parts) on a stand-in request cycle; `read` is one socket read
-    through `_Connection.data_received`'s steps."""
+    """A stream as the gateway relays it: the upstream connection (whose reads go to native.Receiver) with the native
+    decoder and the gateway's relay (`_StreamRelay`, whose EventRelay writes through BodyNowait's parts) on a
+    stand-in request cycle; `read` is one socket read, as the event loop hands it to the connection."""
 
     def __init__(self, module: ModuleType) -> None:
         self.record = RequestRecord("/v1/chat/completions", "m", True)
@@ -171,17 +171,31 @@ class Stream:
         self.cycle = Cycle()
         self.relay = _StreamRelay(self.events, self.record, BodyNowait(self.cycle), module)
         self.body = module.ChunkedBody(RemoteProtocolError)
-        self.body.relay = self.relay.native
+        self.connection = _Connection(module)
+        self.connection.body = self.body
+        self.connection.set_relay(self.relay, self.relay.native)
+        self.python_reads = 0  # reads whose rest ran in Python (`_Connection._fed`)
+        fed = self.connection._fed
+
+        def counted(body: Any, error: Exception | None) -> None:
+            self.python_reads += 1
+            fed(body, error)
+
+        self.connection._fed = counted  # type: ignore[method-assign]
+        self.receive = self.connection.data_received  # what uvloop takes when the connection is made
 
     @property
     def written(self) -> list[bytes]:
         return self.cycle.transport.written
 
     def read(self, wire: bytes) -> str:
-        """'native': the decoder wrote it; 'python': the Python relay took it; 'reader': handed back."""
-        if self.body.feed(wire):
+        """'native': the decoder wrote it and no Python ran; 'python': the Python relay took it; 'reader': handed
+        back."""
+        before = self.python_reads
+        self.receive(wire)
+        if self.python_reads == before:
             return "native"
-        return "python" if self.relay(self.body.take()) else "reader"
+        return "reader" if self.connection.relay_stopped else "python"
 
 
 def test_plain_events_after_the_first_token_are_written_in_the_read_callback(relay_module: ModuleType) -> None:
@@ -245,6 +259,33 @@ def test_a_failed_write_keeps_the_data_and_raises_to_the_caller(relay_module: Mo
     with pytest.raises(ConnectionError, match="gone"):
         stream.body.feed(frame(event("b")))
     assert stream.body.take() == event("b")
+
+
+def test_a_failed_write_in_the_read_callback_hands_the_stream_back_with_its_error(relay_module: ModuleType) -> None:
+    stream = Stream(relay_module)
+    stream.read(frame(event("a")))
+
+    def refuse(data: bytes) -> None:
+        raise ConnectionError("gone")
+
+    stream.cycle.transport.write = refuse  # type: ignore[method-assign]
+    relay = _StreamRelay(stream.events, stream.record, BodyNowait(stream.cycle), relay_module)
+    relay.forwarded = True
+    stream.connection.set_relay(relay, relay.native)
+    assert stream.read(frame(event("b"))) == "reader"
+    assert isinstance(stream.connection.relay_error, ConnectionError) and stream.connection.relay is None
+    assert stream.body.take() == event("b")  # for the reader, which raises the error
+
+
+def test_reads_for_no_native_body_take_the_python_path(relay_module: ModuleType) -> None:
+    connection = _Connection(relay_module)
+    receive = connection.data_received
+    receive(b"HTTP/1.1 200 OK\r\n")  # a response head, before any body
+    connection.body = _ChunkedBody()  # llhttp's decoder, as without NATIVE_RELAY
+    receive(b"5\r\nhello\r\n")
+    assert connection.buffer == b"HTTP/1.1 200 OK\r\n" and connection.body.take() == b"hello"
+    assert _Connection().data_received.__self__ is not None  # without the module: the Python method
+    assert not isinstance(_Connection().data_received, type(receive))
 
 
 def test_a_relay_or_decoder_is_set_up_once(relay_module: ModuleType) -> None:
