@@ -33,8 +33,7 @@ class Admission:
         self.draining = False
         self._open: set[Ticket] = set()
         self._sequences = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle: asyncio.Future[None] | None = None  # while a drain waits: done when the last ticket closes
 
     @property
     def in_flight(self) -> int:
@@ -49,7 +48,6 @@ class Admission:
         ticket = Ticket(sequences)
         self._open.add(ticket)
         self._sequences += sequences
-        self._idle.clear()
         return ticket
 
     def release(self, ticket: Ticket) -> None:
@@ -58,14 +56,17 @@ class Admission:
             return
         self._open.remove(ticket)
         self._sequences -= ticket.sequences
-        if not self._open:
-            self._idle.set()
+        if not self._open and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
     async def drain(self, timeout_s: float) -> int:
         """Stop admitting; wait up to `timeout_s` for the open requests, then cut the rest; return how many."""
         self.draining = True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        if self._open:
+            # Made only when a drain waits: an Event kept for it cost every request a set and a clear.
+            self._idle = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle, timeout_s)
         remaining = list(self._open)
         for ticket in remaining:
             if not ticket.cut.done():

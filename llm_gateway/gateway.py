@@ -159,6 +159,7 @@ class Gateway:
         self.http = http
         self.verifier = verifier
         self.admission = Admission(settings.max_concurrent_requests)
+        self._body_limits = settings.body_limits  # made once: every generation reads its body with them
         self.metrics = MetricsBridge(MetricsRecorder(settings.deployment_unit, settings.accelerator), http)
         self._publisher = publisher
         self._flusher: asyncio.Task[None] | None = None
@@ -300,7 +301,7 @@ class Gateway:
     ) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
         try:
-            body = await read_body(receive, headers, self.settings.body_limits)
+            body = await read_body(receive, headers, self._body_limits)
         except ClientDisconnected:
             return
         except BodyTooLarge:

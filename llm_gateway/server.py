@@ -31,8 +31,16 @@ def build_gateway(settings: GatewaySettings) -> Gateway:
 
 def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
     """The server for `gateway` on HOST:PORT (no access log: the gateway logs each request itself)."""
+    # No X-Forwarded-For rewriting (uvicorn's ProxyHeadersMiddleware, a Python layer on every request): the gateway
+    # reads neither the client's address nor the scheme.
     config = server_config(
-        gateway, settings, error_body=error_body, host=settings.host, port=settings.port, lifespan="on"
+        gateway,
+        settings,
+        error_body=error_body,
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        proxy_headers=False,
     )
     return DrainingServer(config, gateway.admission, settings.shutdown_grace_s)
 
