@@ -83,12 +83,16 @@ class JsonLinesHandler(logging.StreamHandler):
         if self._batching == threading.get_ident():
             self._held.append(line + self.terminator)
             return
+        self._write_now(line + self.terminator, line)
+
+    def _write_now(self, text: str, what: str) -> None:
+        """Write and flush `text` under the handler's lock; as emit, a failure is reported (as `what`), never raised."""
         self.acquire()
         try:
-            self.stream.write(line + self.terminator)
+            self.stream.write(text)
             self.flush()
-        except Exception:  # as emit: a failed write is reported, never raised
-            self.handleError(logging.makeLogRecord({"msg": line}))
+        except Exception:
+            self.handleError(logging.makeLogRecord({"msg": what}))
         finally:
             self.release()
 
@@ -112,14 +116,7 @@ class JsonLinesHandler(logging.StreamHandler):
             lines, self._held = self._held, []
             self._batching = None
             if lines:
-                self.acquire()
-                try:
-                    self.stream.write("".join(lines))
-                    self.flush()
-                except Exception:  # as emit: a failed write is reported, never raised
-                    self.handleError(logging.makeLogRecord({"msg": "batched log lines"}))
-                finally:
-                    self.release()
+                self._write_now("".join(lines), "batched log lines")
 
 
 def info_fields(logger: logging.Logger, message: str, fields: Mapping[str, object]) -> None:

@@ -245,17 +245,23 @@ def test_an_event_begun_in_the_python_relay_is_finished_there(relay_module: Modu
     assert stream.written == [frame(event("a")), frame(whole)]
 
 
-def test_a_failed_write_keeps_the_data_and_raises_to_the_caller(relay_module: ModuleType) -> None:
-    stream = Stream(relay_module)
+def refusing_client(stream: Stream, module: ModuleType) -> _StreamRelay:
+    """`stream` after its first token, its client's transport now refusing every write; a relay for it that has
+    forwarded, so the native path writes (and fails)."""
     stream.read(frame(event("a")))
 
     def refuse(data: bytes) -> None:
         raise ConnectionError("gone")
 
     stream.cycle.transport.write = refuse  # type: ignore[method-assign]
-    relay = _StreamRelay(stream.events, stream.record, BodyNowait(stream.cycle), relay_module)
+    relay = _StreamRelay(stream.events, stream.record, BodyNowait(stream.cycle), module)
     relay.forwarded = True
-    stream.body.relay = relay.native
+    return relay
+
+
+def test_a_failed_write_keeps_the_data_and_raises_to_the_caller(relay_module: ModuleType) -> None:
+    stream = Stream(relay_module)
+    stream.body.relay = refusing_client(stream, relay_module).native
     with pytest.raises(ConnectionError, match="gone"):
         stream.body.feed(frame(event("b")))
     assert stream.body.take() == event("b")
@@ -263,14 +269,7 @@ def test_a_failed_write_keeps_the_data_and_raises_to_the_caller(relay_module: Mo
 
 def test_a_failed_write_in_the_read_callback_hands_the_stream_back_with_its_error(relay_module: ModuleType) -> None:
     stream = Stream(relay_module)
-    stream.read(frame(event("a")))
-
-    def refuse(data: bytes) -> None:
-        raise ConnectionError("gone")
-
-    stream.cycle.transport.write = refuse  # type: ignore[method-assign]
-    relay = _StreamRelay(stream.events, stream.record, BodyNowait(stream.cycle), relay_module)
-    relay.forwarded = True
+    relay = refusing_client(stream, relay_module)
     stream.connection.set_relay(relay, relay.native)
     assert stream.read(frame(event("b"))) == "reader"
     assert isinstance(stream.connection.relay_error, ConnectionError) and stream.connection.relay is None
@@ -284,8 +283,8 @@ def test_reads_for_no_native_body_take_the_python_path(relay_module: ModuleType)
     connection.body = _ChunkedBody()  # llhttp's decoder, as without NATIVE_RELAY
     receive(b"5\r\nhello\r\n")
     assert connection.buffer == b"HTTP/1.1 200 OK\r\n" and connection.body.take() == b"hello"
-    assert _Connection().data_received.__self__ is not None  # without the module: the Python method
-    assert not isinstance(_Connection().data_received, type(receive))
+    assert type(receive.__self__) is relay_module.Receiver
+    assert _Connection().data_received.__func__ is _Connection._received  # without the module: the Python path
 
 
 def test_a_relay_or_decoder_is_set_up_once(relay_module: ModuleType) -> None:
@@ -298,6 +297,8 @@ def test_a_relay_or_decoder_is_set_up_once(relay_module: ModuleType) -> None:
         stream.body.relay = relay_module.EventRelay.__new__(relay_module.EventRelay)
     with pytest.raises(TypeError, match="was not called"):
         relay_module.ChunkedBody.__new__(relay_module.ChunkedBody).feed(b"5\r\n")
+    with pytest.raises(TypeError, match="was not called"):
+        relay_module.Receiver.__new__(relay_module.Receiver).receive(b"5\r\n")
 
 
 def test_a_module_built_from_another_relay_c_is_not_used(relay_module: ModuleType, monkeypatch) -> None:
