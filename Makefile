@@ -62,10 +62,11 @@ run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed native-re
 native-relay: | $(BIN)/python
 	-@$(BIN)/python -m llm_gateway.native.build
 
-## Lint and run the whole test suite, offline.
+## Lint and run the whole test suite, offline, over both cores: the tests that share a session's synth, sandbox
+## stacks, contract venv or vLLM engine on one worker, every other module whole on either (tests/support/tiers.py).
 test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed native-relay
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## The fast tier, for a seconds-long loop: lint and the tests that need no synth, vLLM engine, sandbox, Neuron
 ## contract venv, browser or GPU (pytest --fast; docs/testing.md). Run one file with: $(BIN)/python -m pytest --fast FILE

@@ -69,6 +69,13 @@ TIER_OF_STARTER: dict[str, str] = {
     "common.server_process.serve_process": "server",  # any service as a process
 }
 
+# `make test` spreads the tests over both cores (pytest-xdist, `-n 2 --dist loadgroup`). The tiers whose fixtures
+# build one thing per session (a synthesis, the sandbox stacks made from it, the Neuron contract venv, vLLM's
+# engine) run as one group on one worker, so each is built once per run and never by two workers at once; every
+# other test runs with the rest of its module, so a module's fixtures are set up once.
+SESSION_BUILD_TIERS = frozenset({"engine", "synth", "sandbox", "contract"})
+SESSION_BUILD_GROUP = "session-builds"
+
 _RUNNING = pytest.StashKey[pytest.Item]()
 
 
@@ -161,11 +168,19 @@ def tiers_of(item: pytest.Item) -> set[str]:
     return tiers
 
 
+def worker_group(item: pytest.Item, tiers: set[str]) -> str:
+    """The pytest-xdist group `item` runs in: the session builds' group, or its module's."""
+    return SESSION_BUILD_GROUP if tiers & SESSION_BUILD_TIERS else item.path.relative_to(TESTS_DIR).as_posix()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tiers."""
+    """Mark every test with its tiers and its worker group."""
     for item in items:
-        for tier in sorted(tiers_of(item)):
+        tiers = tiers_of(item)
+        for tier in sorted(tiers):
             item.add_marker(tier)
+        item.add_marker(pytest.mark.xdist_group(worker_group(item, tiers)))
 
 
 @pytest.hookimpl(wrapper=True)
