@@ -4,6 +4,9 @@ other way fails rather than build it; the folders and modules of one tier are no
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.support.tiers import FAST_MARKEXPR, TESTS_DIR, TIERS, folder_tier
@@ -86,3 +89,65 @@ def test_every_tier_is_registered_and_left_out_of_the_fast_tier(pytestconfig: py
     registered = {line.split(":", 1)[0] for line in pytestconfig.getini("markers")}
     assert set(TIERS) <= registered
     assert FAST_MARKEXPR == "not (server or process or engine or sandbox or contract or synth or browser or gpu)"
+
+
+# Two session builds (stand-ins that note each build in a file) used from two modules, and plain tests beside them.
+BUILDS_CONFTEST = """
+import os
+import pytest
+
+def _build(name):
+    with open(os.environ["BUILDS_LOG"], "a") as log:
+        log.write(name + "\\n")
+    return name
+
+@pytest.fixture(scope="session")
+def platform_synth():
+    return _build("synth")
+
+@pytest.fixture(scope="session")
+def vllm_env():
+    return _build("engine")
+"""
+BUILDS_MODULE = """
+import time
+
+def test_synth_{n}(platform_synth):
+    time.sleep(0.2)
+
+def test_engine_{n}(vllm_env):
+    time.sleep(0.2)
+
+def test_plain_{n}_1():
+    time.sleep(0.2)
+
+def test_plain_{n}_2():
+    time.sleep(0.2)
+"""
+
+
+def test_make_tests_workers_build_each_session_thing_once_and_keep_modules_whole(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`make test`'s two workers: the tests of the session builds run on one of them, so a synth or the engine is
+    built once per run; the other tests stay with their module."""
+    builds = tmp_path / "builds.log"
+    monkeypatch.setenv("BUILDS_LOG", str(builds))
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR.parent))
+    pytester.makeconftest(BUILDS_CONFTEST)
+    pytester.makepyfile(**{f"test_mod{n}": BUILDS_MODULE.format(n=n) for n in range(3)})
+    result = pytester.runpytest_subprocess(
+        "-p", "tests.support.tiers", "-p", "tests.support.worker_groups", "-n", "2", "--dist", "loadgroup", "-v"
+    )  # fmt: skip
+    result.assert_outcomes(passed=12)
+    worker_of = {
+        match["test"]: match["worker"]
+        for line in result.outlines
+        if (match := re.search(r"\[(?P<worker>gw\d)\] \[ *\d+%\] PASSED \S+::(?P<test>\w+)", line))
+    }
+    assert len(worker_of) == 12, result.outlines
+    assert sorted(builds.read_text().split()) == ["engine", "synth"]
+    assert len({worker_of[f"test_{kind}_{n}"] for kind in ("synth", "engine") for n in range(3)}) == 1
+    for n in range(3):
+        assert worker_of[f"test_plain_{n}_1"] == worker_of[f"test_plain_{n}_2"]
+    assert len(set(worker_of.values())) == 2, "both workers ran tests"

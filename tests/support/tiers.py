@@ -170,7 +170,7 @@ def tiers_of(item: pytest.Item) -> set[str]:
 
 def worker_group(item: pytest.Item, tiers: set[str]) -> str:
     """The pytest-xdist group `item` runs in: the session builds' group, or its module's."""
-    return SESSION_BUILD_GROUP if tiers & SESSION_BUILD_TIERS else item.path.relative_to(TESTS_DIR).as_posix()
+    return SESSION_BUILD_GROUP if tiers & SESSION_BUILD_TIERS else item.nodeid.partition("::")[0]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups into the test ids
