@@ -11,6 +11,18 @@ import httpx
 from tests.support.app_process import run_app
 
 
+def wait_for_work(url: str, *, running: int, waiting: int, timeout_s: float = 120) -> None:
+    """Return once the service has started `running` batches and holds `waiting` requests in its queue (GET
+    /v1/info): a fixed sleep after the clients start is too short when the machine is busy."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        batching = httpx.get(f"{url}/v1/info").json()["batching"]
+        if sum(batching["batches_by_size"].values()) >= running and batching["queue_depth"] >= waiting:
+            return
+        assert time.monotonic() < deadline, f"the service never had {running} running and {waiting} waiting"
+        time.sleep(0.05)
+
+
 def test_sigterm_drains_then_exits(tmp_path):
     env = {
         "MODEL_CACHE_DIR": str(tmp_path),
@@ -30,7 +42,7 @@ def test_sigterm_drains_then_exits(tmp_path):
             )
         )
         slow.start()
-        time.sleep(0.5)
+        wait_for_work(url, running=1, waiting=0)
         process.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         readiness = httpx.get(f"{url}/readiness")
@@ -69,7 +81,7 @@ def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_p
         ]
         for client in clients:
             client.start()
-            time.sleep(0.3)
+        wait_for_work(url, running=1, waiting=2)
         sigterm_at = time.monotonic()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=10 * grace_s)
