@@ -173,7 +173,6 @@ def worker_group(item: pytest.Item, tiers: set[str]) -> str:
     return SESSION_BUILD_GROUP if tiers & SESSION_BUILD_TIERS else item.nodeid.partition("::")[0]
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its tiers and its worker group."""
     for item in items:
