@@ -86,7 +86,10 @@ def test_closing_the_page_takes_its_queued_request_out_of_the_queue(browser, hel
         page = browser.new_page()
         page.goto(live.url + "/", wait_until="domcontentloaded")
         page.locator("#prompt textarea").fill("nobody will look at this")
-        page.locator("#generate").click()
+        # Gradio learns that a page left from its event stream closing; a page closed before it opened that
+        # stream (a few ms after the click, on a busy machine) leaves its request to run, so wait for it.
+        with page.expect_response(lambda response: "/gradio_api/queue/data" in response.url):
+            page.locator("#generate").click()
         wait_until(lambda: live.service.batcher.depth == 1)
         page.close()
         wait_until(lambda: info(live)["batching"]["cancelled_by_client"] == before + 1)
