@@ -8,19 +8,15 @@ import time
 
 import httpx
 
+from tests.app.held import wait_until
 from tests.support.app_process import run_app
 
 
-def wait_for_work(url: str, *, running: int, waiting: int, timeout_s: float = 120) -> None:
-    """Return once the service has started `running` batches and holds `waiting` requests in its queue (GET
-    /v1/info): a fixed sleep after the clients start is too short when the machine is busy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        batching = httpx.get(f"{url}/v1/info").json()["batching"]
-        if sum(batching["batches_by_size"].values()) >= running and batching["queue_depth"] >= waiting:
-            return
-        assert time.monotonic() < deadline, f"the service never had {running} running and {waiting} waiting"
-        time.sleep(0.05)
+def has_work(url: str, *, running: int, waiting: int) -> bool:
+    """Whether the service has started `running` batches and holds `waiting` requests in its queue (GET /v1/info):
+    a fixed sleep after the clients start is too short when the machine is busy."""
+    batching = httpx.get(f"{url}/v1/info", timeout=10).json()["batching"]
+    return sum(batching["batches_by_size"].values()) >= running and batching["queue_depth"] >= waiting
 
 
 def test_sigterm_drains_then_exits(tmp_path):
@@ -42,7 +38,7 @@ def test_sigterm_drains_then_exits(tmp_path):
             )
         )
         slow.start()
-        wait_for_work(url, running=1, waiting=0)
+        wait_until(lambda: has_work(url, running=1, waiting=0), timeout_s=120)
         process.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         readiness = httpx.get(f"{url}/readiness")
@@ -81,7 +77,7 @@ def test_shutdown_takes_one_grace_period_and_cut_requests_get_a_json_error(tmp_p
         ]
         for client in clients:
             client.start()
-        wait_for_work(url, running=1, waiting=2)
+        wait_until(lambda: has_work(url, running=1, waiting=2), timeout_s=120)
         sigterm_at = time.monotonic()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=10 * grace_s)

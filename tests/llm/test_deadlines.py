@@ -32,9 +32,8 @@ def test_a_whole_answer_past_the_deadline_is_a_504_and_the_engine_stops(engine_u
         started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as timed_out:
             client.completions.create(model=MODEL, prompt="x", max_tokens=4000, extra_body={"ignore_eos": True})
-        # Well before the 4,000 tokens, with room for this machine's stalls: with vLLM generating beside two busy
-        # processes on the 2 cores, a separate process's 10 ms sleeps measured gaps of up to 8 s (and this 504 up
-        # to 13 s). The status, the message and the tokens counted below are what show the deadline acted.
+        # Loose, for the machine's stalls (docs/testing.md, "Adding a test"; this 504 took up to 13 s under load):
+        # the status, the message and the tokens counted below are what show the deadline acted.
         assert time.monotonic() - started < 30
         assert timed_out.value.status_code == 504
         assert "took longer than 1 s and was stopped; ask for stream=true" in timed_out.value.message
