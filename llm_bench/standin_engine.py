@@ -2,6 +2,7 @@
 
     python -m llm_bench.standin_engine --port 8001 --ttft-ms 50 --gap-ms 10    # paced
     python -m llm_bench.standin_engine --port 8001 --ttft-ms 0 --gap-ms 0      # full speed
+    python -m llm_bench.standin_engine --port 8001 --uds /tmp/engine.sock     # also on a Unix socket
 
 It serves what the gateway and the benchmark call: `GET /health`, `GET /v1/models`, `GET /metrics` (no samples)
 and `POST /v1/completions`, streamed or whole, with vLLM's chunk layout (one event per token, the usage chunk
@@ -50,13 +51,21 @@ class StandinEngine:
     prompts: list[str] = field(default_factory=list)
     connections: int = 0  # connections accepted so far
 
-    async def serve(self, host: str, port: int, started: asyncio.Event | None = None) -> None:
-        """Serve on host:port until cancelled; `started` is set once the socket listens."""
-        server = await asyncio.start_server(self._connection, host, port, backlog=1024)
-        async with server:
+    async def serve(
+        self, host: str, port: int, started: asyncio.Event | None = None, *, uds: str | None = None
+    ) -> None:
+        """Serve on host:port, and with `uds` on that Unix socket path too (as vLLM's `--uds`, for a gateway
+        that reaches its engine as on its pod), until cancelled; `started` is set once the sockets listen."""
+        servers = [await asyncio.start_server(self._connection, host, port, backlog=1024)]
+        if uds is not None:
+            servers.append(await asyncio.start_unix_server(self._connection, uds, backlog=1024))
+        try:
             if started is not None:
                 started.set()
-            await server.serve_forever()
+            await asyncio.gather(*(server.serve_forever() for server in servers))
+        finally:
+            for server in servers:
+                server.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -246,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="time to the first token")
     parser.add_argument("--gap-ms", type=float, default=10.0, help="time between tokens (0: as fast as it can)")
     parser.add_argument("--model", default=STANDIN_MODEL, help="the served model name")
+    parser.add_argument("--uds", help="a Unix socket path to serve on too (as vLLM's --uds)")
     args = parser.parse_args(argv)
     if args.ttft_ms < 0 or args.gap_ms < 0:
         parser.error("--ttft-ms and --gap-ms must not be negative")
@@ -257,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         run = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):
-        run(engine.serve(args.host, args.port))
+        run(engine.serve(args.host, args.port, uds=args.uds))
 
 
 if __name__ == "__main__":

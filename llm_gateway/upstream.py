@@ -2,8 +2,8 @@
 
 The gateway forwards every token of every stream through this client, so its cost per chunk is the gateway's
 cost per token: measured on the pace stand-in (tools/gateway_overhead.py), httpx (httpcore, anyio) took about
-half of the gateway's CPU. This client does only what the gateway asks of vLLM on loopback: one request at a
-time per connection, a body sent whole, a response read as it comes, with
+half of the gateway's CPU. This client does only what the gateway asks of vLLM in its pod (over a Unix socket, or
+loopback TCP): one request at a time per connection, a body sent whole, a response read as it comes, with
 
 - a pool of kept-alive connections, each let go after `idle_s` without use (under the engine's own keep-alive,
   so a request is never sent on a connection the engine is closing) or when the response said `close`;
@@ -419,9 +419,31 @@ class Response:
                 self._body.close()
 
 
+UNIX_SCHEME = "unix:"
+"""How a base URL names a Unix socket: `unix:/path`, as vLLM logs its `--uds` listen address."""
+MAX_SOCKET_PATH_BYTES = 107
+"""The longest Unix socket path Linux takes (`sun_path` is 108 bytes, its terminating NUL included)."""
+
+
+def socket_path_problem(base_url: str) -> str | None:
+    """Why `base_url` cannot be used as a `unix:` socket address, or None when it can (or is not one)."""
+    if not base_url.startswith(UNIX_SCHEME):
+        return None
+    path = base_url[len(UNIX_SCHEME) :]
+    if not path.startswith("/"):
+        return f"a Unix socket is named by an absolute path (unix:/run/engine/vllm.sock), not {base_url!r}"
+    if len(path.encode()) > MAX_SOCKET_PATH_BYTES:
+        return f"a Unix socket path is at most {MAX_SOCKET_PATH_BYTES} bytes; {path[:48]!r}... is longer"
+    return None
+
+
 class Upstream:
-    """A pool of HTTP/1.1 connections to one server (`base_url`: http or https, host, port); `native`, the
-    compiled llm_gateway/native module, decodes chunked bodies instead of llhttp."""
+    """A pool of HTTP/1.1 connections to one server: `base_url` is http or https with host and port, or `unix:`
+    and the path of the socket it listens on (vLLM's `--uds`); `native`, the compiled llm_gateway/native module,
+    decodes chunked bodies instead of llhttp.
+
+    Over a Unix socket each token costs the kernel less than over loopback TCP (no segments, no ACKs to send and
+    process): the gateway beside vLLM in its pod spends about a third less CPU per token (docs/benchmarks.md)."""
 
     def __init__(
         self,
@@ -433,14 +455,23 @@ class Upstream:
         max_idle: int = 64,
         native: ModuleType | None = None,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
-        self._prefix = parts.path.rstrip("/")
-        host_header = self.host if parts.port is None else f"{self.host}:{self.port}"
+        self.socket_path: str | None = None
+        if base_url.startswith(UNIX_SCHEME):
+            problem = socket_path_problem(base_url)
+            if problem is not None:
+                raise ValueError(problem)
+            self.socket_path = base_url[len(UNIX_SCHEME) :]
+            self.host, self.port, self._ssl, self._prefix = "localhost", 0, None, ""
+            host_header = self.host
+        else:
+            parts = urlsplit(base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"not an http(s) or unix: URL: {base_url!r}")
+            self.host = parts.hostname
+            self.port = parts.port or (443 if parts.scheme == "https" else 80)
+            self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+            self._prefix = parts.path.rstrip("/")
+            host_header = self.host if parts.port is None else f"{self.host}:{self.port}"
         self._host_line = f"host: {host_header}\r\naccept-encoding: identity\r\n".encode("latin-1")
         self.connect_timeout_s = connect_timeout_s
         self.write_timeout_s = write_timeout_s
@@ -489,17 +520,21 @@ class Upstream:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
+        address = self.socket_path or f"{self.host}:{self.port}"
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(self.native), self.host, self.port, ssl=self._ssl
-                )
+                if self.socket_path is not None:
+                    _, connection = await loop.create_unix_connection(
+                        lambda: _Connection(self.native), self.socket_path
+                    )
+                else:
+                    _, connection = await loop.create_connection(
+                        lambda: _Connection(self.native), self.host, self.port, ssl=self._ssl
+                    )
         except TimeoutError:
-            raise ConnectTimeout(
-                f"no connection to {self.host}:{self.port} within {self.connect_timeout_s:g} s"
-            ) from None
-        except OSError as exc:
-            raise ConnectError(f"no connection to {self.host}:{self.port}: {exc}") from exc
+            raise ConnectTimeout(f"no connection to {address} within {self.connect_timeout_s:g} s") from None
+        except OSError as exc:  # a socket path not there yet (FileNotFoundError) or not listening: no connection
+            raise ConnectError(f"no connection to {address}: {exc}") from exc
         return connection
 
     async def _read_head(self, connection: _Connection, method: str) -> Response:

@@ -1,7 +1,9 @@
 """`python -m llm_local` (make run-llm): the tiny model on vLLM's CPU engine, behind the gateway, on HOST:PORT.
 
-The engine listens on 127.0.0.1:ENGINE_PORT (default 8001), reachable only from this machine; the
-gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients use, and serves the chat page at /.
+The engine listens on 127.0.0.1:ENGINE_PORT (default 8001), reachable only from this machine, or with
+ENGINE_SOCKET=/path on that Unix socket instead, as on the cluster's pods (vLLM's --uds; a file left there by an
+engine that is gone is removed first); the gateway on HOST:PORT (make run-llm: 127.0.0.1:8000) is what clients
+use, and serves the chat page at /.
 Sign-in is off (AUTH=off) unless the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM
 stops both: the gateway drains first, then the engine is stopped. ENGINE_TASK=embed (make run-llm-embed)
 serves the same tiny model as an embedding model, `tiny-llama-embed`, on /v1/embeddings instead of the
@@ -26,12 +28,13 @@ def _exit_on_signal(sig: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     """Build what is missing, start the engine, wait for it, then serve the gateway until stopped."""
-    from common.http.port_check import port_problem
+    from common.http.port_check import port_problem, socket_problem
     from common.logs import configure_logging
     from common.settings import SettingsError
     from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_S
     from llm_gateway.server import build_gateway, build_server, relay_in_use
     from llm_gateway.settings import load_settings
+    from llm_gateway.upstream import UNIX_SCHEME, socket_path_problem
     from llm_local.engine import (
         EMBEDDING_MODEL_NAME,
         ENGINE_TASKS,
@@ -51,8 +54,14 @@ def main() -> int:
         print(f"error: ENGINE_TASK must be one of {', '.join(ENGINE_TASKS)}, not {task!r}", file=sys.stderr)
         return 2
     embed = task == "embed"
+    engine_socket = os.environ.get("ENGINE_SOCKET") or None
+    problem = None if engine_socket is None else socket_path_problem(f"{UNIX_SCHEME}{engine_socket}")
+    if problem is not None:
+        print(f"error: ENGINE_SOCKET: {problem}", file=sys.stderr)
+        return 2
     engine_options = EngineOptions(
         port=int(engine_port),
+        socket=engine_socket,
         task="embed" if embed else "generate",
         served_model_name=EMBEDDING_MODEL_NAME if embed else SERVED_MODEL_NAME,
     )
@@ -60,23 +69,25 @@ def main() -> int:
         # The chat page is on here (CHAT_PAGE=false in the environment turns it off; an embedding model has no chat);
         # the gateway's default is off.
         settings = load_settings(
-            upstream_url=f"http://{engine_options.host}:{engine_options.port}",
+            upstream_url=EngineProcess.url_of(engine_options),
             upstream_keep_alive_s=ENGINE_KEEP_ALIVE_S,  # the engine's, set in engine_environment()
             chat_page=os.environ.get("CHAT_PAGE", "false" if embed else "true"),
         )
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # Both ports are checked before anything starts: an engine left on ENGINE_PORT (by a launcher killed with
-    # SIGKILL before the engine died with it) would otherwise answer for this one, whose engine cannot bind.
-    for host, port, variable in (
-        (engine_options.host, engine_options.port, "ENGINE_PORT"),
-        (settings.host, settings.port, "PORT"),
-    ):
-        problem = port_problem(host, port, variable=variable, command="make run-llm")
-        if problem is not None:
-            print(f"error: {problem}", file=sys.stderr)
-            return 2
+    # Both addresses are checked before anything starts: an engine left on ENGINE_PORT or ENGINE_SOCKET (by a
+    # launcher killed with SIGKILL before the engine died with it) would otherwise answer for this one, whose engine
+    # cannot bind.
+    problem = None if engine_socket is None else socket_problem(engine_socket)
+    ports = [(settings.host, settings.port, "PORT")]
+    if engine_socket is None:
+        ports.insert(0, (engine_options.host, engine_options.port, "ENGINE_PORT"))
+    for host, port, variable in ports:
+        problem = problem or port_problem(host, port, variable=variable, command="make run-llm")
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level)
     log = logging.getLogger("llm_local")
     # A signal ends this process through `finally` (which stops the engine), also the one uvicorn re-raises
@@ -89,7 +100,7 @@ def main() -> int:
     log.info("preparing vLLM's CPU environment (the first time: several minutes)")
     env = ensure_env()
     model_dir = build_tiny_model(env)
-    log.info("starting vLLM", extra={"model": str(model_dir), "engine_port": engine_options.port})
+    log.info("starting vLLM", extra={"model": str(model_dir), "engine": EngineProcess.url_of(engine_options)})
     engine = EngineProcess(engine_options, model_dir)
     try:
         engine.wait_ready(ENGINE_START_TIMEOUT_S)

@@ -35,6 +35,7 @@ from typing import IO, Literal
 import httpx
 
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
+from llm_gateway.upstream import UNIX_SCHEME
 from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
 
 MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")
@@ -51,6 +52,7 @@ class EngineOptions:
 
     host: str = "127.0.0.1"
     port: int = 8001
+    socket: str | None = None  # a Unix socket path to listen on instead of host:port (vLLM's --uds), as on the pods
     served_model_name: str = SERVED_MODEL_NAME
     max_num_seqs: int = 8
     kv_cache_memory: str = "64M"  # vLLM's human-readable bytes (binary M)
@@ -81,10 +83,7 @@ def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[s
         "llm_local.engine_entry",
         "serve",
         str(model_dir),
-        "--host",
-        options.host,
-        "--port",
-        str(options.port),
+        *(["--uds", options.socket] if options.socket else ["--host", options.host, "--port", str(options.port)]),
         "--served-model-name",
         options.served_model_name,
         "--enforce-eager",
@@ -110,6 +109,13 @@ def engine_environment() -> dict[str, str]:
     }
 
 
+def engine_client(url: str) -> httpx.Client:
+    """An HTTP client to the engine at `url`: http://host:port, or unix:/path for its Unix socket."""
+    if url.startswith(UNIX_SCHEME):
+        return httpx.Client(transport=httpx.HTTPTransport(uds=url[len(UNIX_SCHEME) :]), base_url="http://localhost")
+    return httpx.Client(base_url=url)
+
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Looked up here, in the parent: between fork and exec the child should only call it, not load anything.
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
@@ -128,7 +134,7 @@ class EngineProcess:
 
     def __init__(self, options: EngineOptions, model_dir: Path, *, log: IO[str] | None = None) -> None:
         self.options = options
-        self.url = f"http://{options.host}:{options.port}"
+        self.url = self.url_of(options)
         env = ensure_env()
         self.process = subprocess.Popen(
             engine_command(env, model_dir, options),
@@ -140,6 +146,11 @@ class EngineProcess:
             preexec_fn=die_with_parent,  # only prctl runs between fork and exec
         )
 
+    @staticmethod
+    def url_of(options: EngineOptions) -> str:
+        """Where an engine with `options` answers: unix:/path on its socket, else http://host:port."""
+        return f"{UNIX_SCHEME}{options.socket}" if options.socket else f"http://{options.host}:{options.port}"
+
     def wait_ready(self, timeout_s: float) -> float:
         """Block until vLLM's /health answers 200; return the seconds it took. Raise if it exits or times out."""
         started = time.monotonic()
@@ -147,8 +158,9 @@ class EngineProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"vLLM exited with status {self.process.returncode} before it was ready")
             try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return time.monotonic() - started
+                with engine_client(self.url) as client:
+                    if client.get("/health", timeout=2.0).status_code == 200:
+                        return time.monotonic() - started
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)

@@ -1,9 +1,11 @@
-"""Before serving: is the port free? If not, say so in one line, with a free port to use instead."""
+"""Before serving: is the port (or Unix socket path) free? If not, say so in one line, with what to do instead."""
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import stat
 
 
 def _bind(host: str, port: int) -> OSError | None:
@@ -28,3 +30,26 @@ def port_problem(host: str, port: int, *, variable: str = "PORT", command: str =
     free = next((p for p in range(port + 1, min(port + 100, 65536)) if _bind(host, p) is None), None)
     hint = f"{variable}={free if free is not None else '<another port>'} {command}"
     return f"port {port} is in use on {host} (another server is running there?): stop it, or use another: {hint}"
+
+
+def socket_problem(path: str, *, variable: str = "ENGINE_SOCKET", command: str = "make run-llm") -> str | None:
+    """None when a server can bind the Unix socket `path`; a socket file there that nothing listens on (left by a
+    server that is gone: a socket's file outlives it) is removed first. Else a message that says what to do."""
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        return f"the folder of {variable}={path} does not exist: create it, or set {variable} to another path"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISSOCK(mode):
+        return f"{path} exists and is not a socket: set {variable} to another path"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            os.unlink(path)  # nothing listens: a leftover
+            return None
+        except OSError as exc:
+            return f"cannot use the socket {path} ({exc.strerror}): set {variable} to another path"
+    return f"a server already listens on {path} (another {command} running?): stop it, or set {variable}"

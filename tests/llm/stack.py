@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from common.server_process import ServerProcess, answers, free_port, serve_process
+from common.server_process import ServerProcess, free_port, serve_process
 from llm_bench.standin_engine import Pace, StandinEngine
 from llm_gateway.gateway import FINISHED_WRITE_DELAY_S
+from llm_local.engine import engine_client
 
 GATEWAY_READY_TIMEOUT_S = 60
 FULL_SPEED = Pace(ttft_s=0.0, gap_s=0.0)
@@ -71,7 +74,8 @@ def run_gateway(upstream_url: str, log_dir: Path, env: Mapping[str, str] | None 
 
 @dataclass
 class LocalStack:
-    """`python -m llm_local` running: its gateway (the launcher process) and its engine's URL."""
+    """`python -m llm_local` running: its gateway (the launcher process) and its engine's URL (unix:/path: the
+    engine listens on a Unix socket, as on the pods; `engine_client` calls it)."""
 
     gateway: GatewayProcess
     engine_url: str
@@ -79,30 +83,35 @@ class LocalStack:
 
 @contextmanager
 def run_local_stack(log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[LocalStack]:
-    """`python -m llm_local` with HOST/PORT/ENGINE_PORT on free loopback ports (and `env`, such as
-    ENGINE_TASK=embed); yielded once the gateway is ready (the engine answers). On exit: SIGTERM, then the launcher
-    must exit cleanly, take the engine along and leave no leak report in the log."""
-    engine_port = free_port()
+    """`python -m llm_local` with HOST/PORT on free loopback ports and the engine on a Unix socket in a private folder
+    (ENGINE_SOCKET, vLLM's --uds as on the pods), and `env` (such as ENGINE_TASK=embed); yielded once the gateway is
+    ready (the engine answers). On exit: SIGTERM, then the launcher must exit cleanly, take the engine along and
+    leave no leak report in the log."""
     log = log_dir / "llm-local.log"
-    with serve_process(
-        [sys.executable, "-m", "llm_local"],
-        env={"ENGINE_PORT": str(engine_port), **(env or {})},
-        log=log,
-        ready_path="/readiness",
-        ready_timeout_s=ENGINE_READY_TIMEOUT_S,
-    ) as server:
-        stack = LocalStack(GatewayProcess(server.process, server.url, log), f"http://127.0.0.1:{engine_port}")
-        yield stack
-        assert stack.gateway.stop() == 0, stack.gateway.tail()
-        assert not answers(f"{stack.engine_url}/health"), "the engine outlived python -m llm_local"
-        # A clean stop ends without the interpreter-exit noise of triton's bindings (llm_local/engine_entry.py).
-        assert "nanobind: leaked" not in log.read_text(encoding="utf-8"), stack.gateway.tail()
+    # Not under `log_dir`: pytest's folders can make a path longer than a Unix socket's 107 bytes.
+    with tempfile.TemporaryDirectory(prefix="llm-engine-") as folder:
+        engine_socket = f"{folder}/vllm.sock"
+        with serve_process(
+            [sys.executable, "-m", "llm_local"],
+            env={"ENGINE_SOCKET": engine_socket, **(env or {})},
+            log=log,
+            ready_path="/readiness",
+            ready_timeout_s=ENGINE_READY_TIMEOUT_S,
+        ) as server:
+            stack = LocalStack(GatewayProcess(server.process, server.url, log), f"unix:{engine_socket}")
+            yield stack
+            assert stack.gateway.stop() == 0, stack.gateway.tail()
+            with engine_client(stack.engine_url) as engine, suppress(httpx.TransportError):
+                pytest.fail(f"the engine outlived python -m llm_local: /health {engine.get('/health').status_code}")
+            # A clean stop ends without the interpreter-exit noise of triton's bindings (llm_local/engine_entry.py).
+            assert "nanobind: leaked" not in log.read_text(encoding="utf-8"), stack.gateway.tail()
 
 
 def engine_metric(engine_url: str, name: str, label: str = "") -> float:
     """The sum of one of vLLM's Prometheus series (e.g. vllm:num_requests_running) over the samples whose
     labels contain `label` (e.g. 'finished_reason="abort"')."""
-    text = httpx.get(f"{engine_url}/metrics", timeout=10).text
+    with engine_client(engine_url) as engine:
+        text = engine.get("/metrics", timeout=10).text
     values = [
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
@@ -122,18 +131,27 @@ def wait_until(predicate: Any, timeout_s: float, what: str) -> float:
 
 
 @contextmanager
-def run_standin(*, record: bool = False, pace: Pace = FULL_SPEED) -> Iterator[tuple[str, StandinEngine]]:
-    """The pace stand-in engine (llm_bench/standin_engine.py; default: full speed) on a free port, in a thread of
-    its own; (URL, engine). With `record`, the engine keeps the prompts it gets."""
+def run_standin(
+    *, record: bool = False, pace: Pace = FULL_SPEED, uds: str | None = None
+) -> Iterator[tuple[str, StandinEngine]]:
+    """The pace stand-in engine (llm_bench/standin_engine.py; default: full speed) on a free port, and with `uds` on
+    that Unix socket path too, in a thread of its own; (URL, engine). With `record`, the engine keeps the prompts it
+    gets."""
     engine = StandinEngine(pace, record=record)
     port = free_port()
     loop = asyncio.new_event_loop()
     started = asyncio.Event()
-    task = loop.create_task(engine.serve("127.0.0.1", port, started))
+    task = loop.create_task(engine.serve("127.0.0.1", port, started, uds=uds))
 
     def run() -> None:
         with suppress(asyncio.CancelledError):
             loop.run_until_complete(task)
+        # Connections a client still holds (a gateway that outlives the engine) end here, not in a closed loop.
+        left = asyncio.all_tasks(loop)
+        for connection in left:
+            connection.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

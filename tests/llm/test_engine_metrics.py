@@ -3,9 +3,8 @@ older vLLM in the images (vllm-project/vllm@f0afa0c28a31 vllm/engine/metrics.py)
 
 from __future__ import annotations
 
-import httpx
-
 from llm_gateway.engine_metrics import mean_ms, read_engine_metrics
+from llm_local.engine import engine_client
 from tests.llm.conftest import MODEL
 
 # What a V0 vLLM serves at /metrics for these series (names, types and label from the commit above).
@@ -44,14 +43,15 @@ def test_new_name_wins_where_both_are_served():
 
 
 def test_reads_the_real_engine_around_a_request(engine_url):
-    before = read_engine_metrics(httpx.get(f"{engine_url}/metrics").text)
-    reply = httpx.post(
-        f"{engine_url}/v1/completions",
-        json={"model": MODEL, "prompt": "hi", "max_tokens": 20, "ignore_eos": True},
-        timeout=120,
-    )
-    assert reply.status_code == 200
-    after = read_engine_metrics(httpx.get(f"{engine_url}/metrics").text)
+    with engine_client(engine_url) as engine:
+        before = read_engine_metrics(engine.get("/metrics").text)
+        reply = engine.post(
+            "/v1/completions",
+            json={"model": MODEL, "prompt": "hi", "max_tokens": 20, "ignore_eos": True},
+            timeout=120,
+        )
+        assert reply.status_code == 200
+        after = read_engine_metrics(engine.get("/metrics").text)
     assert after.running == 0 and after.waiting == 0
     assert after.kv_cache_usage is not None and 0.0 <= after.kv_cache_usage <= 1.0
     assert after.generation_tokens - before.generation_tokens == 20

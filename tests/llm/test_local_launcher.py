@@ -1,6 +1,7 @@
 """`make run-llm`'s launcher (issue 25, finding 6): its engine dies with it even when it is killed with SIGKILL,
-and a busy ENGINE_PORT (an engine left behind) is refused up front with one line. No vLLM needed: the engine's
-command is swapped for a sleeping process, and the port check comes before anything starts."""
+and a busy ENGINE_PORT or ENGINE_SOCKET (an engine left behind) is refused up front with one line, while a socket's
+leftover file is cleared. No vLLM needed: the engine's command is swapped for a sleeping process, and the checks
+come before anything starts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from common.server_process import REPO_ROOT, free_port
 from llm_local.engine import EMBEDDING_MODEL_NAME, EngineOptions, engine_command
@@ -86,3 +90,50 @@ def test_the_embed_task_runs_the_pooling_runner_under_its_own_name():
     )
     assert "--runner" not in generate
     assert embed[embed.index("--runner") :][:4] == ["--runner", "pooling", "--convert", "embed"]
+
+
+def launch(**env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m llm_local` with these variables on a free PORT, to its end (a refusal: before anything starts)."""
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(free_port()), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "llm_local"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_engine_socket_is_vllms_uds_and_replaces_the_port():
+    command = engine_command(Path("/env"), Path("/model"), EngineOptions(socket="/run/engine/vllm.sock"))
+    assert command[command.index("--uds") :][:2] == ["--uds", "/run/engine/vllm.sock"]
+    assert "--port" not in command and "--host" not in command
+
+
+@pytest.mark.parametrize(
+    ("socket_path", "message"),
+    [
+        ("relative.sock", "ENGINE_SOCKET: a Unix socket is named by an absolute path"),
+        ("/nonexistent-folder/vllm.sock", "the folder of ENGINE_SOCKET=/nonexistent-folder/vllm.sock does not exist"),
+    ],
+)
+def test_an_unusable_engine_socket_is_refused_in_one_line(socket_path: str, message: str):
+    result = launch(ENGINE_SOCKET=socket_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr
+
+
+def test_a_socket_an_engine_listens_on_is_refused_and_a_leftover_cleared():
+    # PORT is taken too, so that the launcher stops at a check whichever comes first: the socket's comes first.
+    with tempfile.TemporaryDirectory() as folder, socket.socket() as port_taken:
+        port_taken.bind(("127.0.0.1", 0))
+        port_taken.listen()
+        port = str(port_taken.getsockname()[1])
+        path = str(Path(folder) / "vllm.sock")
+        with socket.socket(socket.AF_UNIX) as taken:
+            taken.bind(path)
+            taken.listen()
+            result = launch(ENGINE_SOCKET=path, PORT=port)
+            assert result.returncode == 2, result.stderr
+            assert "a server already listens on" in result.stderr and "ENGINE_SOCKET" in result.stderr
+        # Closed, the socket's file stays (a leftover): the launcher removes it and goes on to the port's check.
+        assert Path(path).exists()
+        result = launch(ENGINE_SOCKET=path, PORT=port)
+        assert result.returncode == 2 and f"port {port} is in use" in result.stderr, result.stderr
+        assert not Path(path).exists()

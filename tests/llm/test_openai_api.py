@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import httpx
 import openai
 import pytest
 
+from llm_local.engine import engine_client
 from tests.llm.conftest import MODEL
 
 MESSAGES = [{"role": "user", "content": "Tell me a story about a robot."}]
@@ -15,7 +15,8 @@ EXACT = {"ignore_eos": True}
 
 def prompt_tokens(engine_url: str, **body: object) -> int:
     """How many tokens vLLM's own tokenizer endpoint counts for a prompt or chat."""
-    response = httpx.post(f"{engine_url}/tokenize", json={"model": MODEL, **body}, timeout=30)
+    with engine_client(engine_url) as engine:
+        response = engine.post("/tokenize", json={"model": MODEL, **body}, timeout=30)
     response.raise_for_status()
     return response.json()["count"]
 
