@@ -252,6 +252,10 @@ VLLM_NEURON_SDK_VERSION: Final = "2.28.0"
 # .github/config/image/vllm/ec2-ubuntu.yml (base_image vllm/vllm-openai:v0.27.1, python 3.12, cuda 13.0.2,
 # target vllm-ec2 of docker/vllm/Dockerfile: ENTRYPOINT scripts/docker/vllm/dockerd_entrypoint.sh).
 VLLM_NVIDIA_IMAGE: Final = "public.ecr.aws/deep-learning-containers/vllm:0.27.1-gpu-py312-cu130-ubuntu22.04-ec2"
+# Its ENTRYPOINT, which a pod that sets `command` runs itself (docs/evidence/llm-serving.md section 2).
+# Verified: aws/deep-learning-containers@e0ecedea6a1c docker/vllm/Dockerfile stage vllm-ec2
+# (ENTRYPOINT ["/usr/local/bin/dockerd_entrypoint.sh"]).
+VLLM_NVIDIA_ENTRYPOINT: Final = "/usr/local/bin/dockerd_entrypoint.sh"
 # Verified: aws/deep-learning-containers@e0ecedea6a1c .github/config/image/vllm/ec2-ubuntu.yml
 # (framework_version 0.27.1); PyPI vllm==0.27.1 (vllm/_version.py: 0.27.1).
 # Its /v1/responses was not read here (0.13.0 and 0.32.0 serve it; the build machine's index had no 0.27.1 when the

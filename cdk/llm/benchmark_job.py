@@ -16,8 +16,8 @@ replica, hands the Job a sign-in token, runs it, and collects its section. The p
   llmRequestsPerMinute<Acc>, and with the replica's price (its llmInstanceType<Acc>'s, or llmPricePerHour<Acc>)
   the cost per million output tokens.
 
-The overhead part of the benchmark (the engine called directly) is left out: vLLM listens on its pod's
-loopback only (cdk/llm/names.py ENGINE_PORT).
+The overhead part of the benchmark (the engine called directly) is left out: vLLM listens only on a Unix socket
+inside its pod (cdk/llm/names.py ENGINE_SOCKET).
 """
 
 from __future__ import annotations

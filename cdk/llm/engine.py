@@ -52,22 +52,29 @@ def neuron_kv_cache(llm: LlmConfig) -> NeuronKvCache:
     return NeuronKvCache(prefix_caching=False, block_size=NEURON_BLOCK_SIZE, num_blocks=llm.max_num_seqs)
 
 
-def engine_args(acc: Accelerator, llm: LlmConfig, model_dir: str, *, port: int) -> list[str]:
-    """What follows `vllm serve`: the model folder, then the flags, for `acc` (a pod's and the compile's args).
+def engine_args(
+    acc: Accelerator, llm: LlmConfig, model_dir: str, *, port: int | None = None, socket: str | None = None
+) -> list[str]:
+    """What follows `vllm serve`: the model folder, then the flags, for `acc` (a pod's and the compile's args). With
+    `socket` vLLM listens on that Unix socket path (`--uds`, which replaces `--host` and `--port`), else on the
+    loopback at `port`.
 
     The model is served from a local folder (the staged weights), never a Hub id: Qwen checkpoints with
     tie_word_embeddings=true fail under NxD Inference's shard-on-load when given a Hub id (Neuron user guide
     2.28, Known Issues 3), and serving pods never reach a third-party hub.
     """
+    if (port is None) == (socket is None):
+        raise ValueError("engine_args takes a port or a socket, one of them")
     per = llm.per_accelerator[acc.name]
     args = [
         model_dir,
         "--served-model-name",
         llm.served_model_name,
-        "--host",
-        ENGINE_HOST,
-        "--port",
-        str(port),
+        # vLLM 0.13.0 (the Neuron image's), 0.27.1 (the NVIDIA image's) and 0.32.0 (the CPU build) all take
+        # `--uds`: vllm/entrypoints/openai/cli_args.py FrontendArgs.uds ("If set, host and port arguments are
+        # ignored"), read in the PyPI wheels' vllm/entrypoints/openai/api_server.py (0.13.0, 0.27.1) and
+        # launchers/cli_args.py (0.32.0).
+        *(["--uds", socket] if socket else ["--host", ENGINE_HOST, "--port", str(port)]),
         "--tensor-parallel-size",
         str(per.tensor_parallel),
         "--max-num-seqs",

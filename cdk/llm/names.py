@@ -9,7 +9,12 @@ from cdk.accelerators import Accelerator
 # One Deployment (and Service, metrics DeploymentUnit) per accelerator, beside the image service's sd-neuron/sd-gpu.
 DEPLOYMENT_NAMES: Final = {"neuron": "llm-neuron", "nvidia": "llm-gpu"}
 GATEWAY_PORT: Final = 8000  # the gateway's PORT: what the Service and the ALB reach
-ENGINE_PORT: Final = 8001  # vLLM's OpenAI server, on the pod's loopback only (the gateway's UPSTREAM_URL)
+ENGINE_PORT: Final = 8001  # vLLM's OpenAI server on the loopback where it has no socket (the compile Job)
+# On a serving pod vLLM listens on a Unix socket (`--uds`) in a small volume it shares with the gateway only: the
+# gateway spends about a third less CPU per token than over loopback TCP (docs/benchmarks.md), and nothing else in
+# the pod's network namespace can reach the engine.
+ENGINE_SOCKET_DIR: Final = "/run/engine"
+ENGINE_SOCKET: Final = f"{ENGINE_SOCKET_DIR}/vllm.sock"
 SERVICE_ACCOUNT_SUFFIX: Final = "-sa"
 
 

@@ -5,8 +5,8 @@ Each pod runs three containers (docs/llm-serving.md, "What runs in a pod"):
 - `fetch-model` (init, the gateway image, `python -m model_fetch`): copies the weights from the model store onto
   the pod's model volume; on Neuron it first waits for the compile's completion marker, then copies the compiled
   artifacts too;
-- `vllm` (AWS's vLLM image for the accelerator, cdk/versions.py): the OpenAI server on the pod's loopback only
-  (ENGINE_PORT), reading the model volume read-only;
+- `vllm` (AWS's vLLM image for the accelerator, cdk/versions.py): the OpenAI server on a Unix socket
+  (ENGINE_SOCKET) in a small volume only it and the gateway mount, reading the model volume read-only;
 - `gateway` (the gateway image): the only port the Service reaches; readiness follows vLLM's /health.
 
 How each vLLM image starts, and what must match the Neuron compile: docs/evidence/llm-serving.md section 3.
@@ -24,7 +24,8 @@ from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
 from cdk.llm.engine import engine_args
 from cdk.llm.names import (
-    ENGINE_PORT,
+    ENGINE_SOCKET,
+    ENGINE_SOCKET_DIR,
     GATEWAY_PORT,
     MODEL_ROOT,
     SERVICE_ACCOUNT_SUFFIX,
@@ -53,8 +54,10 @@ from cdk.serving.pod_shape import (
     service,
 )
 from cdk.serving.routing import PORT_NAME
+from cdk.versions import VLLM_NVIDIA_ENTRYPOINT
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
 from llm_gateway.routes import UPSTREAM_HEALTH_PATH
+from llm_gateway.upstream import UNIX_SCHEME
 
 ENGINE_USER: Final = "vllm"
 APP_LABEL: Final = {"app.kubernetes.io/name": "llm"}  # every LLM pod; never the image service's label
@@ -71,6 +74,13 @@ NEURON_MODEL_VOLUME_FACTOR: Final = 2
 # vLLM's caches (torch.compile, Triton, FlashInfer's JIT kernels; a few hundred MB for one model) on their own volume.
 ENGINE_CACHE_GI: Final = 8
 GATEWAY_TMP: Final = {"name": "gateway-tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+# vLLM's socket, in memory: it holds no data, only the name the gateway connects to.
+ENGINE_SOCKET_VOLUME: Final = {"name": "engine-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+ENGINE_SOCKET_MOUNT: Final = {"name": ENGINE_SOCKET_VOLUME["name"], "mountPath": ENGINE_SOCKET_DIR}
+# vLLM binds its socket's path and never removes it, and the volume outlives a restart of the container, so a
+# restarted vLLM would stop at "Address already in use". This removes what an earlier run left ($0), then runs the
+# image's own start ($@) in the shell's place. No other process binds that path: the file is only ever a leftover.
+CLEAR_SOCKET_THEN: Final = 'rm -f -- "$0" && exec "$@"'
 # The Neuron compile cache's variable (aws-neuron/aws-neuron-sdk general/arch/neuron-features/neuron-caching.rst,
 # as cdk/image/neuron_compile_job.py): its default is on the image's read-only root.
 NEURON_COMPILE_CACHE_ENV: Final = "NEURON_COMPILE_CACHE_URL"
@@ -114,15 +124,19 @@ def fit_settings(acc: Accelerator) -> FitSettings:
     )
 
 
-def engine_container_args(acc: Accelerator, llm: LlmConfig, model_dir: str) -> list[str]:
-    """The vLLM container's `args` (never `command`: each image's ENTRYPOINT stays).
+def engine_container_start(acc: Accelerator, llm: LlmConfig, model_dir: str) -> dict[str, list[str]]:
+    """The vLLM container's `command` and `args`: a shell removes the socket an earlier run left (CLEAR_SOCKET_THEN),
+    then runs what the image runs (docs/evidence/llm-serving.md sections 2 and 3).
 
-    The NVIDIA image's entrypoint runs `vllm serve "$@"`, so it gets the flags; the Neuron image's entrypoint
-    runs its arguments as a command, so it gets `vllm serve` and the flags (docs/evidence/llm-serving.md sections
-    2 and 3).
+    The Neuron image's ENTRYPOINT runs its arguments as a command, so it stays and gets the shell, `vllm serve` and
+    the flags as `args`. The NVIDIA image's ENTRYPOINT runs `vllm serve "$@"` with its arguments, so the shell
+    becomes the `command` and runs that ENTRYPOINT with the flags, which stay the `args`.
     """
-    flags = engine_args(acc, llm, model_dir, port=ENGINE_PORT)
-    return ["vllm", "serve", *flags] if acc.name == "neuron" else flags
+    flags = engine_args(acc, llm, model_dir, socket=ENGINE_SOCKET)
+    clear = ["/bin/sh", "-c", CLEAR_SOCKET_THEN, ENGINE_SOCKET]
+    if acc.name == "neuron":
+        return {"args": [*clear, "vllm", "serve", *flags]}
+    return {"command": [*clear, VLLM_NVIDIA_ENTRYPOINT], "args": flags}
 
 
 def model_volume_gi(acc: Accelerator, llm: LlmConfig) -> int:
@@ -164,7 +178,7 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
         {"name": "PORT", "value": str(GATEWAY_PORT)},
         # Longer than the ALB's idle timeout, or the ALB may reuse a connection the gateway just closed (a 502).
         {"name": "KEEP_ALIVE_S", "value": str(cfg.idle_timeout_s + KEEP_ALIVE_MARGIN_S)},
-        {"name": "UPSTREAM_URL", "value": f"http://127.0.0.1:{ENGINE_PORT}"},
+        {"name": "UPSTREAM_URL", "value": f"{UNIX_SCHEME}{ENGINE_SOCKET}"},
         {"name": "UPSTREAM_KEEP_ALIVE_S", "value": str(ENGINE_KEEP_ALIVE_S)},  # vLLM's, set in engine_env
         {"name": "MAX_CONCURRENT_REQUESTS", "value": str(llm.gateway_max_concurrent)},
         {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
@@ -221,19 +235,23 @@ def fetch_init_container(
     }
 
 
+# A probe of vLLM's /health over its socket, in Python's standard library only: exit 0 on a 200 status line, else
+# an AssertionError or OSError (exit 1).
+SOCKET_HEALTH_CHECK: Final = (
+    "import socket; s = socket.socket(socket.AF_UNIX); s.settimeout(4); s.connect({path!r}); "
+    "s.sendall(b'GET {route} HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n'); "
+    "assert s.makefile('rb').readline().split()[1] == b'200'"
+)
+
+
 def engine_probes(budget_s: int) -> dict[str, Any]:
-    """vLLM's own probes. It listens on the pod's loopback, which the kubelet's httpGet cannot reach, so each probe
-    runs Python in the container against vLLM's /health (both images have python3 on PATH). The startupProbe
-    allows the accelerator's start-up budget (loading the weights, on Neuron the compiled model); after it, a
-    vLLM that stops answering is restarted, while the gateway beside it keeps answering its own probes."""
+    """vLLM's own probes. It listens on a Unix socket, which the kubelet's httpGet cannot reach, so each probe runs
+    Python in the container against vLLM's /health (both images have python3 on PATH). The startupProbe allows the
+    accelerator's start-up budget (loading the weights, on Neuron the compiled model); after it, a vLLM that stops
+    answering is restarted, while the gateway beside it keeps answering its own probes."""
     check = {
         "exec": {
-            "command": [
-                "python3",
-                "-c",
-                "import urllib.request; "
-                f"urllib.request.urlopen('http://127.0.0.1:{ENGINE_PORT}{UPSTREAM_HEALTH_PATH}', timeout=4)",
-            ]
+            "command": ["python3", "-c", SOCKET_HEALTH_CHECK.format(path=ENGINE_SOCKET, route=UPSTREAM_HEALTH_PATH)]
         },
         "timeoutSeconds": 5,
     }
@@ -251,21 +269,25 @@ def engine_probes(budget_s: int) -> dict[str, Any]:
 def engine_container(
     acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, *, image: str, region: str
 ) -> dict[str, Any]:
-    """`vllm`: the engine on the pod's loopback, the model volume read-only."""
+    """`vllm`: the engine on its socket, the model volume read-only."""
     per = llm.per_accelerator[acc.name]
     _, scratch_mounts = engine_scratch(acc, llm, cfg)
     return {
         "name": ENGINE_CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "args": engine_container_args(acc, llm, WEIGHTS_DIR),
+        **engine_container_start(acc, llm, WEIGHTS_DIR),
         "env": engine_env(acc, cfg, region),
         "resources": device_resources(acc, per.devices, cpu=per.cpu, memory_gi=per.memory_gi),
         **engine_probes(per.startup_timeout_s),
         # Outlive the gateway's drain: vLLM gets SIGTERM only once the gateway's streams have had their grace.
         "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s + cfg.shutdown_grace_s}}},
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": MODEL_VOLUME, "mountPath": MODEL_ROOT, "readOnly": True}, *scratch_mounts],
+        "volumeMounts": [
+            {"name": MODEL_VOLUME, "mountPath": MODEL_ROOT, "readOnly": True},
+            *scratch_mounts,
+            ENGINE_SOCKET_MOUNT,
+        ],
     }
 
 
@@ -298,7 +320,7 @@ def gateway_container(
         # The pod keeps serving while the ALB deregisters it; then SIGTERM, and the gateway drains its streams.
         "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s}}},
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": GATEWAY_TMP["name"], "mountPath": TMP_DIR}],
+        "volumeMounts": [{"name": GATEWAY_TMP["name"], "mountPath": TMP_DIR}, ENGINE_SOCKET_MOUNT],
     }
     if env_config_maps:
         container["envFrom"] = [{"configMapRef": {"name": name}} for name in env_config_maps]
@@ -325,6 +347,7 @@ def deployment(
         {"name": MODEL_VOLUME, "emptyDir": {"sizeLimit": f"{model_volume_gi(acc, llm)}Gi"}},
         *scratch,
         GATEWAY_TMP,
+        ENGINE_SOCKET_VOLUME,
     ]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(acc),

@@ -17,7 +17,7 @@ from cdk.config.serving import ServingConfig
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.engine import engine_args
-from cdk.llm.names import ENGINE_PORT
+from cdk.llm.names import ENGINE_PORT, ENGINE_SOCKET
 from tests.cdk.conftest import DEFAULT_CONTEXT
 from tests.support.k8s_schema import validate_all
 
@@ -165,8 +165,18 @@ def test_the_compile_runs_exactly_what_a_serving_pod_runs_weights_path_included(
         env_config_maps=(),
     )[-1]["spec"]["template"]["spec"]
     (engine,) = [c for c in pod["containers"] if c["name"] == workload.ENGINE_CONTAINER]
-    assert engine["args"] == ["vllm", "serve", *compile_step["args"]]
+    served = engine["args"][engine["args"].index("vllm") :]
+    # Only where the server listens differs (the pod's socket, the Job's loopback port): vllm-neuron compiles from
+    # the model and the engine's flags, never from the server's address.
+    assert served == ["vllm", "serve", *listening_elsewhere(compile_step["args"], "--uds", ENGINE_SOCKET)]
     assert lcj.artifact_key(llm)["weights_dir"] == compile_step["args"][0]
+
+
+def listening_elsewhere(flags: list[str], *address: str) -> list[str]:
+    """`flags` with their --host and --port replaced by `address`, where --host stood."""
+    at = flags.index("--host")
+    assert flags[at : at + 4] == ["--host", "127.0.0.1", "--port", str(ENGINE_PORT)]
+    return [*flags[:at], *address, *flags[at + 4 :]]
 
 
 def test_the_block_flags_are_neuron_only():

@@ -16,7 +16,7 @@ from cdk.front_door.sign_in import CONFIG_MAP_NAME
 from cdk.image import workload as sd
 from cdk.llm import workload
 from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
-from cdk.llm.names import ENGINE_PORT, GATEWAY_PORT
+from cdk.llm.names import ENGINE_SOCKET, ENGINE_SOCKET_DIR, GATEWAY_PORT
 from cdk.serving import pod_shape
 from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
@@ -95,7 +95,7 @@ def engine_flags(args: list[str]) -> tuple[str, dict[str, str | None]]:
 def serve_args(acc: Accelerator, objects: dict[str, dict[str, Any]]) -> list[str]:
     """The arguments after `vllm serve`, however the image starts it."""
     args = container(objects, workload.ENGINE_CONTAINER)["args"]
-    return args[2:] if acc is NEURON else args
+    return args[args.index("serve") + 1 :] if acc is NEURON else args
 
 
 def mount_of(item: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -117,7 +117,7 @@ def test_the_engine_flags_are_the_config(acc):
     model, flags = engine_flags(serve_args(acc, build(acc, llm, cfg)))
     assert model == workload.WEIGHTS_DIR
     assert flags["--served-model-name"] == llm.served_model_name
-    assert (flags["--host"], flags["--port"]) == ("127.0.0.1", str(ENGINE_PORT))
+    assert flags["--uds"] == ENGINE_SOCKET and not {"--host", "--port"} & set(flags)  # vLLM: --uds replaces them
     assert flags["--tensor-parallel-size"] == str(llm.per_accelerator[acc.name].tensor_parallel)
     assert flags["--max-num-seqs"] == str(llm.max_num_seqs)
     assert flags["--max-model-len"] == str(llm.max_model_len)
@@ -147,15 +147,41 @@ def test_the_engine_flags_follow_a_changed_config():
     assert flags["--num-gpu-blocks-override"] == "4"
 
 
-def test_nvidia_passes_only_args_and_neuron_the_whole_command():
+def test_each_image_clears_the_old_socket_then_starts_as_it_would():
     llm, cfg = configs()
     gpu = container(build(NVIDIA, llm, cfg), workload.ENGINE_CONTAINER)
     neuron = container(build(NEURON, llm, cfg), workload.ENGINE_CONTAINER)
-    # The NVIDIA image's ENTRYPOINT runs `vllm serve "$@"`; the Neuron image's runs its arguments.
-    assert "command" not in gpu and gpu["args"] == engine_args(NVIDIA, llm, workload.WEIGHTS_DIR, port=ENGINE_PORT)
+    clear = ["/bin/sh", "-c", workload.CLEAR_SOCKET_THEN, ENGINE_SOCKET]
+    # The NVIDIA image's ENTRYPOINT runs `vllm serve "$@"`: the shell runs it with the flags as its arguments.
+    assert gpu["command"] == [*clear, versions.VLLM_NVIDIA_ENTRYPOINT]
+    assert gpu["args"] == engine_args(NVIDIA, llm, workload.WEIGHTS_DIR, socket=ENGINE_SOCKET)
+    # The Neuron image's ENTRYPOINT runs its arguments: it stays, and runs the shell.
     assert "command" not in neuron
-    assert neuron["args"] == ["vllm", "serve", *engine_args(NEURON, llm, workload.WEIGHTS_DIR, port=ENGINE_PORT)]
+    assert neuron["args"] == [
+        *clear,
+        "vllm",
+        "serve",
+        *engine_args(NEURON, llm, workload.WEIGHTS_DIR, socket=ENGINE_SOCKET),
+    ]
     assert gpu["image"] == versions.VLLM_NVIDIA_IMAGE and neuron["image"] == versions.VLLM_NEURON_IMAGE
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_only_the_engine_and_the_gateway_share_the_engines_socket(acc):
+    llm, cfg = configs()
+    spec = pod(build(acc, llm, cfg))
+    (volume,) = [v for v in spec["volumes"] if v["name"] == workload.ENGINE_SOCKET_VOLUME["name"]]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    holders = {
+        item["name"]
+        for item in spec["initContainers"] + spec["containers"]
+        for mount in item["volumeMounts"]
+        if mount["name"] == volume["name"]
+    }
+    assert holders == {workload.ENGINE_CONTAINER, workload.GATEWAY_CONTAINER}
+    for name in holders:
+        mount = mount_of(container(build(acc, llm, cfg), name), ENGINE_SOCKET)
+        assert mount is not None and mount["mountPath"] == ENGINE_SOCKET_DIR and not mount.get("readOnly")
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
@@ -290,7 +316,7 @@ def test_the_gateway_env_is_settings_the_gateway_starts_with(acc, monkeypatch):
         monkeypatch.setenv(name, value)
     settings = load_settings()
     _, flags = engine_flags(serve_args(acc, objects))
-    assert settings.upstream_url == f"http://127.0.0.1:{flags['--port']}"
+    assert settings.upstream_url == f"unix:{flags['--uds']}"
     assert settings.port == GATEWAY_PORT == gateway["ports"][0]["containerPort"]
     assert settings.host == "0.0.0.0"
     assert settings.max_concurrent_requests == llm.gateway_max_concurrent

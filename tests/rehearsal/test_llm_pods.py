@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +26,14 @@ from typing import Any
 
 import pytest
 
+from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA, Accelerator
 from cdk.llm import compile_job as lcj
 from cdk.llm import workload
 from cdk.llm.images import LLM_GATEWAY_IMAGE
-from cdk.llm.names import deployment_name
+from cdk.llm.names import ENGINE_SOCKET, deployment_name
 from common.model_store.layout import COMPLETE_MARKER, weights_prefix
+from tests.llm.stack import run_standin
 from tests.llm.test_gateway_image import DOCKERFILE, image_files
 from tests.rehearsal.conftest import Stacks
 from tests.rehearsal.images import dockerfile_stage
@@ -167,11 +171,17 @@ def published(pod: LlmPod | Store, prefix: str, files: dict[str, str]) -> dict[s
     return {"bucket": pod.bucket, "prefix": prefix, "files": files, "marker": {"files": sorted(files)}}
 
 
+def serve_args(engine: Container) -> list[str]:
+    """What the vllm container passes to `vllm serve`: its args after `vllm serve` (Neuron: the image's ENTRYPOINT
+    runs the args), or its args (NVIDIA: the image's ENTRYPOINT runs `vllm serve "$@"`)."""
+    args = list(engine.args or ())
+    starts = [i for i in range(len(args) - 1) if args[i : i + 2] == ["vllm", "serve"]]
+    return args[starts[0] + 2 :] if starts else args
+
+
 def engine_folders(pod: LlmPod, engine: Container) -> dict[str, str]:
     """S3 prefix -> the folder the vllm container reads it from (its model argument, NEURON_COMPILED_ARTIFACTS)."""
-    args = list(engine.args or ())
-    serve = args[2:] if args[:2] == ["vllm", "serve"] else args
-    folders = {pod.weights_prefix: serve[0]}
+    folders = {pod.weights_prefix: serve_args(engine)[0]}
     if "NEURON_COMPILED_ARTIFACTS" in engine.env:
         assert pod.artifacts_prefix is not None
         folders[pod.artifacts_prefix] = engine.env["NEURON_COMPILED_ARTIFACTS"]
@@ -257,7 +267,7 @@ parser = FlexibleArgumentParser(prog="vllm")
 ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
 args = parser.parse_args(["serve", *sys.argv[1:]])
 print(json.dumps({k: getattr(args, k) for k in (
-    "model_tag", "served_model_name", "host", "port", "tensor_parallel_size", "max_num_seqs", "max_model_len",
+    "model_tag", "served_model_name", "uds", "tensor_parallel_size", "max_num_seqs", "max_model_len",
     "enable_prefix_caching", "num_gpu_blocks_override")}))
 """
 
@@ -268,10 +278,8 @@ def test_vllms_own_parser_reads_the_engine_arguments(stacks, pods, acc):
     if python is None:
         pytest.skip("no local vLLM CPU environment (python -m llm_local.vllm_env build)")
     engine = pods(acc).containers[workload.ENGINE_CONTAINER]
-    args = list(engine.args or ())
-    serve = args[2:] if acc is NEURON else args
-    if acc is NEURON:
-        assert args[:2] == ["vllm", "serve"]
+    serve = serve_args(engine)
+    assert (serve == list(engine.args or ())) is (acc is NVIDIA)
     run = subprocess.run([str(python), "-c", PARSE, *serve], capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     parsed = json.loads(run.stdout.strip().splitlines()[-1])
@@ -279,11 +287,65 @@ def test_vllms_own_parser_reads_the_engine_arguments(stacks, pods, acc):
     assert llm is not None
     assert parsed["model_tag"] == workload.WEIGHTS_DIR
     assert parsed["served_model_name"] == [llm.served_model_name]
-    assert (parsed["host"], parsed["port"]) == ("127.0.0.1", 8001)
+    assert parsed["uds"] == ENGINE_SOCKET  # vLLM listens there, and on no port
     assert parsed["tensor_parallel_size"] == llm.per_accelerator[acc.name].tensor_parallel
     assert (parsed["max_num_seqs"], parsed["max_model_len"]) == (llm.max_num_seqs, llm.max_model_len)
     if acc is NEURON:
         assert parsed["enable_prefix_caching"] is False and parsed["num_gpu_blocks_override"] == llm.max_num_seqs
+
+
+# What vLLM does with --uds (vllm/entrypoints/openai/api_server.py create_server_unix_socket, 0.13.0 and 0.27.1):
+# bind the path, with no removal before or after. Stands in for the image's program at the end of the start.
+FAKE_ENGINE = """#!{python}
+import socket, sys
+path = sys.argv[sys.argv.index("--uds") + 1]
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).bind(path)
+print("bound", " ".join(sys.argv[1:3]))
+"""
+
+
+def stale_socket(path: Path) -> None:
+    """What a vLLM that ended leaves: the socket's file, bound by no one."""
+    leftover = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    leftover.bind(str(path))
+    leftover.close()
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_a_restarted_engine_binds_its_socket_again(pods, acc, tmp_path):
+    # The socket's volume outlives a restart of the vllm container; its start removes what the last run left.
+    engine = pods(acc).containers[workload.ENGINE_CONTAINER]
+    program = "vllm" if acc is NEURON else versions.VLLM_NVIDIA_ENTRYPOINT
+    fake = tmp_path / "engine"
+    fake.write_text(FAKE_ENGINE.format(python=sys.executable), encoding="utf-8")
+    fake.chmod(0o755)
+    path = tmp_path / "vllm.sock"
+    stale_socket(path)
+    # The Neuron image's ENTRYPOINT runs the args as a command; the NVIDIA image's is replaced by `command`.
+    argv = [*(engine.command or ()), *(engine.args or ())]
+    argv = [str(path) if a == ENGINE_SOCKET else str(fake) if a == program else a for a in argv]
+    assert argv[0] == "/bin/sh"
+    started = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split()[:2] == ["bound", "serve" if acc is NEURON else workload.WEIGHTS_DIR]
+    # That run left its socket's file in turn, as vLLM does: without the removal, the next start would fail.
+    without = subprocess.run([str(fake), "--uds", str(path)], capture_output=True, text=True, timeout=30, check=False)
+    assert "Address already in use" in without.stderr  # what vLLM would meet without the removal
+
+
+def test_the_engines_probe_passes_only_while_vllm_answers_on_its_socket(pods, tmp_path):
+    engine = pods(NVIDIA).containers[workload.ENGINE_CONTAINER]
+    (spec,) = [c for c in engine.pod_spec["containers"] if c["name"] == workload.ENGINE_CONTAINER]
+    probes = {spec[kind]["exec"]["command"][2] for kind in ("startupProbe", "readinessProbe", "livenessProbe")}
+    assert len(probes) == 1
+    path = tmp_path / "vllm.sock"
+    probe = [sys.executable, "-c", probes.pop().replace(ENGINE_SOCKET, str(path))]
+    with run_standin(uds=str(path)):
+        assert subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
+    path.unlink(missing_ok=True)  # (Python 3.13's stand-in removes its socket on the way out; 3.11's does not)
+    stale_socket(path)  # vLLM gone: the file stays, nothing answers
+    failed = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+    assert failed.returncode == 1 and "ConnectionRefusedError" in failed.stderr
 
 
 COMPILE_JOB = "Job/llm-neuron-compile-"
