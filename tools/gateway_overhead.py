@@ -9,7 +9,8 @@ after --ttft-ms, then one every --gap-ms), so any latency beyond the pace is the
 client run on one core, the proxy on the other (taskset), so the proxy's CPU never competes with what measures it.
 
 In front of one stand-in: nothing (direct), the gateway (`python -m llm_gateway` with its pod's settings, from
-cdk/llm/workload.py's gateway_env: METRICS=emf, since there is no CloudWatch here, and sign-in off) and, with
+cdk/llm/workload.py's gateway_env: METRICS=emf, since there is no CloudWatch here, and sign-in off), reaching the
+stand-in over a Unix socket as it reaches vLLM on its pod, the same gateway over loopback TCP and, with
 --router, vLLM's Rust router (`vllm-router`, never a dependency of the project) as the peer; --proxy adds any
 other candidate. At each stream count every target runs once per round, the order rotating between rounds so
 that drift falls on all; the table gives medians over the rounds of the per-round differences to direct: TTFT
@@ -50,6 +51,7 @@ from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Timing, percentile, table
 from llm_bench.standin_engine import STANDIN_MODEL
 from llm_bench.stream_client import StreamLoad, run_streams
+from llm_gateway.upstream import UNIX_SCHEME
 
 TTFT_P50_TARGET_MS = 2.0
 TTFT_P99_TARGET_MS = 5.0
@@ -58,6 +60,8 @@ RESULTS_KEY = "llm gateway overhead, stand-in engine"
 READY_TIMEOUT_S = 60.0
 DIRECT = "direct"
 GATEWAY = "gateway"
+GATEWAY_TCP = "gateway over TCP"
+"""The same gateway reaching the stand-in over loopback TCP instead of its pod's Unix socket: what the socket buys."""
 ROUTER = "vllm-router"
 
 
@@ -128,7 +132,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.router is not None and not os.access(args.router, os.X_OK):
         parser.error(f"--router {args.router} is not an executable")
     names = [spec.partition("=")[0] for spec in args.proxy]
-    taken = {DIRECT, GATEWAY, ROUTER}
+    taken = {DIRECT, GATEWAY, GATEWAY_TCP, ROUTER}
     if (
         any("=" not in spec for spec in args.proxy)
         or not all(names)
@@ -211,16 +215,21 @@ def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path)
     with ExitStack() as stack:
         port = free_port()
         standin = f"http://127.0.0.1:{port}"
-        engine = [sys.executable, "-m", "llm_bench.standin_engine", f"--port={port}", f"--ttft-ms={ttft_ms}"]
+        # The gateway reaches the stand-in as it reaches vLLM on its pod, over a Unix socket; the router over TCP.
+        standin_socket = f"{UNIX_SCHEME}{folder / 'engine.sock'}"
+        engine = [sys.executable, "-m", "llm_bench.standin_engine", f"--port={port}", f"--ttft-ms={ttft_ms}",
+                  f"--uds={folder / 'engine.sock'}"]  # fmt: skip
         stack.enter_context(process([*engine, f"--gap-ms={gap_ms}"], client_core, folder / "standin.log",
                                     f"{standin}/health"))  # fmt: skip
         targets = [Target(DIRECT, standin)]
-        port = free_port()
-        gateway = f"http://127.0.0.1:{port}"
         command = [sys.executable, "-m", "llm_gateway"]
-        env, args.gateway_settings = pod_gateway_env(standin, port)
-        pid = stack.enter_context(process(command, proxy_core, folder / "gateway.log", f"{gateway}/readiness", env))
-        targets.append(Target(GATEWAY, gateway, pid))
+        for name, upstream in ((GATEWAY, standin_socket), (GATEWAY_TCP, standin)):
+            port = free_port()
+            gateway = f"http://127.0.0.1:{port}"
+            env, args.gateway_settings = pod_gateway_env(upstream, port)
+            log = folder / f"{name.replace(' ', '-')}.log"
+            pid = stack.enter_context(process(command, proxy_core, log, f"{gateway}/readiness", env))
+            targets.append(Target(name, gateway, pid))
         if args.router is not None:
             port = free_port()
             router = f"http://127.0.0.1:{port}"
@@ -391,11 +400,12 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             "### LLM gateway overhead, apart from the engine (pace stand-in)",
             f"Measured {started} with `{command}` on {cpu_name()}; load average (1 min) {loads[0]} at the start, "
             f"{loads[1]} at the end (a shared machine: the figures are as steady as that). The gateway "
-            f"(`python -m llm_gateway` with {args.gateway_settings}, METRICS=emf, sign-in off) {router}in front of "
-            f"llm_bench/standin_engine.py, which streams a first token after {args.ttft_ms:g} ms and one every "
-            f"{args.gap_ms:g} ms ({args.output_tokens} tokens, prompts of {args.input_words} words; "
-            f"{args.requests_per_stream} requests a stream, at least {args.min_requests}, per target and round, each "
-            "stream sending its next when the last ended); the stand-in and "
+            f"(`python -m llm_gateway` with {args.gateway_settings}, METRICS=emf, sign-in off, reaching the stand-in "
+            f"over a Unix socket as it reaches vLLM on its pod; `{GATEWAY_TCP}`: the same over loopback TCP, for "
+            f"reference) {router}in front of llm_bench/standin_engine.py, which streams a first token after "
+            f"{args.ttft_ms:g} ms and one every {args.gap_ms:g} ms ({args.output_tokens} tokens, prompts of "
+            f"{args.input_words} words; {args.requests_per_stream} requests a stream, at least {args.min_requests}, "
+            "per target and round, each stream sending its next when the last ended); the stand-in and "
             f"the client on CPU {client_core}, the proxy on CPU {proxy_core}. Each stream count: a warm-up, then "
             f"{args.rounds} rounds of every target in rotating order; medians over the rounds of the differences to "
             f"direct in the same round. Targets: TTFT p50 +{TTFT_P50_TARGET_MS:g} ms and p99 "

@@ -73,15 +73,20 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     assert section is not None and results.read_text(encoding="utf-8").startswith("# Benchmarks\n")
     assert "`python -m tools.gateway_overhead --streams=1,3 --rounds=2" in section and "load average (1 min)" in section
     paced = [line.split(" | ") for line in section.splitlines() if line.startswith(("| 1 | ", "| 3 | "))]
+    # The gateway's only address for the stand-in is its Unix socket (UPSTREAM_URL=unix:...), as on its pod: rows
+    # without errors mean every stream went through it.
+    assert "over a Unix socket as it reaches vLLM on its pod" in section
     assert [(row[0], row[1]) for row in paced] == [
         ("| 1", "gateway"),
+        ("| 1", "gateway over TCP"),
         ("| 1", "twin"),
         ("| 3", "gateway"),
+        ("| 3", "gateway over TCP"),
         ("| 3", "twin"),
     ]
     assert all(row[-2] == "0" and row[-1] in ("yes |", "no |") for row in paced)  # no errors; a verdict per row
     full = [line.split(" | ") for line in section.splitlines() if line.startswith("| 2 | ")]
-    assert [row[1] for row in full] == ["direct", "gateway", "twin"]
+    assert [row[1] for row in full] == ["direct", "gateway", "gateway over TCP", "twin"]
     assert full[1][-1] == "n/a (no router) |"  # the per-core target needs the router's figure
 
 
@@ -90,7 +95,7 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     [
         (["--router=/nonexistent/vllm-router"], "is not an executable"),
         (["--proxy=no-command"], "--proxy takes NAME=COMMAND"),
-        (["--proxy=gateway=python -m llm_gateway"], "none of direct, gateway, vllm-router"),
+        (["--proxy=gateway=python -m llm_gateway"], "none of direct, gateway, gateway over TCP, vllm-router"),
         (["--proxy=a=x {port}", "--proxy=a=y {port}"], "each name once"),
     ],
 )
