@@ -11,7 +11,7 @@ Four parts, each printed as a table and written together as one section of --res
 2. the gateway's overhead: the same load on vLLM directly and through the gateway at 1 and 8 streams,
    in rounds of alternating order (direct first, then gateway first) so that drift of a shared machine
    falls on both; targets: TTFT p50 +2 % at most, output tokens/s -1 % at most. Only with --engine-url
-   (on the cluster vLLM listens on its pod's loopback, so the Job skips it);
+   (on the cluster vLLM listens on its pod's Unix socket, so the Job skips it);
 3. 8x max-num-seqs offered at once through the gateway: every request must complete (0 lost, 0 5xx);
 4. a concurrency sweep through the gateway, with vLLM's own `vllm bench serve` or (--sweep-client builtin,
    where vLLM is not installed) this benchmark's own client; the best goodput among its points where 90 % of
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace, target: Target, command: str) -> str:
     llmperf_table = table(["llmperf column", "value"], [[key, main[key]] for key in llmperf])
 
     if not target.engine_url:
-        overhead_table = "(skipped: no --engine-url; on the cluster vLLM answers only on its pod's loopback)"
+        overhead_table = "(skipped: no --engine-url; on the cluster vLLM answers only on its pod's Unix socket)"
     elif not args.overhead_concurrency.strip(","):
         overhead_table = "(skipped: --overhead-concurrency '')"
     else:

@@ -11,7 +11,7 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from common.settings import ServiceSettings, read_settings
-from llm_gateway.upstream import UNIX_SCHEME, socket_path_problem
+from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
 
 Accelerator = Literal["neuron", "nvidia", "cpu"]  # common.metric_names.ACCELERATORS
 

@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
+
 MAX_HEAD_BYTES = 64 * 1024
 READ_HIGH_WATER = 256 * 1024
 READ_LOW_WATER = 64 * 1024
@@ -417,24 +419,6 @@ class Response:
             self._connection.close()
             if self._body is not None:
                 self._body.close()
-
-
-UNIX_SCHEME = "unix:"
-"""How a base URL names a Unix socket: `unix:/path`, as vLLM logs its `--uds` listen address."""
-MAX_SOCKET_PATH_BYTES = 107
-"""The longest Unix socket path Linux takes (`sun_path` is 108 bytes, its terminating NUL included)."""
-
-
-def socket_path_problem(base_url: str) -> str | None:
-    """Why `base_url` cannot be used as a `unix:` socket address, or None when it can (or is not one)."""
-    if not base_url.startswith(UNIX_SCHEME):
-        return None
-    path = base_url[len(UNIX_SCHEME) :]
-    if not path.startswith("/"):
-        return f"a Unix socket is named by an absolute path (unix:/run/engine/vllm.sock), not {base_url!r}"
-    if len(path.encode()) > MAX_SOCKET_PATH_BYTES:
-        return f"a Unix socket path is at most {MAX_SOCKET_PATH_BYTES} bytes; {path[:48]!r}... is longer"
-    return None
 
 
 class Upstream:

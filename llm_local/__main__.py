@@ -31,10 +31,10 @@ def main() -> int:
     from common.http.port_check import port_problem, socket_problem
     from common.logs import configure_logging
     from common.settings import SettingsError
+    from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
     from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_S
     from llm_gateway.server import build_gateway, build_server, relay_in_use
     from llm_gateway.settings import load_settings
-    from llm_gateway.upstream import UNIX_SCHEME, socket_path_problem
     from llm_local.engine import (
         EMBEDDING_MODEL_NAME,
         ENGINE_TASKS,

@@ -34,8 +34,8 @@ from typing import IO, Literal
 
 import httpx
 
+from llm_gateway.engine_address import UNIX_SCHEME
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
-from llm_gateway.upstream import UNIX_SCHEME
 from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
 
 MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")

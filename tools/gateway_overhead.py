@@ -51,7 +51,7 @@ from llm_bench.machine import cpu_name, load_average
 from llm_bench.report import Timing, percentile, table
 from llm_bench.standin_engine import STANDIN_MODEL
 from llm_bench.stream_client import StreamLoad, run_streams
-from llm_gateway.upstream import UNIX_SCHEME
+from llm_gateway.engine_address import UNIX_SCHEME
 
 TTFT_P50_TARGET_MS = 2.0
 TTFT_P99_TARGET_MS = 5.0

@@ -16,7 +16,8 @@ from typing import Final
 from cdk.accelerators import Accelerator
 from cdk.config.llm import LlmConfig
 
-# vLLM listens on the pod's loopback only; the gateway beside it is what the Service reaches (cdk/llm/names.py).
+# Where vLLM listens when it has no socket (the Neuron compile Job); a serving pod's listens on its Unix socket, and
+# the gateway beside it is what the Service reaches (cdk/llm/names.py).
 ENGINE_HOST: Final = "127.0.0.1"
 # The paged-attention block size on Neuron: the value of the Neuron user guide's and the 2.28 DLC quickstart's
 # examples (`--block-size 32`). With prefix caching off vllm-neuron then replaces it with max_model_len (the

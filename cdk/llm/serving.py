@@ -96,8 +96,8 @@ def cost_weights(llm: LlmConfig, accelerators: Sequence[Accelerator]) -> dict[st
 
 
 def network_policy(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> Manifest:
-    """The LLM pods: TCP to the gateway's port from the load balancer's subnets only (vLLM's port is the
-    pod's loopback; the namespace's default denies the rest)."""
+    """The LLM pods: TCP to the gateway's port from the load balancer's subnets only (vLLM listens on
+    a Unix socket inside the pod; the namespace's default denies the rest)."""
     return allow_service_port(
         cfg, load_balancer_cidrs, name=NETWORK_POLICY_NAME, pods=workload.APP_LABEL, port=GATEWAY_PORT
     )

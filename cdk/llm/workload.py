@@ -55,9 +55,9 @@ from cdk.serving.pod_shape import (
 )
 from cdk.serving.routing import PORT_NAME
 from cdk.versions import VLLM_NVIDIA_ENTRYPOINT
+from llm_gateway.engine_address import UNIX_SCHEME
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
 from llm_gateway.routes import UPSTREAM_HEALTH_PATH
-from llm_gateway.upstream import UNIX_SCHEME
 
 ENGINE_USER: Final = "vllm"
 APP_LABEL: Final = {"app.kubernetes.io/name": "llm"}  # every LLM pod; never the image service's label
@@ -77,6 +77,9 @@ GATEWAY_TMP: Final = {"name": "gateway-tmp", "emptyDir": {"sizeLimit": "64Mi"}}
 # vLLM's socket, in memory: it holds no data, only the name the gateway connects to.
 ENGINE_SOCKET_VOLUME: Final = {"name": "engine-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
 ENGINE_SOCKET_MOUNT: Final = {"name": ENGINE_SOCKET_VOLUME["name"], "mountPath": ENGINE_SOCKET_DIR}
+# The gateway only connects, which a read-only mount allows (the kernel refuses only writes to files, folders and
+# links there: checked with bubblewrap's --ro-bind), so it can neither remove nor replace the engine's socket.
+GATEWAY_SOCKET_MOUNT: Final = {**ENGINE_SOCKET_MOUNT, "readOnly": True}
 # vLLM binds its socket's path and never removes it, and the volume outlives a restart of the container, so a
 # restarted vLLM would stop at "Address already in use". This removes what an earlier run left ($0), then runs the
 # image's own start ($@) in the shell's place. No other process binds that path: the file is only ever a leftover.
@@ -235,12 +238,12 @@ def fetch_init_container(
     }
 
 
-# A probe of vLLM's /health over its socket, in Python's standard library only: exit 0 on a 200 status line, else
-# an AssertionError or OSError (exit 1).
+# A probe of vLLM's /health over its socket, in Python's standard library only: exit 0 on a 200 status line, 1 on
+# any other answer or an OSError (no socket, nothing listening, a timeout).
 SOCKET_HEALTH_CHECK: Final = (
-    "import socket; s = socket.socket(socket.AF_UNIX); s.settimeout(4); s.connect({path!r}); "
+    "import socket, sys; s = socket.socket(socket.AF_UNIX); s.settimeout(4); s.connect({path!r}); "
     "s.sendall(b'GET {route} HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n'); "
-    "assert s.makefile('rb').readline().split()[1] == b'200'"
+    "sys.exit(s.makefile('rb').readline().split()[1:2] != [b'200'])"
 )
 
 
@@ -320,7 +323,7 @@ def gateway_container(
         # The pod keeps serving while the ALB deregisters it; then SIGTERM, and the gateway drains its streams.
         "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s}}},
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": GATEWAY_TMP["name"], "mountPath": TMP_DIR}, ENGINE_SOCKET_MOUNT],
+        "volumeMounts": [{"name": GATEWAY_TMP["name"], "mountPath": TMP_DIR}, GATEWAY_SOCKET_MOUNT],
     }
     if env_config_maps:
         container["envFrom"] = [{"configMapRef": {"name": name}} for name in env_config_maps]

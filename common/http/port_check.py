@@ -39,17 +39,17 @@ def socket_problem(path: str, *, variable: str = "ENGINE_SOCKET", command: str =
     if not os.path.isdir(folder):
         return f"the folder of {variable}={path} does not exist: create it, or set {variable} to another path"
     try:
-        mode = os.stat(path).st_mode
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return f"{path} exists and is not a socket: set {variable} to another path"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2)  # a listener whose backlog is full keeps a blocking connect waiting
+            try:
+                probe.connect(path)
+            except ConnectionRefusedError:
+                os.unlink(path)  # nothing listens: a leftover
+                return None
     except FileNotFoundError:
         return None
-    if not stat.S_ISSOCK(mode):
-        return f"{path} exists and is not a socket: set {variable} to another path"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except ConnectionRefusedError:
-            os.unlink(path)  # nothing listens: a leftover
-            return None
-        except OSError as exc:
-            return f"cannot use the socket {path} ({exc.strerror}): set {variable} to another path"
+    except OSError as exc:
+        return f"cannot use the socket {path} ({exc.strerror or exc}): set {variable} to another path"
     return f"a server already listens on {path} (another {command} running?): stop it, or set {variable}"

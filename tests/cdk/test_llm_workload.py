@@ -181,7 +181,9 @@ def test_only_the_engine_and_the_gateway_share_the_engines_socket(acc):
     assert holders == {workload.ENGINE_CONTAINER, workload.GATEWAY_CONTAINER}
     for name in holders:
         mount = mount_of(container(build(acc, llm, cfg), name), ENGINE_SOCKET)
-        assert mount is not None and mount["mountPath"] == ENGINE_SOCKET_DIR and not mount.get("readOnly")
+        assert mount is not None and mount["mountPath"] == ENGINE_SOCKET_DIR
+        # vLLM binds there; the gateway only connects, and can neither remove nor replace the socket.
+        assert mount.get("readOnly", False) is (name == workload.GATEWAY_CONTAINER)
 
 
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
@@ -363,7 +365,7 @@ def test_the_gateway_probes_allow_the_model_load(acc):
     assert gateway["livenessProbe"]["httpGet"] == {"path": HEALTH_PATH, "port": PORT_NAME}
     assert gateway["ports"] == [{"name": PORT_NAME, "containerPort": GATEWAY_PORT, "protocol": "TCP"}]
     engine = container(build(acc, llm, cfg), workload.ENGINE_CONTAINER)
-    assert "ports" not in engine  # the engine is on the pod's loopback only
+    assert "ports" not in engine  # the engine is on the pod's Unix socket only
     llm_slow, _ = configs(**{f"llmStartupTimeoutSeconds{acc.name.capitalize()}": 3000})
     slow = container(build(acc, llm_slow, cfg), workload.GATEWAY_CONTAINER)["startupProbe"]
     assert slow["periodSeconds"] * slow["failureThreshold"] >= 3000

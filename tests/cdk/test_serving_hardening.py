@@ -61,7 +61,7 @@ def test_only_the_service_port_is_reachable_and_only_from_address_blocks(serving
         assert {tuple(peer) for peer in allow["ingress"][0]["from"]} == {("ipBlock",)}
     containers = [c for _, spec in _pod_specs(serving_manifests) for c in spec["containers"]]
     ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
-    assert ports == {8000}  # vLLM listens on the pod's loopback and declares no port
+    assert ports == {8000}  # vLLM listens on the pod's Unix socket and declares no port
     pods = [
         o
         for o in serving_manifests

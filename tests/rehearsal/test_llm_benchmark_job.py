@@ -90,6 +90,6 @@ def test_the_job_measures_one_replica_through_a_signed_in_gateway(stacks, engine
     assert outcome.report.get("returncode") == 0, outcome
     log = outcome.log
     assert "### LLM serving:" in log and "| completed | 4 |" in log, log[-3000:]
-    assert "(skipped: no --engine-url" in log  # vLLM is on its pod's loopback: no direct comparison
+    assert "(skipped: no --engine-url" in log  # vLLM is on its pod's socket: no direct comparison
     assert "requests/min within it (`llmRequestsPerMinuteNeuron`)" in log, log[-2000:]
     assert records and all(r.get("status") == 200 for r in records), records[-3:]

@@ -19,7 +19,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,15 +312,22 @@ def stale_socket(path: Path) -> None:
     leftover.close()
 
 
+@pytest.fixture
+def socket_path() -> Iterator[Path]:
+    """A socket path in a short private folder (pytest's folders can make one longer than its 107 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="engine-") as folder:
+        yield Path(folder) / "vllm.sock"
+
+
 @pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
-def test_a_restarted_engine_binds_its_socket_again(pods, acc, tmp_path):
+def test_a_restarted_engine_binds_its_socket_again(pods, acc, tmp_path, socket_path):
     # The socket's volume outlives a restart of the vllm container; its start removes what the last run left.
     engine = pods(acc).containers[workload.ENGINE_CONTAINER]
     program = "vllm" if acc is NEURON else versions.VLLM_NVIDIA_ENTRYPOINT
     fake = tmp_path / "engine"
     fake.write_text(FAKE_ENGINE.format(python=sys.executable), encoding="utf-8")
     fake.chmod(0o755)
-    path = tmp_path / "vllm.sock"
+    path = socket_path
     stale_socket(path)
     # The Neuron image's ENTRYPOINT runs the args as a command; the NVIDIA image's is replaced by `command`.
     argv = [*(engine.command or ()), *(engine.args or ())]
@@ -333,12 +341,12 @@ def test_a_restarted_engine_binds_its_socket_again(pods, acc, tmp_path):
     assert "Address already in use" in without.stderr  # what vLLM would meet without the removal
 
 
-def test_the_engines_probe_passes_only_while_vllm_answers_on_its_socket(pods, tmp_path):
+def test_the_engines_probe_passes_only_while_vllm_answers_on_its_socket(pods, socket_path):
     engine = pods(NVIDIA).containers[workload.ENGINE_CONTAINER]
     (spec,) = [c for c in engine.pod_spec["containers"] if c["name"] == workload.ENGINE_CONTAINER]
     probes = {spec[kind]["exec"]["command"][2] for kind in ("startupProbe", "readinessProbe", "livenessProbe")}
     assert len(probes) == 1
-    path = tmp_path / "vllm.sock"
+    path = socket_path
     probe = [sys.executable, "-c", probes.pop().replace(ENGINE_SOCKET, str(path))]
     with run_standin(uds=str(path)):
         assert subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
