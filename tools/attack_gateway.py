@@ -2,10 +2,12 @@
 
     python -m tools.attack_gateway                          # a gateway in front of the full-speed stand-in engine
     python -m tools.attack_gateway --upstream http://127.0.0.1:8001 --model tiny-llama   # the real CPU engine
+    python -m tools.attack_gateway --upstream unix:/tmp/e/vllm.sock --model tiny-llama   # ... on its socket
 
 It starts its own gateway (`python -m llm_gateway`, tight bounds so that each case ends in seconds) on a free
-loopback port, in front of the stand-in engine (llm_bench/standin_engine.py, at full speed) or of `--upstream`,
-and a second one in front of an engine that never accepts a connection. Every case is bounded in time and
+loopback port, in front of the stand-in engine (llm_bench/standin_engine.py, at full speed, reached over a Unix
+socket as a pod's gateway reaches vLLM) or of `--upstream`, and more in front of engines that never accept a
+connection (over TCP and over a Unix socket). Every case is bounded in time and
 count; the whole run stops by itself (a couple of minutes). Prints one row per case and the counts; exits 1 if
 a case failed. Loopback only: it refuses any other host.
 """
@@ -13,11 +15,13 @@ a case failed. Loopback only: it refuses any other host.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -371,11 +376,11 @@ def protocol_cases() -> dict[str, Callable[[Target], str | None]]:
     }
 
 
-def unreachable_engine_case(env: dict[str, str]) -> Callable[[Target], str | None]:
-    """5: an engine that never accepts: the gateway answers 503 with Retry-After (not a bare 502)."""
+def unreachable_engine_case(env: dict[str, str], hole: Callable[[], Any]) -> Callable[[Target], str | None]:
+    """5: an engine that never accepts (`hole`): the gateway answers 503 with Retry-After (not a bare 502)."""
 
     def case(target: Target) -> str | None:
-        with black_hole() as url, run_gateway(url, env) as port:
+        with hole() as url, run_gateway(url, env) as port:
             other = Target(target.host, port, target.model, target.long_tokens)
             answer = exchange(other, request("POST", COMPLETIONS, other.body()), limit_s=15)
         if status_of(answer) != 503 or b"retry-after" not in answer.lower():
@@ -404,6 +409,29 @@ def black_hole() -> Iterator[str]:
     finally:
         for sock in [*fillers, listener]:
             sock.close()
+
+
+@contextmanager
+def socket_black_hole() -> Iterator[str]:
+    """A Unix socket that never accepts, its queue full: a connect to it fails at once (EAGAIN), as a pod's gateway
+    would find a vLLM too busy to accept."""
+    with tempfile.TemporaryDirectory(prefix="hole-") as folder:
+        path = f"{folder}/engine.sock"
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(0)
+        fillers = []
+        for _ in range(4):
+            filler = socket.socket(socket.AF_UNIX)
+            filler.setblocking(False)
+            with suppress(BlockingIOError):
+                filler.connect(path)
+            fillers.append(filler)
+        try:
+            yield f"unix:{path}"
+        finally:
+            for sock in [*fillers, listener]:
+                sock.close()
 
 
 def free_port() -> int:
@@ -445,25 +473,44 @@ def _try(port: int) -> bytes:
 
 @contextmanager
 def run_standin() -> Iterator[str]:
-    """The stand-in engine at full speed, as a process of its own."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llm_bench.standin_engine", "--port", str(port), "--ttft-ms", "0", "--gap-ms", "0"],
-        cwd=ROOT,
-    )
-    try:
-        time.sleep(1.0)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
+    """The stand-in engine at full speed, as a process of its own, on a Unix socket (its unix: URL) as vLLM is on a
+    pod (and on a loopback port, which this does not use)."""
+    with tempfile.TemporaryDirectory(prefix="standin-") as folder:
+        path = f"{folder}/engine.sock"
+        command = [sys.executable, "-m", "llm_bench.standin_engine", f"--port={free_port()}", f"--uds={path}"]
+        process = subprocess.Popen([*command, "--ttft-ms", "0", "--gap-ms", "0"], cwd=ROOT)
+        try:
+            time.sleep(1.0)
+            yield f"unix:{path}"
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket: the engine's on a pod."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
 
 
 def longest_answer(upstream: str, model: str) -> int:
     """The most tokens a stream of `model` may ask of the engine at `upstream`: its `max_model_len` (vLLM's
     /v1/models) less room for the prompt; a larger max_tokens is a 400, which would end a "long" stream at once."""
-    with urllib.request.urlopen(f"{upstream}/v1/models", timeout=10) as response:  # noqa: S310 - loopback only
-        served = {entry["id"]: entry for entry in json.load(response)["data"]}
+    if upstream.startswith("unix:"):
+        connection = _UnixConnection(upstream.removeprefix("unix:"), timeout=10)
+        connection.request("GET", "/v1/models")
+        served = {entry["id"]: entry for entry in json.load(connection.getresponse())["data"]}
+        connection.close()
+    else:
+        with urllib.request.urlopen(f"{upstream}/v1/models", timeout=10) as response:  # noqa: S310 - loopback only
+            served = {entry["id"]: entry for entry in json.load(response)["data"]}
     if model not in served or not isinstance(served[model].get("max_model_len"), int):
         raise SystemExit(f"error: {upstream} does not serve {model!r} with a max_model_len; give --long-tokens")
     return served[model]["max_model_len"] - 64
@@ -472,7 +519,9 @@ def longest_answer(upstream: str, model: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run every case once; print a row per case and the counts; 1 if any failed."""
     parser = argparse.ArgumentParser(prog="python -m tools.attack_gateway", description=__doc__.split("\n")[0])
-    parser.add_argument("--upstream", help="an engine already running on loopback (default: the stand-in)")
+    parser.add_argument(
+        "--upstream", help="an engine already running on loopback or a Unix socket (unix:/path; default: the stand-in)"
+    )
     parser.add_argument("--model", default="standin", help="the model the engine serves")
     parser.add_argument(
         "--long-tokens",
@@ -482,15 +531,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = parser.parse_args(argv)
-    if args.upstream and urlsplit(args.upstream).hostname not in ("127.0.0.1", "localhost"):
-        parser.error("--upstream must be on loopback")
+    if (
+        args.upstream
+        and not args.upstream.startswith("unix:/")
+        and urlsplit(args.upstream).hostname not in ("127.0.0.1", "localhost")
+    ):
+        parser.error("--upstream must be on loopback or a Unix socket (unix:/path)")
     with ExitStack() as stack:
         upstream = args.upstream or stack.enter_context(run_standin())
         port = stack.enter_context(run_gateway(upstream, GATEWAY_ENV))
         long_tokens = args.long_tokens or (longest_answer(upstream, args.model) if args.upstream else 2_000_000)
         target = Target("127.0.0.1", port, args.model, long_tokens)
         cases = {**protocol_cases(), **body_cases(target)}
-        cases["5 an unreachable engine is a 503 with Retry-After"] = unreachable_engine_case(GATEWAY_ENV)
+        cases["5 an unreachable engine is a 503 with Retry-After"] = unreachable_engine_case(GATEWAY_ENV, black_hole)
+        cases["5 an engine whose socket is full is a 503 with Retry-After"] = unreachable_engine_case(
+            GATEWAY_ENV, socket_black_hole
+        )
         results = {}
         for name, case in cases.items():
             if args.only not in name:
