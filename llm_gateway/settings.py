@@ -22,7 +22,7 @@ class GatewaySettings(ServiceSettings):
     upstream_url: str = Field(
         "http://127.0.0.1:8001",
         description="vLLM's OpenAI server on the pod: http://host:port, or unix:/path for the Unix socket vLLM "
-        "listens on with --uds (what the pods use: about a third less gateway CPU per token than loopback TCP)",
+        "listens on with --uds (what the pods use: less gateway CPU per token than loopback TCP)",
     )
     upstream_connect_timeout_s: float = Field(5.0, gt=0.0, le=120.0)
     upstream_keep_alive_s: float = Field(

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
+from llm_gateway.engine_address import socket_path, socket_path_problem
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_HIGH_WATER = 256 * 1024
@@ -427,7 +427,7 @@ class Upstream:
     decodes chunked bodies instead of llhttp.
 
     Over a Unix socket each token costs the kernel less than over loopback TCP (no segments, no ACKs to send and
-    process): the gateway beside vLLM in its pod spends about a third less CPU per token (docs/benchmarks.md)."""
+    process): the pods use one (docs/llm-serving.md has the figures)."""
 
     def __init__(
         self,
@@ -439,12 +439,11 @@ class Upstream:
         max_idle: int = 64,
         native: ModuleType | None = None,
     ) -> None:
-        self.socket_path: str | None = None
-        if base_url.startswith(UNIX_SCHEME):
+        self.socket_path = socket_path(base_url)
+        if self.socket_path is not None:
             problem = socket_path_problem(base_url)
             if problem is not None:
                 raise ValueError(problem)
-            self.socket_path = base_url[len(UNIX_SCHEME) :]
             self.host, self.port, self._ssl, self._prefix = "localhost", 0, None, ""
             host_header = self.host
         else:

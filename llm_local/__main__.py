@@ -79,12 +79,11 @@ def main() -> int:
     # Both addresses are checked before anything starts: an engine left on ENGINE_PORT or ENGINE_SOCKET (by a
     # launcher killed with SIGKILL before the engine died with it) would otherwise answer for this one, whose engine
     # cannot bind.
-    problem = None if engine_socket is None else socket_problem(engine_socket)
-    ports = [(settings.host, settings.port, "PORT")]
-    if engine_socket is None:
-        ports.insert(0, (engine_options.host, engine_options.port, "ENGINE_PORT"))
-    for host, port, variable in ports:
-        problem = problem or port_problem(host, port, variable=variable, command="make run-llm")
+    if engine_socket is not None:
+        problem = socket_problem(engine_socket)
+    else:
+        problem = port_problem(engine_options.host, engine_options.port, variable="ENGINE_PORT", command="make run-llm")
+    problem = problem or port_problem(settings.host, settings.port, command="make run-llm")
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -34,7 +34,7 @@ from typing import IO, Literal
 
 import httpx
 
-from llm_gateway.engine_address import UNIX_SCHEME
+from llm_gateway.engine_address import UNIX_SCHEME, socket_path
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
 from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
 
@@ -111,8 +111,9 @@ def engine_environment() -> dict[str, str]:
 
 def engine_client(url: str) -> httpx.Client:
     """An HTTP client to the engine at `url`: http://host:port, or unix:/path for its Unix socket."""
-    if url.startswith(UNIX_SCHEME):
-        return httpx.Client(transport=httpx.HTTPTransport(uds=url[len(UNIX_SCHEME) :]), base_url="http://localhost")
+    path = socket_path(url)
+    if path is not None:
+        return httpx.Client(transport=httpx.HTTPTransport(uds=path), base_url="http://localhost")
     return httpx.Client(base_url=url)
 
 

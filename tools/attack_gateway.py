@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from llm_gateway.engine_address import socket_path
+
 ROOT = Path(__file__).resolve().parent.parent
 BOUND_S = 2.0  # the gateway's header, body and write timeouts in this run
 SLACK_S = 3.0  # what a bound may overrun by on a busy machine
@@ -503,8 +505,9 @@ class _UnixConnection(http.client.HTTPConnection):
 def longest_answer(upstream: str, model: str) -> int:
     """The most tokens a stream of `model` may ask of the engine at `upstream`: its `max_model_len` (vLLM's
     /v1/models) less room for the prompt; a larger max_tokens is a 400, which would end a "long" stream at once."""
-    if upstream.startswith("unix:"):
-        connection = _UnixConnection(upstream.removeprefix("unix:"), timeout=10)
+    path = socket_path(upstream)
+    if path is not None:
+        connection = _UnixConnection(path, timeout=10)
         connection.request("GET", "/v1/models")
         served = {entry["id"]: entry for entry in json.load(connection.getresponse())["data"]}
         connection.close()
@@ -533,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (
         args.upstream
-        and not args.upstream.startswith("unix:/")
+        and socket_path(args.upstream) is None
         and urlsplit(args.upstream).hostname not in ("127.0.0.1", "localhost")
     ):
         parser.error("--upstream must be on loopback or a Unix socket (unix:/path)")

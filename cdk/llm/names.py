@@ -11,8 +11,8 @@ DEPLOYMENT_NAMES: Final = {"neuron": "llm-neuron", "nvidia": "llm-gpu"}
 GATEWAY_PORT: Final = 8000  # the gateway's PORT: what the Service and the ALB reach
 ENGINE_PORT: Final = 8001  # vLLM's OpenAI server on the loopback where it has no socket (the compile Job)
 # On a serving pod vLLM listens on a Unix socket (`--uds`) in a small volume it shares with the gateway only: the
-# gateway spends about a third less CPU per token than over loopback TCP (docs/benchmarks.md), and nothing else in
-# the pod's network namespace can reach the engine.
+# gateway spends less CPU per token than over loopback TCP (docs/llm-serving.md has the figures), and nothing else
+# in the pod's network namespace can reach the engine.
 ENGINE_SOCKET_DIR: Final = "/run/engine"
 ENGINE_SOCKET: Final = f"{ENGINE_SOCKET_DIR}/vllm.sock"
 SERVICE_ACCOUNT_SUFFIX: Final = "-sa"

