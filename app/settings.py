@@ -2,8 +2,8 @@
 
 Every field has a safe default for a laptop (`make run`), and the Kubernetes manifests set the
 same variable names. What every service shares (network, HTTP bounds, drain, logs, metrics, token
-sign-in) is common/settings.py's `ServiceSettings`; `load_settings()` turns a bad value into one
-readable error that names the variable, instead of a traceback.
+sign-in) is common/settings.py's `ServiceSettings`, the browser's sign-in its `BrowserSignInSettings`;
+`load_settings()` turns a bad value into one readable error that names the variable, instead of a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from common.model_store.layout import ImageSize, parse_sizes
-from common.settings import ServiceSettings, https_or_loopback, read_settings
+from common.settings import BrowserSignInSettings, read_settings
 
 Backend = Literal["auto", "neuron", "cuda", "cpu"]
 CudaDtype = Literal["bf16", "fp16", "fp32"]
@@ -24,7 +24,7 @@ CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune", "max-
 MAX_SCHEDULE_STEPS = 999  # the largest MAX_STEPS (see max_steps)
 
 
-class Settings(ServiceSettings):
+class Settings(BrowserSignInSettings):
     """All run-time settings of the service; environment variable = field name in upper case."""
 
     # Where the model comes from and what runs it.
@@ -136,33 +136,10 @@ class Settings(ServiceSettings):
         60, ge=1, le=86400, description="the UI's generated image files are deleted after this many seconds"
     )
 
-    # The browser's sign-in (app/auth/), beside ServiceSettings' token sign-in; variable names in common/auth/env.py.
-    auth_ui_client_id: str = Field("", description="the browser sign-in's app client (public, PKCE)")
-    auth_login_url: str = Field(
-        "", description="the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com"
-    )
-    public_url: str = Field(
-        "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
-    )
-
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:
         """NEURON_SHAPES as sizes in the order given, or None when unset (serve every compiled size)."""
         return None if self.neuron_shapes is None else parse_sizes(self.neuron_shapes.split(","))
-
-    @model_validator(mode="after")
-    def _check_browser_sign_in(self) -> Self:
-        if self.auth == "off":
-            return self
-        for name in ("auth_ui_client_id", "auth_login_url", "public_url"):
-            if not getattr(self, name):
-                raise ValueError(f"{name.upper()} is required when AUTH={self.auth}")
-        for name in ("auth_login_url", "public_url"):
-            if not https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
-                raise ValueError(f"{name.upper()} must be an https:// URL (plain http only on 127.0.0.1)")
-        if self.auth_ui_client_id not in self.auth_client_id_list:
-            raise ValueError("AUTH_UI_CLIENT_ID must be one of AUTH_CLIENT_IDS")
-        return self
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:

@@ -124,6 +124,33 @@ class ServiceSettings(BaseSettings):
         return self
 
 
+class BrowserSignInSettings(ServiceSettings):
+    """A service that signs people in with a browser (common/auth/browser.py) as well as checking tokens: the
+    image service and the starting gate in front of it. Variable names in common/auth/env.py."""
+
+    auth_ui_client_id: str = Field("", description="the browser sign-in's app client (public, PKCE)")
+    auth_login_url: str = Field(
+        "", description="the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com"
+    )
+    public_url: str = Field(
+        "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
+    )
+
+    @model_validator(mode="after")
+    def _check_browser_sign_in(self) -> Self:
+        if self.auth == "off":
+            return self
+        for name in ("auth_ui_client_id", "auth_login_url", "public_url"):
+            if not getattr(self, name):
+                raise ValueError(f"{name.upper()} is required when AUTH={self.auth}")
+        for name in ("auth_login_url", "public_url"):
+            if not https_or_loopback(getattr(self, name)):  # the ALB may say http behind CloudFront
+                raise ValueError(f"{name.upper()} must be an https:// URL (plain http only on 127.0.0.1)")
+        if self.auth_ui_client_id not in self.auth_client_id_list:
+            raise ValueError("AUTH_UI_CLIENT_ID must be one of AUTH_CLIENT_IDS")
+        return self
+
+
 def https_or_loopback(url: str) -> bool:
     """True for an https:// URL, or a plain http:// one on the loopback interface (local sign-in tests)."""
     return url.startswith("https://") or url.startswith(("http://127.0.0.1:", "http://localhost:"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from common.image_api_errors import is_openai_path, openai_error_body
+
 STARTING_STATUS = 503
 
 
@@ -30,5 +32,8 @@ def starting_response(request: Request, minutes: int, retry_after_s: int) -> Res
             "</body></html>"
         )
         return HTMLResponse(page, status_code=STARTING_STATUS, headers=headers)
-    body = {"error": "starting", "detail": message, "retry_after_seconds": retry_after_s}
+    if is_openai_path(request.url.path):  # the official client reads only OpenAI's shape (code: "starting")
+        body = openai_error_body(STARTING_STATUS, message, code="starting")
+    else:
+        body = {"error": "starting", "detail": message, "retry_after_seconds": retry_after_s}
     return JSONResponse(body, status_code=STARTING_STATUS, headers=headers)

@@ -1,5 +1,10 @@
 """Demand seen while cold, published on the pools' own `Requests` metric so that their KEDA trigger (the
-aws-cloudwatch one on `Requests`, cdk/image/scaling.py) sees it while no pod exists and scales from zero."""
+aws-cloudwatch one on `Requests`, cdk/image/scaling.py) sees it while no pod exists and scales from zero.
+
+Only what a signed-in caller asks for images counts (the server checks the sign-in first): a generation, a job,
+the UI's queue join, or a person opening the UI. A crawler's GET, a scan of the public URL or a health check from
+elsewhere never starts a GPU node.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from common import metric_names
+from common.image_api_paths import GENERATE_PATH, JOBS_PATH, OPENAI_IMAGES_PREFIX, UI_QUEUE_JOIN_PATH
+
+_GENERATION_PATHS = frozenset({GENERATE_PATH, JOBS_PATH, UI_QUEUE_JOIN_PATH})
+
+
+def asks_for_images(method: str, path: str, page_load: bool) -> bool:
+    """Whether a request would have the pool make images: a POST to a generation route (the OpenAI Images routes
+    included), or a person opening the UI (a page load, whose next step is the queue join)."""
+    if method == "POST":
+        return path in _GENERATION_PATHS or path.startswith(OPENAI_IMAGES_PREFIX)
+    return page_load
 
 
 class CloudWatchClient(Protocol):
@@ -25,7 +41,7 @@ class DemandCounter:
         self.total = 0  # since start, for the gate's own status
 
     def add(self) -> None:
-        """Count one request that found no ready pod."""
+        """Count one signed-in request for images that found no ready pod."""
         with self._lock:
             self._count += 1
             self.total += 1

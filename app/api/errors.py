@@ -11,8 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from app.api.openai_errors import is_openai_path, openai_error
+from app.api.openai_errors import openai_error
 from app.api.schemas import ErrorResponse
+from common.image_api_errors import is_openai_path
 from common.logs import log_failure
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount
 
-from app.api.openai_errors import is_openai_path, openai_error
+from app.api.openai_errors import openai_error
+from common.image_api_errors import is_openai_path
 
 API_PREFIX = "/v1"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]

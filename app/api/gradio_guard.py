@@ -25,11 +25,12 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.middleware import replaying, send_json_error
+from common.image_api_paths import UI_QUEUE_JOIN_PATH
 
 GRADIO_API_PREFIX = "/gradio_api/"  # gradio 6.31 routes.py API_PREFIX
 COMPONENT_SERVER_PATH = "/gradio_api/component_server"
 # The two routes the page calls functions through (app/ui_routes.py serves no other).
-QUEUE_JOIN_PATH = "/gradio_api/queue/join"
+QUEUE_JOIN_PATH = UI_QUEUE_JOIN_PATH
 RUN_PREFIX = "/gradio_api/run/"
 PREDICT_PATH = RUN_PREFIX + "predict"  # gradio 6.31 `/run/{api_name}`: without fn_index, found by api_name
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.openai_errors import error_payload
 from common.http.body import BodyLimits, BodyTooLarge, discard_body, read_body
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected
 from common.http.protocol import CUT_STATUS_STATE_KEY
+from common.image_api_errors import error_payload
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
 log = logging.getLogger("app.requests")

@@ -22,7 +22,7 @@ from app.api.dependencies import get_service
 from app.api.errors import describe_errors
 from app.api.generate import png_bytes
 from app.api.images_schemas import OPTIONS, ImageData, ImagesResponse, make_images_request, parse_size
-from app.api.openai_errors import openai_error, openai_error_body
+from app.api.openai_errors import openai_error
 from app.backends.base import GenerationParams, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.routes import image_link
@@ -32,6 +32,7 @@ from app.params import MAX_SEED, resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
+from common.image_api_errors import openai_error_body
 from common.image_api_paths import IMAGES_GENERATIONS_PATH
 from common.logs import log_failure
 

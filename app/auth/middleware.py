@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.middleware import send_json_error
-from app.auth.browser import SESSION_COOKIE, BrowserSignIn
+from common.auth.browser import BrowserSignIn, credentials
 from common.auth.env import LOGIN_PATH
 from common.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
@@ -53,7 +53,7 @@ class AuthMiddleware:
             await response(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        token, from_cookie = _credentials(scope, headers)
+        token, from_cookie = credentials(scope, headers)
         problem: str
         if token is None:
             problem = "sign in first: send 'Authorization: Bearer <access token>' (see docs/serving.md)"
@@ -81,16 +81,6 @@ def _is_signed_link(scope: Scope) -> bool:
     """A GET of a job's image link: the route checks its signature."""
     is_get = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
     return is_get and SIGNED_IMAGE_LINK.fullmatch(scope["path"]) is not None
-
-
-def _credentials(scope: Scope, headers: dict[bytes, bytes]) -> tuple[str | None, bool]:
-    """(token, came from the session cookie)."""
-    authorization = headers.get(b"authorization", b"").decode("latin-1")
-    scheme, _, value = authorization.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip(), False
-    cookie = Request(scope).cookies.get(SESSION_COOKIE) if b"cookie" in headers else None
-    return (cookie, True) if cookie else (None, False)
 
 
 async def _reply(scope: Scope, send: Send, status: int, message: str) -> None:

@@ -12,8 +12,8 @@ import httpx
 import jwt
 import pytest
 
-from app.auth.browser import FLOW_COOKIE, SESSION_COOKIE, BrowserSignIn
 from app.settings import load_settings
+from common.auth.browser import FLOW_COOKIE, SESSION_COOKIE, BrowserSignIn
 from common.auth.tokens import TokenVerifier
 from common.settings import SettingsError
 from tests.app.fakes import FakeBackend

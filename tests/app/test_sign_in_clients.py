@@ -13,8 +13,8 @@ import httpx
 import jwt
 import pytest
 
-from app.auth.browser import FLOW_COOKIE
 from app.bench.inprocess import serve_in_thread
+from common.auth.browser import FLOW_COOKIE
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import LiveServer, serve
 from tests.support.fake_user_pool import FakeUserPool

@@ -23,6 +23,7 @@ from common.http.protocol import server_config
 from starting_gate.demand import DemandCounter
 from starting_gate.server import GATE_HEALTH_PATH, create_app
 from starting_gate.settings import GateSettings
+from starting_gate.settings import load_settings as load_gate_settings
 from tests.app.live_server import TEST_SETTINGS
 from tests.app.ui_protocol import ui_generate
 
@@ -75,18 +76,19 @@ def pool_port() -> Iterator[socket.socket]:
 
 
 def gate_settings(sock: socket.socket) -> GateSettings:
-    return GateSettings(
-        upstream=f"http://127.0.0.1:{sock.getsockname()[1]}",
+    return load_gate_settings(
+        upstream_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
         starting_minutes=9,
-        retry_after_s=20,
+        retry_after_seconds=20,
         demand_units=({"DeploymentUnit": "sd-gpu", "Accelerator": "nvidia"},),
     )
 
 
 def test_a_request_while_cold_is_told_to_wait_then_gets_an_image(pool_port: socket.socket, tmp_path: Path) -> None:
     counter = DemandCounter()
-    gate = create_app(gate_settings(pool_port), counter)
-    with serve_in_thread(gate) as gate_url, httpx.Client(base_url=gate_url, timeout=120) as client:
+    settings = gate_settings(pool_port)
+    gate = create_app(settings, counter)
+    with serve_in_thread(gate, settings) as gate_url, httpx.Client(base_url=gate_url, timeout=120) as client:
         cold = client.post("/v1/generate", json=REQUEST)
         assert cold.status_code == 503
         assert cold.headers["retry-after"] == "20"
@@ -115,7 +117,8 @@ def test_a_request_while_cold_is_told_to_wait_then_gets_an_image(pool_port: sock
 
 
 def test_a_browser_gets_a_page_that_reloads_while_cold(pool_port: socket.socket) -> None:
-    with serve_in_thread(create_app(gate_settings(pool_port))) as gate_url:
+    settings = gate_settings(pool_port)
+    with serve_in_thread(create_app(settings), settings) as gate_url:
         page = httpx.get(gate_url + "/", headers={"accept": "text/html"}, timeout=10)
     assert page.status_code == 503
     assert page.headers["retry-after"] == "20"
@@ -125,5 +128,6 @@ def test_a_browser_gets_a_page_that_reloads_while_cold(pool_port: socket.socket)
 
 
 def test_the_gate_answers_its_own_health_while_cold(pool_port: socket.socket) -> None:
-    with serve_in_thread(create_app(gate_settings(pool_port))) as gate_url:
+    settings = gate_settings(pool_port)
+    with serve_in_thread(create_app(settings), settings) as gate_url:
         assert httpx.get(gate_url + GATE_HEALTH_PATH, timeout=10).status_code == 200

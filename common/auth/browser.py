@@ -17,8 +17,9 @@ import base64
 import hashlib
 import logging
 import secrets
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode
 
 import httpx
@@ -28,6 +29,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from common.auth.env import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH
 from common.auth.tokens import KeysUnavailable, TokenError, TokenVerifier
 from common.logs import log_failure
+from common.settings import BrowserSignInSettings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,17 @@ def safe_next(value: str | None) -> str:
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
         return "/"
     return value
+
+
+def credentials(scope: MutableMapping[str, Any], headers: Mapping[bytes, bytes]) -> tuple[str | None, bool]:
+    """The access token a request presents, and whether it came from the session cookie: an
+    `Authorization: Bearer` header wins over the cookie. (None, False) when it presents neither."""
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip(), False
+    cookie = Request(scope).cookies.get(SESSION_COOKIE) if b"cookie" in headers else None
+    return (cookie, True) if cookie else (None, False)
 
 
 def pkce_challenge(verifier: str) -> str:
@@ -59,6 +72,17 @@ class BrowserSignIn:
     login_url: str  # the user pool domain, https://<prefix>.auth.<region>.amazoncognito.com
     public_url: str  # where browsers reach the service
     http: httpx.AsyncClient
+
+    @classmethod
+    def from_settings(cls, settings: BrowserSignInSettings, http: httpx.AsyncClient) -> BrowserSignIn:
+        """The sign-in that `settings` (AUTH=cognito) describe, its token checks included, on `http`."""
+        return cls(
+            verifier=TokenVerifier(settings.auth_issuer, settings.auth_client_id_list, http=http),
+            client_id=settings.auth_ui_client_id,
+            login_url=settings.auth_login_url,
+            public_url=settings.public_url,
+            http=http,
+        )
 
     @property
     def redirect_uri(self) -> str:
