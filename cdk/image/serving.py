@@ -321,7 +321,7 @@ class ImageServing(Workload):
         image = ctx.platform.small_image_uris[starting_gate.STARTING_GATE_IMAGE.kind]
         return ManifestSpec(
             "StartingGate",
-            [starting_gate.deployment(acc, cfg, image=image, region=stack.region)],
+            [starting_gate.deployment(acc, cfg, image=image, region=stack.region, env_config_maps=ctx.env_config_maps)],
             [identity.association, ctx.network_policies],
         )
 

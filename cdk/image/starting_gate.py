@@ -22,7 +22,13 @@ from cdk.constructs.image_builds import SHARED_RUNTIME, SmallImage
 from cdk.image.metrics import image_unit
 from cdk.image.workload import deployment_name
 from cdk.serving import network_policy
-from cdk.serving.pod_shape import POD_CHECKOV_SKIPS, Manifest, container_security_context, pod_identity_service_account
+from cdk.serving.pod_shape import (
+    KEEP_ALIVE_MARGIN_S,
+    POD_CHECKOV_SKIPS,
+    Manifest,
+    container_security_context,
+    pod_identity_service_account,
+)
 from cdk.serving.pod_shape import service as cluster_ip_service
 from cdk.serving.routing import CONTAINER_PORT, PORT_NAME, SERVICE_PORT
 from common.probe_paths import HEALTH_PATH
@@ -68,13 +74,18 @@ def upstream_url(acc: Accelerator, cfg: ServingConfig) -> str:
 
 
 def environment(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[str, str]]:
-    """What `starting_gate.settings.GateSettings.from_env` reads."""
+    """What `starting_gate.settings.GateSettings` reads (the sign-in's settings come from the pods' ConfigMap)."""
     return [
         {"name": "UPSTREAM_URL", "value": upstream_url(acc, cfg)},
         {"name": "STARTING_MINUTES", "value": str(first_image_minutes()[1])},
         {"name": "RETRY_AFTER_SECONDS", "value": str(RETRY_AFTER_S)},
         {"name": "DEMAND_UNITS", "value": json.dumps([image_unit(acc).dimensions], separators=(",", ":"))},
         {"name": "PORT", "value": str(CONTAINER_PORT)},
+        # The ALB keeps idle connections to targets for its idle timeout; the gate must keep them longer (else a
+        # request on a connection the gate just closed is a 502), and may wait as long for a silent pool.
+        {"name": "KEEP_ALIVE_S", "value": str(cfg.idle_timeout_s + KEEP_ALIVE_MARGIN_S)},
+        {"name": "UPSTREAM_TIMEOUT_S", "value": str(cfg.idle_timeout_s)},
+        {"name": "SHUTDOWN_GRACE_S", "value": str(cfg.shutdown_grace_s)},
         {"name": "AWS_REGION", "value": region},
         {"name": "AWS_DEFAULT_REGION", "value": region},
     ]
@@ -88,8 +99,12 @@ def service_objects(cfg: ServingConfig) -> list[Manifest]:
     ]
 
 
-def deployment(acc: Accelerator, cfg: ServingConfig, *, image: str, region: str) -> Manifest:
-    """Two replicas on the system nodes (one may restart while the other answers), restricted security."""
+def deployment(
+    acc: Accelerator, cfg: ServingConfig, *, image: str, region: str, env_config_maps: Sequence[str]
+) -> Manifest:
+    """Two replicas on the system nodes (one may restart while the other answers), restricted security, the sign-in
+    settings from `env_config_maps` (the gate serves the browser sign-in and checks tokens before counting demand),
+    and the services' stop: preStop while the ALB deregisters it, then the drain within the grace period."""
     http_probe = {"httpGet": {"path": HEALTH_PATH, "port": PORT_NAME}, "periodSeconds": 10, "timeoutSeconds": 3}
     return {
         "apiVersion": "apps/v1",
@@ -116,16 +131,18 @@ def deployment(acc: Accelerator, cfg: ServingConfig, *, image: str, region: str)
                         "runAsGroup": RUN_AS_USER,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "terminationGracePeriodSeconds": 30,
+                    "terminationGracePeriodSeconds": cfg.termination_grace_s,
                     "containers": [
                         {
                             "name": "gate",
                             "image": image,
                             "imagePullPolicy": "IfNotPresent",
                             "env": environment(acc, cfg, region),
+                            "envFrom": [{"configMapRef": {"name": name}} for name in env_config_maps],
                             "ports": [{"name": PORT_NAME, "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
                             "readinessProbe": http_probe,
                             "livenessProbe": {**http_probe, "initialDelaySeconds": 10},
+                            "lifecycle": {"preStop": {"sleep": {"seconds": cfg.pre_stop_s}}},
                             "resources": {
                                 "requests": {"cpu": "50m", "memory": "96Mi"},
                                 "limits": {"memory": "256Mi"},

@@ -78,6 +78,31 @@ def test_the_starting_gate_wakes_the_pool_it_fronts(objects: list[dict[str, Any]
     assert to_pods["ingress"][0]["from"] == [{"podSelector": {"matchLabels": starting_gate.LABELS}}]
 
 
+def test_the_gate_signs_in_and_stops_as_the_pool_does(
+    objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starting_gate.settings import GateSettings, load_settings
+
+    deployments = named(objects, "Deployment")
+    gate = deployments[starting_gate.NAME]["spec"]["template"]["spec"]
+    pool = deployments["sd-gpu"]["spec"]["template"]["spec"]
+    (gate_container,), (pool_container,) = gate["containers"], pool["containers"]
+    # The sign-in settings the pool reads: the gate serves the browser sign-in and checks tokens before it counts.
+    assert gate_container["envFrom"] == pool_container["envFrom"] and gate_container["envFrom"]
+    gate_env = {e["name"]: e["value"] for e in gate_container["env"]}
+    pool_env = {e["name"]: e["value"] for e in pool_container["env"] if "value" in e}
+    # Idle connections outlive the ALB's (no 502 on a reused connection); the drain as long as the pool's.
+    for name in ("KEEP_ALIVE_S", "SHUTDOWN_GRACE_S"):
+        assert gate_env[name] == pool_env[name]
+    assert gate_container["lifecycle"] == pool_container["lifecycle"]
+    assert gate["terminationGracePeriodSeconds"] == pool["terminationGracePeriodSeconds"]
+    # Every variable is one the gate reads (or boto3 does), and the gate starts with them.
+    assert set(gate_env) - {"AWS_REGION", "AWS_DEFAULT_REGION"} <= {n.upper() for n in GateSettings.model_fields}
+    for name, value in gate_env.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().demand_units == ({"DeploymentUnit": "sd-gpu", "Accelerator": "nvidia"},)
+
+
 def test_the_trial_logs_less(trial_synth: Synth, objects: list[dict[str, Any]]) -> None:
     (cluster,) = resources_of(trial_synth.raw_templates[CLUSTER], "AWS::EKS::Cluster").values()
     types = [t["Type"] for t in cluster["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]]

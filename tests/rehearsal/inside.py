@@ -90,10 +90,12 @@ def s3_objects(region: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def _request(url: str) -> tuple[int, str, dict[str, str]]:
-    """A GET: (HTTP status, body, headers), (0, "", {}) when nothing answers."""
+def _request(url: str, body: Any = None) -> tuple[int, str, dict[str, str]]:
+    """A GET, or a POST of `body` as JSON: (HTTP status, body, headers), (0, "", {}) when nothing answers."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"} if data else {})
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode(errors="replace")[:2000], dict(response.headers)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")[:2000], dict(exc.headers)
@@ -152,6 +154,9 @@ def watch_service(process: subprocess.Popen[bytes], plan: dict[str, Any], env: d
         time.sleep(0.5)
     port = plan["readiness"].get("httpGet", {}).get("port")
     observed["paths"] = {path: _request(f"http://127.0.0.1:{port}{path}") for path in plan.get("paths", [])}
+    observed["posts"] = {
+        path: _request(f"http://127.0.0.1:{port}{path}", body) for path, body in plan.get("posts", {}).items()
+    }
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
