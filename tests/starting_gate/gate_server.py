@@ -27,11 +27,12 @@ class ServedGate:
 
 
 @contextmanager
-def serving_gate(**overrides: object) -> Iterator[ServedGate]:
-    """Serve a gate with these settings (UPSTREAM_URL defaults to a cold pool; PUBLIC_URL to the gate itself)."""
+def serving_gate(port: int = 0, **overrides: object) -> Iterator[ServedGate]:
+    """Serve a gate with these settings (UPSTREAM_URL defaults to a cold pool; PUBLIC_URL to the gate itself) on
+    `port` (0: a free one)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     settings = load_settings(**{"upstream_url": COLD_UPSTREAM, "public_url": url, **overrides})
     gate = create_app(settings)
