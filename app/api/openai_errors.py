@@ -1,4 +1,4 @@
-"""OpenAI's error shape for the OpenAI-compatible routes (`/v1/images/...`).
+"""OpenAI's error shape for the OpenAI-compatible routes (`/v1/images/...`, `/v1/models`).
 
 The official `openai` client reads `{"error": {"message", "type", "param", "code"}}`: it picks its exception
 class by status (BadRequestError, AuthenticationError, RateLimitError, ...) and puts only `error.message`
@@ -14,6 +14,7 @@ from typing import Any, Final
 from fastapi.responses import JSONResponse
 
 from common.image_api_paths import OPENAI_IMAGES_PREFIX
+from common.openai_models import MODEL_PATH_PREFIX, MODELS_PATH
 
 # The `type` OpenAI's API gives each status (as the LLM gateway's llm_gateway/errors.py); others are server errors.
 ERROR_TYPES: Final = {
@@ -29,7 +30,7 @@ ERROR_TYPES: Final = {
 
 def is_openai_path(path: str) -> bool:
     """True for the paths whose errors take OpenAI's shape, whoever answers them (route, middleware, sign-in)."""
-    return path.startswith(OPENAI_IMAGES_PREFIX)
+    return path.startswith((OPENAI_IMAGES_PREFIX, MODEL_PATH_PREFIX)) or path == MODELS_PATH
 
 
 def openai_error_body(
