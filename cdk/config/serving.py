@@ -177,6 +177,14 @@ class ServingConfig:
 
         return self.stage_weights and not is_s3_uri(self.model_id)
 
+    @property
+    def model_name(self) -> str:
+        """The image model's name in the API (MODEL_NAME on every image pod, whose MODEL_ID differs per accelerator;
+        the LLM gateway's IMAGE_MODELS): the Hub id, or for weights brought as s3:// the preset they are."""
+        from common.model_store.layout import is_s3_uri
+
+        return self.image_model if is_s3_uri(self.model_id) else self.model_id
+
     routing_controller: RoutingControllerConfig
     jobs: JobsConfig
 
