@@ -1,26 +1,31 @@
-"""docs/architecture.md's recipes followed: a throwaway image model family added through the steps the doc names
-(the service's `Family` entry, the deploy's `ImageFamily`, a catalog preset) and taken through a synth of the whole
-app, one synth for the recipe."""
+"""docs/architecture.md's recipes followed: a throwaway image model family (the service's `Family` entry, the deploy's
+`ImageFamily`, a catalog preset) and a throwaway accelerator, each added through the steps the doc names and taken
+through a synth of the whole app, one synth per recipe."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
 import app.models.families as service_families
+from cdk import accelerators, node_fit, versions
 from cdk.build import STACK_PREFIX
+from cdk.config import platform
 from cdk.config.context import ConfigError
 from cdk.image import families as deploy_families
+from cdk.image import workload as image_workload
 from cdk.image.presets import PRESETS, SDXL_BASE
+from cdk.instance_types import INSTANCE_TYPES
 from cdk.llm.workload import GATEWAY_CONTAINER
 from cdk.serving.catalog import Sourced
-from tests.cdk.conftest import Synth, service_deployments, synth
+from tests.cdk.conftest import DEFAULT_CONTEXT, Synth, service_deployments, synth
 from tests.cdk.manifests import manifests
 
 pytestmark = pytest.mark.synth
+KINDS: Final = ("NodePool", "Deployment")
 
 FAMILY: Final = service_families.Family(
     name="throwaway",
@@ -87,3 +92,55 @@ def test_a_family_without_its_deploy_facts_stops_the_synth_naming_the_setting(tm
         add_the_family(patch, deploy_facts=False)
         with pytest.raises(ConfigError, match="imageModelFamily"):
             synth(tmp_path, {"imageModel": PRESET.name})
+
+
+# A throwaway accelerator: NVIDIA's facts under another name, resource and taint, on an instance family of its own.
+ACCELERATOR: Final = dataclasses.replace(
+    accelerators.NVIDIA, name="fakeacc", resource_name="example.com/fakeacc", taint_key="example.com/fakeacc"
+)
+INSTANCE: Final = dataclasses.replace(INSTANCE_TYPES["g6.xlarge"], name="fk1.xlarge", accelerator=ACCELERATOR.name)
+
+
+def accelerator_context() -> dict[str, Any]:
+    """cdk.json's per-accelerator keys for it (`<acc>...` and `...<Acc>`), NVIDIA's values on its own instance."""
+    values: dict[str, Any] = {
+        "accelerators": ["nvidia", ACCELERATOR.name],
+        "fakeaccInstanceFamilies": [INSTANCE.family],
+    }
+    for key, value in DEFAULT_CONTEXT.items():
+        if key.endswith("Nvidia"):
+            values[key.removesuffix("Nvidia") + "Fakeacc"] = (
+                INSTANCE.name if key.startswith("servingInstance") else value
+            )
+        elif key.startswith("nvidia") and key != "nvidiaInstanceFamilies":
+            values["fakeacc" + key.removeprefix("nvidia")] = value
+    return values
+
+
+def add_the_accelerator(patch: pytest.MonkeyPatch) -> None:
+    """The recipe's registrations (docs/architecture.md "How to add an accelerator"), in its order."""
+    patch.setitem(accelerators.ACCELERATORS, ACCELERATOR.name, ACCELERATOR)  # 1
+    patch.setitem(INSTANCE_TYPES, INSTANCE.name, INSTANCE)  # 2: its instance types
+    patch.setitem(platform.ALLOWED_FAMILIES, ACCELERATOR.name, frozenset({INSTANCE.family}))
+    patch.setitem(node_fit.DAEMONSETS, ACCELERATOR.name, node_fit.DAEMONSETS["nvidia"])
+    patch.setitem(versions.BASE_IMAGES, ACCELERATOR.name, versions.BASE_IMAGES["nvidia"])  # 3: its base image
+    patch.setitem(image_workload.DEPLOYMENT_NAMES, ACCELERATOR.name, "sd-fakeacc")  # 4: the image workload runs there
+
+
+@pytest.fixture(scope="module")
+def accelerator_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """NVIDIA and the throwaway accelerator, the LLM off (a workload that runs there adds its own names)."""
+    with pytest.MonkeyPatch.context() as patch:  # undone before the module's other tests run
+        add_the_accelerator(patch)
+        return synth(tmp_path_factory.mktemp("cdk-accelerator"), accelerator_context())
+
+
+def test_the_added_accelerator_gets_a_node_pool_and_the_image_pods(accelerator_synth):
+    objects = [m for t in accelerator_synth.raw_templates.values() for m in manifests(t) if m.get("kind") in KINDS]
+    pools = {m["metadata"]["name"]: m for m in objects if m["kind"] == "NodePool"}
+    pool = next(p for p in pools.values() if p["spec"]["template"]["metadata"]["labels"] == ACCELERATOR.node_label)
+    assert pool["spec"]["template"]["spec"]["taints"] == [ACCELERATOR.taint]
+    (pod,) = [m for m in service_deployments(objects) if m["metadata"]["name"] == "sd-fakeacc"]
+    spec = pod["spec"]["template"]["spec"]
+    assert ACCELERATOR.toleration in spec["tolerations"]
+    assert spec["containers"][0]["resources"]["limits"][ACCELERATOR.resource_name] == 1
