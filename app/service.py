@@ -66,6 +66,11 @@ class GenerationService:
         return self._pipeline_thread.submit(fn, *args).result()
 
     @property
+    def model_name(self) -> str:
+        """The model's name in the API: MODEL_NAME, else what responses may say about MODEL_ID."""
+        return self.settings.model_name or public_model_name(self.settings.model_id)
+
+    @property
     def demo_model(self) -> bool:
         """True for the built-in random-weight model (its images are abstract)."""
         return self.settings.model_id.startswith(BUILTIN_PREFIX)
@@ -233,7 +238,7 @@ class GenerationService:
             "version": VERSION,
             "ready": self.ready,
             "backend": backend.name if backend else None,
-            "model": public_model_name(settings.model_id),
+            "model": self.model_name,
             "demo_model": self.demo_model,
             **(backend.describe() if backend else {}),
             "load_error_id": self.load_error_id,

@@ -32,6 +32,13 @@ class Settings(BrowserSignInSettings):
         "builtin:tiny",
         description="builtin:tiny, a local diffusers directory, s3://bucket/prefix, or a Hugging Face repo id",
     )
+    model_name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the model's name in the API (GET /v1/models, the `model` of /v1/images/generations); the "
+        "deploy sets one name for every pod, whose MODEL_ID differs per accelerator. Unset: MODEL_ID's public name",
+    )
     backend: Backend = Field("auto", description="auto picks neuron, then cuda, then cpu")
     model_cache_dir: Path = Field(
         Path.home() / ".cache" / "sd-on-eks", description="where built-in and downloaded models are kept"

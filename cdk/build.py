@@ -17,10 +17,9 @@ import aws_cdk as cdk
 
 from cdk.chassis.workload import Workload
 from cdk.checkov import CustomResourceHandlerSkips
-from cdk.composition import workloads_for
+from cdk.composition import apply_catalog_defaults, workloads_for
 from cdk.config import AppConfig
 from cdk.config.profiles import apply_profile
-from cdk.image.presets import apply_image_model
 from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
 from cdk.platform_stacks import PlatformStacks
@@ -48,7 +47,7 @@ def resolve_context(context: dict[str, Any]) -> dict[str, Any]:
     """The context with a `profile`'s defaults, then the image model preset's (`imageModel`), in place of cdk.json's
     values where the user gave none of their own."""
     defaults = project_defaults()
-    return apply_image_model(apply_profile(context, defaults), defaults)
+    return apply_catalog_defaults(apply_profile(context, defaults), defaults)
 
 
 def environment(config: AppConfig) -> cdk.Environment:

@@ -1,6 +1,6 @@
 """The image API's error bodies, for whoever answers a request of its paths: the service's routes and middleware
 (app/api/) and the starting gate in front of it (starting_gate/). OpenAI's shape on the OpenAI-compatible routes
-(`/v1/images/...`), the API's own `{"error": message, "detail"?: [...]}` elsewhere.
+(`/v1/images/...`, `/v1/models`), the API's own `{"error": message, "detail"?: [...]}` elsewhere.
 
 The official `openai` client reads `{"error": {"message", "type", "param", "code"}}`: it picks its exception
 class by status (BadRequestError, AuthenticationError, RateLimitError, ...) and puts only `error.message`
@@ -14,6 +14,7 @@ import json
 from typing import Any, Final
 
 from common.image_api_paths import OPENAI_IMAGES_PREFIX
+from common.openai_models import MODEL_PATH_PREFIX, MODELS_PATH
 
 # The `type` OpenAI's API gives each status (as the LLM gateway's llm_gateway/errors.py); others are server errors.
 ERROR_TYPES: Final = {
@@ -29,7 +30,7 @@ ERROR_TYPES: Final = {
 
 def is_openai_path(path: str) -> bool:
     """True for the paths whose errors take OpenAI's shape, whoever answers them (route, middleware, sign-in)."""
-    return path.startswith(OPENAI_IMAGES_PREFIX)
+    return path.startswith((OPENAI_IMAGES_PREFIX, MODEL_PATH_PREFIX)) or path == MODELS_PATH
 
 
 def openai_error_body(

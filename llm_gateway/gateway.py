@@ -35,6 +35,7 @@ from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.metrics_bridge import MetricsBridge
 from llm_gateway.model_card import model_id, retrieve
+from llm_gateway.model_list import ImageModels
 from llm_gateway.request_checks import Refusal, check_fields, check_request_id, parse_body, sequences
 from llm_gateway.routes import (
     CHAT_PAGE_PATH,
@@ -160,6 +161,7 @@ class Gateway:
         self.verifier = verifier
         self.admission = Admission(settings.max_concurrent_requests)
         self._body_limits = settings.body_limits  # made once: every generation reads its body with them
+        self.image_models = ImageModels(settings.image_models)
         self.metrics = MetricsBridge(MetricsRecorder(settings.deployment_unit, settings.accelerator), http)
         self._publisher = publisher
         self._flusher: asyncio.Task[None] | None = None
@@ -272,6 +274,8 @@ class Gateway:
         except UpstreamError as exc:
             await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
             return
+        if path == MODELS_PATH and response.status_code == 200:
+            content = self.image_models.add_to(content)
         await _send_whole(send, response.status_code, response.headers, content)
 
     async def _retrieve_model(self, wanted: str, send: Send) -> None:
@@ -288,7 +292,7 @@ class Gateway:
         if response.status_code != 200:
             await _send_whole(send, response.status_code, response.headers, content)
             return
-        answer = retrieve(content, wanted)
+        answer = retrieve(self.image_models.add_to(content), wanted)
         await _send_whole(send, answer.status, _JSON, answer.body)
 
     async def _generation(

@@ -56,6 +56,11 @@ class GatewaySettings(ServiceSettings):
         description="serve the chat page at / (make run-llm turns it on; on the cluster the front door's / is the "
         "image UI, so the pods serve only the API)",
     )
+    image_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="the image models the deploy serves beside this engine, as JSON {id: family}: /v1/models lists "
+        "them after the engine's, so the front door's one list holds both workloads' models (model_list.py)",
+    )
     accelerator: Accelerator = Field("cpu", description="the metrics' Accelerator: what the engine behind runs on")
     native_relay: bool = Field(
         True,

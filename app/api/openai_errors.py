@@ -1,4 +1,4 @@
-"""OpenAI's error shape for the OpenAI-compatible routes (`/v1/images/...`) as a response of the service's routes;
+"""OpenAI's error shape for the OpenAI-compatible routes (`/v1/images/...`, `/v1/models`) as a route's response;
 the shape itself, and why the official client needs it, is common/image_api_errors.py's."""
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from app.backends.base import GenerationParams, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.routes import image_link
 from app.jobs.service import JobService
-from app.model_store.source import public_model_name
 from app.params import MAX_SEED, resolve_params
 from app.service import GenerationService, NotReady
 from app.settings import Settings
@@ -87,10 +86,9 @@ def _check_options(body: dict[str, Any]) -> None:
 def _resolve(service: GenerationService, body: dict[str, Any]) -> list[GenerationParams]:
     """The body as one GenerationParams per image: the first image's seed, then the next seeds (RequestRefused
     for a model, size or bound this deployment does not serve)."""
-    settings = service.settings
-    served = public_model_name(settings.model_id)
+    served = service.model_name
     if body["model"] is not None and body["model"] != served:
-        message = f"model {body['model']!r} is not served here; omit model or send {served!r} (GET /v1/info)"
+        message = f"model {body['model']!r} is not served here; omit model or send {served!r} (GET /v1/models)"
         raise RequestRefused(message, param="model", code="model_not_found")
     n = body["n"] or 1
     try:

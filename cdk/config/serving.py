@@ -21,10 +21,9 @@ from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 from cdk.config.front_door import FrontDoorConfig
 from cdk.config.instances import read_instance_type
+from cdk.image.families import FAMILIES as IMAGE_FAMILIES
 from cdk.instance_types import InstanceType
 
-# The families the service serves (app/models/families.py); a preset names its own (cdk/image/presets.py).
-IMAGE_FAMILIES: Final = ("sd", "sdxl", "flux")
 RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
 ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
 # The modes that split traffic with the weighted forward action (cost weights, moved by the
@@ -41,10 +40,6 @@ NEURON_CORES_PER_DEVICE: Final = 2
 # Inferentia2: "32GiB of high-bandwidth device memory (HBM)" per chip of two NeuronCore-v2 (awsdocs-neuron v2.29.1
 # about-neuron/arch/neuron-hardware/inferentia2.rst), so 16 GiB a core.
 NEURON_CORE_MEMORY_GB: Final = 16
-# The least device memory one compiled size of a family's pipeline takes: the lower ends of the table in
-# docs/serving.md "Several sizes per Neuron pod" (reasoned from parameter counts and optimum-neuron 0.4.5's
-# loader; the first deploy measures them). A lower bound, so the check stops only what cannot fit.
-NEURON_GB_PER_SIZE_AT_LEAST: Final = {"sd": 4.3, "sdxl": 12.3, "flux": 34.0}
 _SHAPE = r"([0-9]{2,4})x([0-9]{2,4})"
 
 _TOPIC_ARN = r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}"
@@ -135,7 +130,7 @@ class ServingConfig:
     per_accelerator: Mapping[str, AcceleratorServing]  # the enabled accelerators only
     namespace: str
     image_model: str  # the catalog preset (cdk/image/presets.py); empty for a model outside the catalog
-    family: str  # imageModelFamily: sd, sdxl or flux
+    family: str  # imageModelFamily: a family of cdk/image/families.py
     model_id: str
     model_revision: str | None  # the Hub commit staged; None: the repository's main branch
     metrics_mode: str
@@ -176,6 +171,14 @@ class ServingConfig:
         from common.model_store.layout import is_s3_uri
 
         return self.stage_weights and not is_s3_uri(self.model_id)
+
+    @property
+    def model_name(self) -> str:
+        """The image model's name in the API (MODEL_NAME on every image pod, whose MODEL_ID differs per accelerator;
+        the LLM gateway's IMAGE_MODELS): the Hub id, or for weights brought as s3:// the preset they are."""
+        from common.model_store.layout import is_s3_uri
+
+        return self.image_model if is_s3_uri(self.model_id) else self.model_id
 
     routing_controller: RoutingControllerConfig
     jobs: JobsConfig
@@ -267,7 +270,7 @@ class ServingConfig:
             per_accelerator=per_acc,
             namespace=ctx.string("servingNamespace", pattern=_DNS_LABEL, description="a DNS label"),
             image_model=ctx.string("imageModel", ""),
-            family=ctx.string("imageModelFamily", allowed=IMAGE_FAMILIES),
+            family=ctx.string("imageModelFamily", allowed=tuple(IMAGE_FAMILIES)),
             model_id=ctx.string("servingModelId"),
             model_revision=_read_model_revision(ctx),
             metrics_mode=ctx.string("servingMetricsMode", allowed=("cloudwatch", "emf")),
@@ -360,11 +363,12 @@ class ServingConfig:
         # (Flux), each size is spread over the degree's cores.
         cores = max(plan.tensor_parallel_size, NEURON_CORES_PER_DEVICE)
         available = cores * NEURON_CORE_MEMORY_GB
-        needed = len(plan.shapes) * NEURON_GB_PER_SIZE_AT_LEAST[self.family]
+        per_size = IMAGE_FAMILIES[self.family].neuron_gb_per_size_at_least
+        needed = len(plan.shapes) * per_size
         if needed > available:
             raise ConfigError(
                 f"setting 'neuronCompileShapes' lists {len(plan.shapes)} sizes: a {self.family} pipeline per size "
-                f"takes at least {NEURON_GB_PER_SIZE_AT_LEAST[self.family]:g} GB of Neuron device memory, "
+                f"takes at least {per_size:g} GB of Neuron device memory, "
                 f"{needed:g} GB in all, over the {available:g} GB of the {cores} NeuronCores it loads onto "
                 "(list fewer sizes, or raise 'neuronCompileTensorParallelSize' where the family shards)"
             )

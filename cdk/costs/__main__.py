@@ -7,12 +7,11 @@ from __future__ import annotations
 import sys
 
 from cdk.build import project_defaults, resolve_context
-from cdk.composition import workloads_for
+from cdk.composition import catalog_cost_tables, workloads_for
 from cdk.config import AppConfig
 from cdk.costs import prices
 from cdk.costs.at_rest import cost_at_rest
 from cdk.costs.observability_bill import log_sources
-from cdk.costs.presets import preset_table
 
 
 def main(argv: list[str]) -> None:
@@ -31,7 +30,7 @@ def main(argv: list[str]) -> None:
     for source in log_sources(config.observability):
         print(f"| {source.name} | {source.gb_per_day:.3f} | ${source.usd_per_month(retention):.2f} | {source.basis} |")
     print(f"| the serving dashboard | | ${prices.CLOUDWATCH_DASHBOARD_MONTH.usd:.2f} | one dashboard |\n")
-    print(preset_table())
+    print("\n\n".join(catalog_cost_tables()))
 
 
 if __name__ == "__main__":

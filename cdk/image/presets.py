@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from cdk.config.context import ConfigError
 from cdk.instance_types import INSTANCE_TYPES, InstanceType
@@ -40,8 +40,6 @@ IMAGE_MODEL_KEY: Final = "imageModel"
 FAMILY_KEY: Final = "imageModelFamily"
 MODEL_ID_KEY: Final = "servingModelId"
 REVISION_KEY: Final = "servingModelRevision"
-Family = Literal["sd", "sdxl", "flux"]
-FAMILIES: Final = ("sd", "sdxl", "flux")
 # What a Hub id outside the catalog must set itself (Neuron's shapes only when Neuron is on).
 UNKNOWN_MODEL_FACTS: Final = (FAMILY_KEY, "servingModelSizeGi", "neuronCompileShapes")
 
@@ -77,7 +75,7 @@ class ImagePreset:
     name: str
     model_id: Sourced[str]
     revision: str  # "" where no source names a commit: docs/first-deploy.md says how to pin one
-    family: Family
+    family: str  # a family of cdk/image/families.py (imageModelFamily checks it)
     licence: Sourced[str]
     size_gi: Sourced[int]  # the staged weights, reasoned from parameter counts and rounded up
     cache_gi: int

@@ -88,6 +88,7 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
     """The service's settings (app/settings.py) by their variable names."""
     env = [
         {"name": "MODEL_ID", "value": model_uri},
+        {"name": "MODEL_NAME", "value": cfg.model_name},  # one name on every accelerator: /v1/models lists it
         {"name": "BACKEND", "value": acc.service_backend},
         {"name": "PORT", "value": str(CONTAINER_PORT)},
         # The ALB keeps idle connections to targets for its idle timeout; the pod must keep them longer.

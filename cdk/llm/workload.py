@@ -16,6 +16,7 @@ compiled artifacts are the ones serving asks for.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -193,6 +194,8 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
         {"name": "ACCELERATOR", "value": acc.name},
         # The cluster's / is the image UI; the pods serve only the API.
         {"name": "CHAT_PAGE", "value": "false"},
+        # The front door sends /v1/models here: its list holds the image model too (llm_gateway/model_list.py).
+        {"name": "IMAGE_MODELS", "value": json.dumps({cfg.model_name: cfg.family})},
         {"name": "AWS_REGION", "value": region},
         {"name": "AWS_DEFAULT_REGION", "value": region},
     ]

@@ -17,9 +17,9 @@ from cdk.config import AppConfig
 from cdk.config.context import ConfigError
 from cdk.config.serving import COMPILE_SCRATCH_MODEL_COPIES, ServingConfig
 from cdk.constructs.node_pools import ROOT_VOLUME_GIB
-from cdk.costs.presets import preset_table, usd_per_1000_images
 from cdk.image import neuron_compile_job as njob
 from cdk.image import workload
+from cdk.image.costs import preset_table, usd_per_1000_images
 from cdk.image.presets import (
     DEFAULT_PRESET,
     FAMILY_KEY,

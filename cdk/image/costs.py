@@ -1,5 +1,5 @@
 """What each image model preset costs (cdk/image/presets.py): its pod's instance per hour at rest, and per 1,000 images
-at full use, per accelerator; the table docs/serving.md quotes (`python -m cdk.costs`)."""
+at full use, per accelerator; the table docs/serving.md quotes (`python -m cdk.costs`, through cdk/composition.py)."""
 
 from __future__ import annotations
 
