@@ -51,6 +51,13 @@ def test_no_accelerated_pod_is_kept_up_at_rest(trial_synth: Synth, objects: list
     assert requirements["karpenter.sh/capacity-type"] == ["spot", "on-demand"]
 
 
+def test_the_one_node_pool_rolls_an_update_in_place(objects: list[dict[str, Any]]) -> None:
+    # A surge pod would need a second g6.xlarge that limits.cpu = 4 forbids: the rollout would wait for the pool to
+    # scale to zero. One pod down at a time instead (its node stays for the new pod).
+    strategy = named(objects, "Deployment")["sd-gpu"]["spec"]["strategy"]
+    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
 def test_the_starting_gate_wakes_the_pool_it_fronts(objects: list[dict[str, Any]]) -> None:
     (ingress,) = named(objects, "Ingress").values()
     backends = {p["backend"]["service"]["name"] for r in ingress["spec"]["rules"] for p in r["http"]["paths"]}
