@@ -107,3 +107,19 @@ def test_the_readme_states_the_trials_cost_at_rest_and_time_to_first_image(trial
     assert f"${cost.usd_per_hour:.2f} an hour" in readme
     low, high = first_image_minutes()
     assert re.search(rf"\b{low}-{high} minutes\b", readme)
+
+
+def test_every_trial_deploy_shown_goes_through_make_deploy() -> None:
+    # `cdk deploy` without make passes no deployerArn, so the deployer gets no access entry and no kubectl.
+    docs = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    bare = [
+        f"{path.name}: {line.strip()}"
+        for path in docs
+        for line in path.read_text().splitlines()
+        if "profile=trial" in line and "cdk deploy" in line
+    ]
+    assert bare == []
+    shown = [p.name for p in docs if 'make deploy DEPLOY_ARGS="-c profile=trial' in p.read_text()]
+    assert {"README.md", "trial.md"} <= set(shown)
+    recipe = re.search(r"^deploy:.*\n((?:\t.*\n)+)", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe and re.search(r'cdk deploy --all -c deployerArn="\$\$deployer" \$\(DEPLOY_ARGS\)', recipe[1])
