@@ -77,6 +77,11 @@ _COMMON: Final = (
     # with containerInsightsContainerLogs=false, so a fit holds whichever way that setting goes.
     DaemonSetRequests("cloudwatch-agent", Requests(250, 128), "amazon-cloudwatch-observability values (agent)"),
     DaemonSetRequests("fluent-bit", Requests(50, 25), "amazon-cloudwatch-observability values (containerLogs)"),
+    # node-exporter: nodeExporter.resources.requests 50m/30Mi in the same values.yaml at 9e5b83f3a8b5 (the
+    # chart's 6.0.1 release, the pinned add-on's); templates/linux/node-exporter-daemonset.yaml runs it on every
+    # non-Fargate Linux node while nodeExporter and otelContainerInsights are enabled, both true by default and
+    # left so by our configuration (cdk/constructs/addons/cloudwatch_observability.py sets only containerLogs).
+    DaemonSetRequests("node-exporter", Requests(50, 30), "amazon-cloudwatch-observability 6.0.1 values"),
 )
 DAEMONSETS: Final[dict[str, tuple[DaemonSetRequests, ...]]] = {
     "neuron": (

@@ -12,12 +12,11 @@ from cdk import versions
 from cdk.kubectl_access import TUNNEL_INSTANCE_OUTPUT
 from verify.context import Context
 from verify.kube import KubeError
+from verify.pools import IMAGE_POD_SELECTOR, at_rest, replicas
 from verify.result import Check, Outcome, failed, passed, skipped, verdict
 from verify.stacks import CLUSTER, IMAGES
 
-# Pods' label for the image service (cdk/image/workload.py APP_LABEL) and the volume EKS Pod Identity's
-# webhook adds (docs/first-deploy.md).
-IMAGE_POD_SELECTOR: Final = "app.kubernetes.io/name=stable-diffusion"
+# The volume EKS Pod Identity's webhook adds (docs/first-deploy.md).
 POD_IDENTITY_VOLUME: Final = "eks-pod-identity-token"
 SYSTEM_NAMESPACE: Final = "kube-system"
 # Names the stacks give, copied here because their modules import aws-cdk-lib (a Node process to start);
@@ -81,7 +80,8 @@ def pods_ready_read_only(ctx: Context) -> Outcome:
     """Every serving pod of the namespace is Ready, and every container in it runs with a read-only root."""
     pods = serving_pods(ctx)
     if not pods:
-        return failed(f"no pods in namespace {ctx.kube.namespace}")
+        reason = at_rest(ctx)
+        return skipped(reason) if reason else failed(f"no pods in namespace {ctx.kube.namespace}")
     not_ready = [p["metadata"]["name"] for p in pods if not is_ready(p)]
     writable = [f"{p['metadata']['name']}/{c}" for p in pods for c in writable_containers(p)]
     if not_ready or writable:
@@ -110,17 +110,15 @@ def images_pulled(ctx: Context) -> Outcome:
     if repository_uri is None:
         return failed(f"stack {IMAGES} has no Repository output")
     registry, _, repository = repository_uri.partition("/")
-    tags = sorted(
-        {
-            c["image"].rpartition(":")[2]
-            for d in ctx.kube.items("deployments")
-            for c in [
-                *d["spec"]["template"]["spec"].get("initContainers", []),
-                *d["spec"]["template"]["spec"]["containers"],
-            ]
-            if c["image"].startswith(repository_uri + ":")
-        }
-    )
+    # Each tag, and whether a Deployment that runs it asks for a pod (a pool at zero replicas runs none).
+    wanted: dict[str, bool] = {}
+    for d in ctx.kube.items("deployments"):
+        spec = d["spec"]["template"]["spec"]
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            if c["image"].startswith(repository_uri + ":"):
+                tag = c["image"].rpartition(":")[2]
+                wanted[tag] = wanted.get(tag, False) or replicas(d) > 0
+    tags = sorted(wanted)
     if not tags:
         return failed(f"no Deployment runs an image of {repository_uri}")
     digests = {tag: ecr_digest(ctx, repository, tag) for tag in tags}
@@ -142,10 +140,13 @@ def images_pulled(ctx: Context) -> Outcome:
                 pulled.add(by_digest[digest])
     if problems:
         return failed("; ".join(problems))
-    unpulled = [t for t in tags if t not in pulled]
+    unpulled = [t for t in tags if t not in pulled and wanted[t]]
+    idle = [t for t in tags if t not in pulled and not wanted[t]]
     return verdict(
         not unpulled,
-        f"pulled {', '.join(sorted(pulled)) or 'none'}" + (f"; no pod runs {', '.join(unpulled)}" if unpulled else ""),
+        f"pulled {', '.join(sorted(pulled)) or 'none'}"
+        + (f"; no pod runs {', '.join(unpulled)}" if unpulled else "")
+        + (f"; in ECR, its Deployments at zero replicas: {', '.join(idle)}" if idle else ""),
     )
 
 
@@ -153,7 +154,8 @@ def pod_identity_token(ctx: Context) -> Outcome:
     """The image pods carry EKS Pod Identity's projected token (their AWS credentials without an API token)."""
     pods = serving_pods(ctx, "--selector", IMAGE_POD_SELECTOR)
     if not pods:
-        return failed(f"no pods with {IMAGE_POD_SELECTOR}")
+        reason = at_rest(ctx)
+        return skipped(reason) if reason else failed(f"no pods with {IMAGE_POD_SELECTOR}")
     without = [
         p["metadata"]["name"]
         for p in pods
@@ -238,11 +240,14 @@ def metric_value(metric: dict[str, Any]) -> str | None:
 
 def keda_triggers(ctx: Context) -> Outcome:
     """Every ScaledObject is Ready and its HPA has a current value for every metric (the triggers read real
-    metrics through the workload identity)."""
+    metrics through the workload identity). At zero replicas the HPA is idle and reads nothing; KEDA itself reads
+    the triggers then and, with no fallback set (ours set none), marks the ScaledObject Ready False "TriggerError"
+    when they fail (kedacore/keda pkg/scaling/executor/scale_scaledobjects.go), so Ready is the evidence there."""
     scaled = ctx.kube.items("scaledobjects.keda.sh")
     if not scaled:
         return failed(f"no ScaledObjects in namespace {ctx.kube.namespace}")
     hpas = {h["metadata"]["name"]: h for h in ctx.kube.items("horizontalpodautoscalers")}
+    sizes = {d["metadata"]["name"]: replicas(d) for d in ctx.kube.items("deployments")}
     problems: list[str] = []
     shown: list[str] = []
     for obj in scaled:
@@ -253,6 +258,10 @@ def keda_triggers(ctx: Context) -> Outcome:
         hpa_name = obj.get("status", {}).get("hpaName", f"keda-hpa-{name}")
         metrics = (hpas.get(hpa_name) or {}).get("status", {}).get("currentMetrics") or []
         values = [metric_value(m) for m in metrics]
+        target = obj.get("spec", {}).get("scaleTargetRef", {}).get("name", "")
+        if not any(v is not None for v in values) and sizes.get(target) == 0:
+            shown.append(f"{name} Ready, at zero replicas (its HPA reads no metric until KEDA starts a pod)")
+            continue
         if not values or None in values:
             problems.append(f"{name}: {hpa_name} has no current value for {values.count(None) or 'any'} metric(s)")
             continue

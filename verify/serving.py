@@ -11,7 +11,8 @@ from botocore.exceptions import ClientError
 from common.model_store.layout import COMPLETE_MARKER
 from verify.context import Context
 from verify.kube import KubeError
-from verify.platform import IMAGE_POD_SELECTOR, serving_pods
+from verify.platform import serving_pods
+from verify.pools import IMAGE_POD_SELECTOR, at_rest
 from verify.result import Check, Outcome, Status, failed, passed, skipped, verdict
 from verify.stacks import SERVING, stack_resources
 
@@ -49,17 +50,28 @@ def model_weights(ctx: Context) -> Outcome:
 
 
 def neuron_artifacts(ctx: Context) -> Outcome:
-    """The Neuron compile's artifacts and their completion marker."""
+    """Each served size's compiled artifacts and its completion marker: the compile writes one folder per size
+    under the prefix (common/model_store/layout.py `shape_prefix`), each with its own marker."""
     uri = ctx.output(SERVING, "NeuronArtifactsUri")
     if uri is None:
         return skipped("no Neuron compile in this stack (no NeuronArtifactsUri output)")
+    sizes = (ctx.output(SERVING, "NeuronCompiledSizes") or "").split(",")
+    if not any(sizes):
+        return failed(f"stack {SERVING} has no NeuronCompiledSizes output (deploy this checkout's stack)")
     bucket, prefix = split_s3_uri(uri)
-    listed = ctx.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=100).get("Contents", [])
-    files = [o["Key"] for o in listed if not o["Key"].endswith(COMPLETE_MARKER)]
-    if not files:
-        return failed(f"no artifacts under s3://{bucket}/{prefix}")
-    marker = marker_at(ctx, uri)
-    return verdict(marker.status == Status.PASS, f"{len(files)} files; {marker.evidence}")
+    found: list[str] = []
+    missing: list[str] = []
+    for size in sizes:
+        folder = f"{prefix}{size}/"
+        listed = ctx.client("s3").list_objects_v2(Bucket=bucket, Prefix=folder, MaxKeys=100).get("Contents", [])
+        files = [o["Key"] for o in listed if not o["Key"].endswith(COMPLETE_MARKER)]
+        marker = marker_at(ctx, f"s3://{bucket}/{folder}")
+        if not files or marker.status != Status.PASS:
+            missing.append(f"{size}: {len(files)} files, {'a' if marker.status == Status.PASS else 'no'} marker")
+        else:
+            found.append(f"{size}: {len(files)} files and marker")
+    evidence = "; ".join(missing or found) + f" (s3://{bucket}/{prefix})"
+    return verdict(not missing, evidence)
 
 
 def dashboards(ctx: Context) -> Outcome:
@@ -151,7 +163,8 @@ def sign_in_before_pods(ctx: Context) -> Outcome:
     created = config_map["metadata"]["creationTimestamp"]
     pods = serving_pods(ctx, "--selector", IMAGE_POD_SELECTOR)
     if not pods:
-        return failed(f"no pods with {IMAGE_POD_SELECTOR}")
+        reason = at_rest(ctx)
+        return skipped(reason) if reason else failed(f"no pods with {IMAGE_POD_SELECTOR}")
     # RFC 3339 UTC timestamps as the API server writes them compare as strings.
     older = [p["metadata"]["name"] for p in pods if p["metadata"]["creationTimestamp"] <= created]
     ungated = [
@@ -201,7 +214,8 @@ def network_policy_blocks_pods(ctx: Context) -> Outcome:
         return skipped("no routing controller to call from (routingMode is not cost-with-failover)")
     addresses = [a for p in serving_pods(ctx, "--selector", IMAGE_POD_SELECTOR) if (a := pod_address(p))]
     if not addresses:
-        return failed(f"no pod with {IMAGE_POD_SELECTOR} has an address")
+        reason = at_rest(ctx)
+        return skipped(reason) if reason else failed(f"no pod with {IMAGE_POD_SELECTOR} has an address")
     (ip, port), source = addresses[0], controllers[0][0]
     said = ctx.kube.run("exec", f"deployment/{source}", "--", "python", "-c", PROBE, ip, str(port)).strip()
     return verdict(said == "timed out", f"{source} -> {ip}:{port}: {said}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from cdk import versions
@@ -22,6 +22,7 @@ from cdk.config.context import ConfigError, Context
 from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
 from cdk.config.llm import LlmConfig
 from cdk.config.observability import ObservabilityConfig
+from cdk.config.pool_capacity import PoolUse, pool_rooms
 from cdk.config.serving import ServingConfig
 
 NodeProvisioner = Literal["karpenter", "managed"]
@@ -193,6 +194,14 @@ class AppConfig:
         families = {c.name: c.instance_families for c in capacity}
         # Managed node groups launch one type per family; Karpenter whatever a pod's nodeSelector names.
         node_types = {c.name: managed_instance_types(c) for c in capacity} if provisioner == "managed" else None
+        serving = ServingConfig.from_context(
+            values, accelerators=[c.name for c in capacity], instance_families=families, node_instance_types=node_types
+        )
+        llm = LlmConfig.from_context(
+            values, accelerators=[c.name for c in capacity], instance_families=families, node_instance_types=node_types
+        )
+        limits = {c.name: (c.max_vcpu, c.max_nodes if provisioner == "managed" else None) for c in capacity}
+        rooms = pool_rooms(limits, pool_uses(serving, llm))
         return cls(
             environment=environment,
             cluster_name=cluster_name,
@@ -210,19 +219,25 @@ class AppConfig:
             access=AccessConfig.from_context(values),
             flow_log_retention_days=retention,
             observability=ObservabilityConfig.from_context(ctx),
-            serving=ServingConfig.from_context(
-                values,
-                accelerators=[c.name for c in capacity],
-                instance_families=families,
-                node_instance_types=node_types,
-            ),
-            llm=LlmConfig.from_context(
-                values,
-                accelerators=[c.name for c in capacity],
-                instance_families=families,
-                node_instance_types=node_types,
-            ),
+            serving=replace(serving, pool_rooms=rooms),
+            llm=llm,
         )
+
+
+def pool_uses(serving: ServingConfig, llm: LlmConfig | None) -> dict[str, list[PoolUse]]:
+    """The Deployments each accelerated pool runs at their maximum: the image pool's and the LLM's."""
+    uses: dict[str, list[PoolUse]] = {}
+    for name, per in serving.per_accelerator.items():
+        s = name[0].upper() + name[1:]
+        uses.setdefault(name, []).append(
+            PoolUse(f"scalingMaxReplicas{s}", f"servingInstanceType{s}", per.instance, per.max_replicas)
+        )
+    for name, replica in (llm.per_accelerator if llm else {}).items():
+        s = name[0].upper() + name[1:]
+        uses.setdefault(name, []).append(
+            PoolUse(f"llmMaxReplicas{s}", f"llmInstanceType{s}", replica.instance, replica.max_replicas)
+        )
+    return uses
 
 
 def managed_instance_types(capacity: AcceleratorCapacity) -> tuple[str, ...]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
 from cdk.config.front_door import FrontDoorConfig
 from cdk.config.instances import read_instance_type
+from cdk.config.pool_capacity import PoolRoom
 from cdk.image.families import FAMILIES as IMAGE_FAMILIES
 from cdk.instance_types import InstanceType
 
@@ -182,6 +183,9 @@ class ServingConfig:
 
     routing_controller: RoutingControllerConfig
     jobs: JobsConfig
+    # Each accelerated pool's room at its maximum replicas (cdk/config/pool_capacity.py): AppConfig sets it from the
+    # platform's limits; empty where only the serving settings were read.
+    pool_rooms: Mapping[str, PoolRoom] = field(default_factory=dict)
 
     @property
     def runs_routing_controller(self) -> bool:

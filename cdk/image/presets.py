@@ -54,6 +54,9 @@ class PodSize:
     devices: int
     seconds_per_image: float  # the cost routing's and the dashboards' input (costSecondsPerImage<Acc>)
     startup_timeout_s: int
+    # scalingMaxReplicas<Acc>: as many pods as cdk.json's <acc>MaxVcpu holds nodes of `instance`
+    # (cdk/config/pool_capacity.py stops a synth whose maximum the limit cannot reach).
+    max_replicas: int = 4
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class ImagePreset:
             "servingInstanceTypeNvidia": self.nvidia.instance.name,
             "costSecondsPerImageNvidia": self.nvidia.seconds_per_image,
             "servingStartupTimeoutSecondsNvidia": self.nvidia.startup_timeout_s,
+            "scalingMaxReplicasNvidia": self.nvidia.max_replicas,
             "nvidiaInstanceFamilies": list(self.nvidia_families),
             "servingNeuronDevices": self.neuron.devices,
             "servingCpuNeuron": self.neuron.cpu,
@@ -105,6 +109,7 @@ class ImagePreset:
             "servingInstanceTypeNeuron": self.neuron.instance.name,
             "costSecondsPerImageNeuron": self.neuron.seconds_per_image,
             "servingStartupTimeoutSecondsNeuron": self.neuron.startup_timeout_s,
+            "scalingMaxReplicasNeuron": self.neuron.max_replicas,
             "neuronCompileInstanceType": plan.instance.name,
             "neuronCompileShapes": list(plan.shapes),
             "neuronCompileTensorParallelSize": plan.tensor_parallel_size,
@@ -174,7 +179,8 @@ SDXL_BASE: Final = ImagePreset(
 # T5-XXL encoder in bf16, about 33 GB = 31 GiB -> 32. On Neuron, optimum-neuron's advice: tensor parallel 8 on an
 # inf2.24xlarge for compile and inference (8 NeuronCores = 4 devices of its 6). On NVIDIA the bf16 weights do not fit
 # a 24 GB A10G or L4; an L40S (48 GB, g6e.xlarge) holds them. schnell takes about 4 steps: the seconds per image are
-# an estimate until the benchmark on first deploy replaces them.
+# an estimate until the benchmark on first deploy replaces them. One Neuron pod at most: cdk.json's neuronMaxVcpu =
+# 192 holds two 96-vCPU nodes, the serving pod's and a surge pod's (or the compile's) while it rolls.
 FLUX_SCHNELL: Final = ImagePreset(
     name="flux-schnell",
     model_id=Sourced("black-forest-labs/FLUX.1-schnell", f"{_OPTIMUM_NEURON}/flux.mdx"),
@@ -184,7 +190,7 @@ FLUX_SCHNELL: Final = ImagePreset(
     size_gi=Sourced(32, "12 B transformer + 4.7 B T5-XXL in bf16: about 33 GB = 31 GiB"),
     cache_gi=48,
     neuron_compile=NeuronCompilePlan(INF2_24XLARGE, ("1024x1024", "896x1152", "1152x896"), 8, 32, 192, 170),
-    neuron=PodSize(INF2_24XLARGE, 16, 128, 4, 4.0, 2400),
+    neuron=PodSize(INF2_24XLARGE, 16, 128, 4, 4.0, 2400, max_replicas=1),
     nvidia=PodSize(G6E_XLARGE, 3, 24, 1, 4.0, 1800),
     nvidia_families=("g6e",),  # L40S, 48 GB
 )

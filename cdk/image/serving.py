@@ -334,6 +334,13 @@ class ImageServing(Workload):
         CfnOutput(stack, "ModelWeightsUri", value=s3_uri(self.weights_bucket_name, self.weights_key))
         if self.compile_job is not None:
             CfnOutput(stack, "NeuronArtifactsUri", value=s3_uri(bucket.bucket_name, njob.artifact_prefix(cfg)))
+            # `make verify` checks each size's folder and marker under NeuronArtifactsUri (verify/serving.py).
+            CfnOutput(
+                stack,
+                "NeuronCompiledSizes",
+                value=",".join(size.key for size in njob.compile_sizes(cfg)),
+                description="The image sizes compiled, one folder each under NeuronArtifactsUri",
+            )
             CfnOutput(
                 stack,
                 "NeuronCompileRerunCommand",

@@ -85,7 +85,7 @@ class LlmPreset:
         return values
 
 
-# 4 vCPU / 16 GiB nodes leave 3920m and 14162Mi allocatable, less 681m/281Mi (Neuron) or 675m/281Mi (NVIDIA) of
+# 4 vCPU / 16 GiB nodes leave 3920m and 14162Mi allocatable, less 731m/311Mi (Neuron) or 725m/311Mi (NVIDIA) of
 # DaemonSets (cdk/node_fit.py) and the gateway's 250m/256Mi: 2.5 vCPU and 12 GiB for vLLM fit with room to spare.
 _SMALL_NODE_CPU: Final = 2.5
 _SMALL_NODE_MEMORY_GI: Final = 12

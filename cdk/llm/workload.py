@@ -384,6 +384,8 @@ def deployment(
     return accelerator_deployment(
         deployment_name(acc),
         cfg,
+        accelerator=acc.name,
+        instance=llm.per_accelerator[acc.name].instance,
         selector=selector_labels(acc),
         labels=labels,
         pod_spec=pod_spec,

@@ -11,7 +11,9 @@ from typing import Any, Final
 from cdk import versions
 from cdk.accelerators import Accelerator, needs_neuron_scheduler
 from cdk.checkov import k8s_skip_annotations
+from cdk.config.pool_capacity import rolling_update
 from cdk.config.serving import ServingConfig
+from cdk.instance_types import InstanceType
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 
@@ -196,13 +198,17 @@ def accelerator_deployment(
     name: str,
     cfg: ServingConfig,
     *,
+    accelerator: str,
+    instance: InstanceType,
     selector: Mapping[str, str],
     labels: Mapping[str, str],
     pod_spec: dict[str, Any],
     skips: Mapping[str, str],
 ) -> Manifest:
     """A Deployment of a workload's pods on accelerator nodes, without `replicas`: its
-    ScaledObject owns that. `skips`: the Checkov checks it does not meet, each with its reason."""
+    ScaledObject owns that. It rolls by surging one pod on an `instance` node where `accelerator`'s pool has room
+    for one at its maximum, else one pod down at a time (cdk/config/pool_capacity.py). `skips`: the Checkov
+    checks it does not meet, each with its reason."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -215,8 +221,10 @@ def accelerator_deployment(
         "spec": {
             "revisionHistoryLimit": 5,
             "selector": {"matchLabels": dict(selector)},
-            # Accelerator capacity is scarce: never surge above max, replace one pod at a time.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": rolling_update(cfg.pool_rooms.get(accelerator), instance),
+            },
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }

@@ -121,8 +121,8 @@ def test_a_disabled_accelerators_llm_settings_are_not_required():
         (
             {"llmCpuNeuron": 3},
             "configuration error: the LLM pod on neuron requests 3250m CPU and 12544 MiB; with the platform's "
-            "DaemonSets (681m, 281 MiB) that is more than 'llmInstanceTypeNeuron' = 'inf2.xlarge' offers (3920m, "
-            "14162 MiB allocatable): lower 'llmCpuNeuron' by 11m, or pick a larger 'llmInstanceTypeNeuron'",
+            "DaemonSets (731m, 311 MiB) that is more than 'llmInstanceTypeNeuron' = 'inf2.xlarge' offers (3920m, "
+            "14162 MiB allocatable): lower 'llmCpuNeuron' by 61m, or pick a larger 'llmInstanceTypeNeuron'",
         ),
     ],
     ids=["config", "pod-fit"],

@@ -106,7 +106,7 @@ def test_each_image_preset_names_the_cheapest_instance_of_its_families_that_fits
         (
             {"servingCpuNvidia": 3.5},
             lambda cfg: image_pod("nvidia", cfg),
-            "lower 'servingCpuNvidia' by 255m, or pick a larger 'servingInstanceTypeNvidia'",
+            "lower 'servingCpuNvidia' by 305m, or pick a larger 'servingInstanceTypeNvidia'",
         ),
         ({"servingMemoryGiNeuron": 14}, lambda cfg: image_pod("neuron", cfg), "lower 'servingMemoryGiNeuron' by"),
         (
@@ -118,7 +118,7 @@ def test_each_image_preset_names_the_cheapest_instance_of_its_families_that_fits
         (
             {"neuronCompileMemoryGi": 120},
             compile_pod,
-            "the Neuron compile pod requests 16000m CPU and 122880 MiB; with the platform's DaemonSets (681m, 281 MiB) "
+            "the Neuron compile pod requests 16000m CPU and 122880 MiB; with the platform's DaemonSets (731m, 311 MiB) "
             "that is more than 'neuronCompileInstanceType' = 'inf2.8xlarge' offers",
         ),
     ],
@@ -156,8 +156,8 @@ def test_an_instance_the_pool_cannot_launch_names_the_setting(given, message):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"llmCpuNeuron": 3}, "lower 'llmCpuNeuron' by 11m, or pick a larger 'llmInstanceTypeNeuron'"),
-        ({"llmMemoryGiNvidia": 14}, "lower 'llmMemoryGiNvidia' by 711 MiB"),
+        ({"llmCpuNeuron": 3}, "lower 'llmCpuNeuron' by 61m, or pick a larger 'llmInstanceTypeNeuron'"),
+        ({"llmMemoryGiNvidia": 14}, "lower 'llmMemoryGiNvidia' by 741 MiB"),
     ],
 )
 def test_an_llm_pod_too_large_for_its_instance_stops_the_synth_naming_the_setting(extra, message):
@@ -173,7 +173,7 @@ def test_the_check_reads_the_pod_it_is_given():
     spec = copy.deepcopy(pod(build(ACCELERATORS["nvidia"], llm, cfg)))
     spec["containers"][1]["resources"]["requests"]["cpu"] = "2"  # the gateway grown past the node
     settings = FitSettings("a pod", "instanceKey", "cpuKey", "memoryKey", "devicesKey")
-    with pytest.raises(ConfigError, match=re.escape("lower 'cpuKey' by 1255m, or pick a larger 'instanceKey'")):
+    with pytest.raises(ConfigError, match=re.escape("lower 'cpuKey' by 1305m, or pick a larger 'instanceKey'")):
         require_fit(spec, llm.per_accelerator["nvidia"].instance, settings)
     gpus = copy.deepcopy(pod(build(ACCELERATORS["nvidia"], llm, cfg)))
     gpus["containers"][0]["resources"]["requests"][ACCELERATORS["nvidia"].resource_name] = 2

@@ -163,6 +163,8 @@ def test_a_failed_compile_is_rerun_from_a_suspended_cronjob_with_the_same_spec(s
     assert validate_all([job, cron], serving.platform.kubernetes_version) == []
     outputs = platform_synth.raw_templates[SERVING]["Outputs"]
     command = outputs["NeuronCompileRerunCommand"]["Value"]
+    # `make verify` checks each size's folder and marker (verify/serving.py): the sizes the compile was given.
+    assert outputs["NeuronCompiledSizes"]["Value"] == ",".join(s.key for s in njob.compile_sizes(serving.config))
     assert f"create job --from=cronjob/{njob.RERUN_CRONJOB} " in command
     assert f"-n {serving.config.namespace} " in command
 

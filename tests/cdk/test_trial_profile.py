@@ -51,6 +51,13 @@ def test_no_accelerated_pod_is_kept_up_at_rest(trial_synth: Synth, objects: list
     assert requirements["karpenter.sh/capacity-type"] == ["spot", "on-demand"]
 
 
+def test_the_one_node_pool_rolls_an_update_in_place(objects: list[dict[str, Any]]) -> None:
+    # A surge pod would need a second g6.xlarge that limits.cpu = 4 forbids: the rollout would wait for the pool to
+    # scale to zero. One pod down at a time instead (its node stays for the new pod).
+    strategy = named(objects, "Deployment")["sd-gpu"]["spec"]["strategy"]
+    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
 def test_the_starting_gate_wakes_the_pool_it_fronts(objects: list[dict[str, Any]]) -> None:
     (ingress,) = named(objects, "Ingress").values()
     backends = {p["backend"]["service"]["name"] for r in ingress["spec"]["rules"] for p in r["http"]["paths"]}
@@ -125,3 +132,19 @@ def test_the_readme_states_the_trials_cost_at_rest_and_time_to_first_image(trial
     assert f"${cost.usd_per_hour:.2f} an hour" in readme
     low, high = first_image_minutes()
     assert re.search(rf"\b{low}-{high} minutes\b", readme)
+
+
+def test_every_trial_deploy_shown_goes_through_make_deploy() -> None:
+    # `cdk deploy` without make passes no deployerArn, so the deployer gets no access entry and no kubectl.
+    docs = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    bare = [
+        f"{path.name}: {line.strip()}"
+        for path in docs
+        for line in path.read_text().splitlines()
+        if "profile=trial" in line and "cdk deploy" in line
+    ]
+    assert bare == []
+    shown = [p.name for p in docs if 'make deploy DEPLOY_ARGS="-c profile=trial' in p.read_text()]
+    assert {"README.md", "trial.md"} <= set(shown)
+    recipe = re.search(r"^deploy:.*\n((?:\t.*\n)+)", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe and re.search(r'cdk deploy --all -c deployerArn="\$\$deployer" \$\(DEPLOY_ARGS\)', recipe[1])

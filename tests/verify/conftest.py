@@ -151,18 +151,25 @@ def pod(
 
 
 def deployment(
-    name: str, images: tuple[str, ...] = (), *, service_account: str = "default", ready: int = 1, replicas: int = 1
+    name: str,
+    images: tuple[str, ...] = (),
+    *,
+    service_account: str = "default",
+    ready: int = 1,
+    replicas: int = 1,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Deployment as the API server reports it."""
+    """A Deployment as the API server reports it; `labels` are its pods'."""
     return {
         "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
             "template": {
+                "metadata": {"labels": labels or {}},
                 "spec": {
                     "serviceAccountName": service_account,
                     "containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)],
-                }
+                },
             },
         },
         "status": {"readyReplicas": ready},

