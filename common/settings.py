@@ -44,7 +44,10 @@ class ServiceSettings(BaseSettings):
 
     # Bounds on a request and on connections.
     max_header_bytes: int = Field(
-        16 * 1024, ge=1024, le=1024 * 1024, description="request line + headers; larger gets a 431 and is closed"
+        16 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="request line + headers, and a chunked body's trailer section apart; larger: a 431, closed",
     )
     header_timeout_s: float = Field(
         10.0, gt=0.0, le=300.0, description="a connection that does not finish its headers in time is closed"
@@ -56,7 +59,10 @@ class ServiceSettings(BaseSettings):
         description="a request whose body has not arrived this long after its headers gets a 408 and is closed",
     )
     max_header_count: int = Field(
-        100, ge=8, le=10000, description="request header fields; more get a 431 and the connection is closed"
+        100,
+        ge=8,
+        le=10000,
+        description="request header fields, and trailer fields apart; more get a 431 and the connection is closed",
     )
     write_timeout_s: float = Field(
         30.0,

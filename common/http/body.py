@@ -5,6 +5,10 @@ whole body before reading (Python's urllib, a load balancer) reads the 413 inste
 a client that sent `Expect: 100-continue` waits for an invitation before it sends the body, and is refused
 without one. The image service reads every route's body through it (app/api/middleware.py), the gateway
 its generations' bodies.
+
+A chunked body's trailer section never reaches it (uvicorn passes no trailers to the app): the server bounds it
+(common/http/protocol.py: MAX_HEADER_BYTES, MAX_HEADER_COUNT, within BODY_TIMEOUT_S) while `receive` waits for
+the body's end, here as anywhere.
 """
 
 from __future__ import annotations

@@ -12,6 +12,16 @@ third of h11's added time to first token at 64 streams) and adds:
   gets a 431 whether it arrives in one read, dribbled, or pipelined behind another request.
 - Header count: a head with more than MAX_HEADER_COUNT fields gets a 431 too (many tiny fields cost more to parse
   and hold than their bytes suggest).
+- Trailers: llhttp reports the trailer fields after a chunked body through the same callbacks as a head's, so the
+  trailer section is bounded as a head is (MAX_HEADER_BYTES, a field that never ends included, and
+  MAX_HEADER_COUNT: a 431), and its fields are then dropped (RFC 9112 section 7.1.2 lets a recipient discard them;
+  nothing here reads them). uvicorn would append them to the request's headers while the app runs, which RFC 9110
+  section 6.5.1 forbids: a trailer could add a field the app reads later. Its time is the body's.
+- Host: an HTTP/1.1 request without a Host field, and any request with two or with an invalid value, gets a 400
+  (RFC 9112 section 3.2); an HTTP/1.0 request without one is served, as that section asks Host only of HTTP/1.1.
+- Upgrades: a request to switch protocols (a WebSocket handshake, h2c) or a CONNECT gets a 400 and the connection is
+  closed: no service here serves another protocol (the Gradio UI uses none), and llhttp stops parsing HTTP at such a
+  head (an upgrade's body is left unread), so it cannot be served as plain HTTP/1.1 either.
 - Head time: a connection whose request line and headers are not complete within HEADER_TIMEOUT_S of its first
   byte (or of being opened) is closed.
 - Body time: a request whose body is not complete within BODY_TIMEOUT_S of its headers gets a 408.
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import resource
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +64,8 @@ upstream connections."""
 CUT_STATUS_STATE_KEY = "cut_status"
 """Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
 HTTP_VERSIONS = ("1.0", "1.1")
+HOST_VALUE = re.compile(rb"(\[[0-9A-Za-z._~!$&'()*+,;=:-]*\]|[0-9A-Za-z._~%!$&'()*+,;=-]*)(:[0-9]*)?")
+"""A Host field's value: uri-host [ ":" port ] (RFC 9110 section 7.2, RFC 3986 section 3.2.2); empty is allowed."""
 
 BODY_NOWAIT = "common.http.body_nowait"
 """The scope extension under which a request finds its `BodyNowait`."""
@@ -90,6 +103,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes of the current head's finished fields, as llhttp reports them
         self._raw_head_bytes = 0  # bytes of the reads that ended with the current head still open
         self._header_count = 0
+        self._last_chunk_may_open = False  # a chunk-size line came with no data yet: perhaps the last, trailers next
+        self._chunk_line_this_read = False  # that chunk-size line came in the read being parsed
         self._refusal: tuple[str, str] | None = None  # the answer to the head being refused
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
@@ -111,25 +126,28 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if not self._in_body and self._header_timer is None and data:
             self._arm_header_timer()
         self._unset_keepalive_if_required()
+        self._chunk_line_this_read = False
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
-            return
-        except httptools.HttpParserError:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            # An upgrade is refused at its head (on_headers_complete), so llhttp never gets to signal one.
             refusal, self._refusal = self._refusal, None
             status, message = refusal or ("400 Bad Request", "malformed HTTP request")
             self._refuse(status, message)
             return
+        # llhttp buffers a field until its end, so a field that never ends is seen only here, in the raw bytes.
         if self._head_open:
-            # llhttp buffers a field until its end, so a field that never ends is seen only here, in the raw bytes
-            # (the part of this read before the head began counts too, which errs on the side of refusing).
+            # The part of this read before the head began counts too, which errs on the side of refusing.
             self._raw_head_bytes += len(data)
-            if self._raw_head_bytes > self.max_header_bytes:
-                self._refuse("431 Request Header Fields Too Large", self._too_large())
+        elif self._last_chunk_may_open:
+            # In the read that brought the chunk-size line, only its unfinished last line is a trailer field still
+            # open (before it: body, the chunk-size line, finished fields, which on_header counted); after that
+            # read, every byte is the trailer section's.
+            self._raw_head_bytes += len(data) - data.rfind(b"\n") - 1 if self._chunk_line_this_read else len(data)
+        else:
+            return
+        if self._raw_head_bytes > self.max_header_bytes:
+            self._refuse("431 Request Header Fields Too Large", self._too_large())
 
     # Parser callbacks
     def on_message_begin(self) -> None:
@@ -144,32 +162,51 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        """Count the field against MAX_HEADER_BYTES and MAX_HEADER_COUNT."""
+        """Count the field against MAX_HEADER_BYTES and MAX_HEADER_COUNT; a trailer field (llhttp reports one after
+        the body) is counted the same way, then dropped."""
         self._header_count += 1
         if self._header_count > self.max_header_count:
             self._refusal = (
                 "431 Request Header Fields Too Large",
-                f"more than {self.max_header_count} request header fields",
+                f"more than {self.max_header_count} request {self._section()} fields",
             )
             raise _Refused
         self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        if not self._in_body:
+            super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        """Stop the head clock, refuse HTTP/0.9, start the body clock (stopped again at once without a body)."""
+        """Stop the head clock; refuse HTTP/0.9, a missing, repeated or invalid Host, and upgrades; start the body
+        clock (stopped again at once without a body), and the trailer section's counts."""
         self._head_open = False
         self._cancel_header_timer()
-        if self.parser.get_http_version() not in HTTP_VERSIONS:
-            self._refusal = ("400 Bad Request", "HTTP/1.0 or HTTP/1.1 only")
+        refusal = self._head_refusal()
+        if refusal is not None:
+            self._refusal = ("400 Bad Request", refusal)
             raise _Refused
         super().on_headers_complete()
         self._in_body = True
+        self._head_bytes = self._raw_head_bytes = self._header_count = 0
         if self._body_timer is None:
             self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_too_slow)
 
+    def on_chunk_header(self) -> None:
+        """A chunk-size line: if it is the last chunk's, a trailer section follows, counted until it ends."""
+        self._last_chunk_may_open = self._chunk_line_this_read = True
+        self._raw_head_bytes = 0
+
+    def on_body(self, body: bytes) -> None:
+        """Body bytes: the chunk being read is not the last."""
+        self._last_chunk_may_open = False
+        super().on_body(body)
+
+    def on_chunk_complete(self) -> None:
+        """A chunk (or the trailer section, after the last) is over."""
+        self._last_chunk_may_open = False
+
     def on_message_complete(self) -> None:
         """The request is in: stop the body clock; the next bytes are a new head."""
-        self._in_body = False
+        self._in_body = self._last_chunk_may_open = False
         self._cancel_body_timer()
         super().on_message_complete()
 
@@ -201,10 +238,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._forget()
         super().connection_lost(exc)
 
-    def handle_websocket_upgrade(self) -> None:
-        """The connection becomes another protocol's: stop counting and timing it here."""
-        self._forget()
-        super().handle_websocket_upgrade()
+    def _head_refusal(self) -> str | None:
+        """Why the head just parsed is refused (a 400), or None."""
+        version = self.parser.get_http_version()
+        if version not in HTTP_VERSIONS:
+            return "HTTP/1.0 or HTTP/1.1 only"
+        hosts = [value for name, value in self.headers if name == b"host"]
+        if len(hosts) > 1:
+            return "more than one Host header field"
+        if not hosts and version == "1.1":
+            return "an HTTP/1.1 request needs a Host header field"
+        if hosts and HOST_VALUE.fullmatch(hosts[0]) is None:
+            return "the Host header field is not a host name or address with an optional port"
+        if self.parser.should_upgrade():  # an Upgrade named in Connection, or CONNECT
+            upgrade = self._get_upgrade()
+            asked = f"an upgrade to {upgrade[:40].decode('latin-1')}" if upgrade else self.parser.get_method().decode()
+            return f"{asked} is not served here: this server speaks plain HTTP/1.1 only"
+        return None
 
     def _count(self, size: int) -> None:
         self._head_bytes += size
@@ -212,20 +262,25 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._refusal = ("431 Request Header Fields Too Large", self._too_large())
             raise _Refused
 
+    def _section(self) -> str:
+        """What is being counted: the head's fields, or the trailer section's after a chunked body."""
+        return "trailer" if self._in_body else "header"
+
     def _too_large(self) -> str:
-        return f"request headers larger than {self.max_header_bytes} bytes"
+        return f"request {self._section()}s larger than {self.max_header_bytes} bytes"
 
     def _refuse(self, status: str, message: str) -> None:
-        """Answer a request the protocol will not serve and close. A bad body cuts its own request; a bad head
-        behind a request still being answered waits for that answer (parsing stops here)."""
+        """Answer a request the protocol will not serve and close. A bad body (or trailer section) cuts its own
+        request, answered if its answer has not started; a bad head behind a request still being answered waits for
+        that answer (parsing stops here)."""
         self._cancel_header_timer()
+        if self._in_body:
+            self._cut(status, message)
+            return
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
-            if self._in_body:
-                self._cut(status, message)
-            else:
-                self._refusal = (status, message)
-                self.flow.pause_reading()
+            self._refusal = (status, message)
+            self.flow.pause_reading()
             return
         self._answer_and_close(status, message)
 
@@ -435,5 +490,6 @@ def server_config(
         timeout_keep_alive=settings.keep_alive_s,
         log_config=None,  # keep our JSON logging
         access_log=False,  # each service logs one line per request itself
+        ws="none",  # upgrades are refused (the protocol's _head_refusal), whatever WebSocket library is installed
         **options,
     )

@@ -257,3 +257,50 @@ def test_an_aborted_upload_is_logged_as_499_not_500(held_service, caplog):
     # The service is shared: an earlier test's request may still log its 200 here; ours is the 499.
     held.wait_until(lambda: 499 in request_log_statuses(caplog, "/v1/generate"))
     assert 500 not in request_log_statuses(caplog, "/v1/generate")
+
+
+def test_a_trailer_field_that_never_ends_gets_a_431_not_the_body_timeouts_408(held_service):
+    """llhttp reports trailers after the body, when the head's bound was no longer counted: an unterminated trailer
+    field grew until the body timeout (a 408), copied on every read."""
+    live, _ = held_service
+    sock = connect(live.url)
+    sock.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-T: ")
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused while still writing: fine
+        for _ in range(2 * live.settings.max_header_bytes // 1024):
+            sock.sendall(b"a" * 1024)
+    answer = read_until_closed(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+    assert error == f"request trailers larger than {live.settings.max_header_bytes} bytes"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param(b"GET /health HTTP/1.1\r\n\r\n", id="no-host"),
+        pytest.param(b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", id="two-hosts"),
+        pytest.param(
+            b"GET / HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            id="websocket",
+        ),
+    ],
+)
+def test_a_head_without_one_host_or_asking_for_a_websocket_gets_a_json_400(held_service, head):
+    live, _ = held_service
+    sock = connect(live.url)
+    sock.sendall(head)
+    answer = read_until_closed(sock)  # closed after the answer
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+
+
+def test_an_http_1_0_probe_without_host_is_served(held_service):
+    """RFC 9112 section 3.2 asks Host only of HTTP/1.1 requests."""
+    live, _ = held_service
+    sock = connect(live.url)
+    sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+    assert read_until_closed(sock).startswith(b"HTTP/1.1 200")
+    sock.close()
