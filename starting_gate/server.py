@@ -64,12 +64,11 @@ class Gate:
         self._draining = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # No WebSocket scope reaches it: the shared server refuses upgrades (common/http/protocol.py).
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["type"] == "http":
+        else:
             await self._http(scope, receive, send)
-        else:  # a WebSocket: nothing behind the gate serves one
-            await send({"type": "websocket.close", "code": 1008})
 
     async def drain(self, timeout_s: float) -> None:
         """Refuse new requests; give those in flight `timeout_s` to finish, then cut them."""

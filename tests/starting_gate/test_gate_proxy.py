@@ -136,6 +136,13 @@ def test_the_gate_bounds_heads_and_silent_connections():
             started = time.monotonic()
             assert silent.recv(1) == b""  # closed by the gate, not by the test's timeout
             assert time.monotonic() - started < 8
+        for head in (
+            b"GET / HTTP/1.1\r\n\r\n",  # no Host
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        ):
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                raw.sendall(head)
+                assert raw.recv(65536).startswith(b"HTTP/1.1 400 ")
         assert httpx.get(gate.url + "/health", timeout=10).status_code == 200
 
 
