@@ -21,6 +21,7 @@ API_PORT = 443
 # AL2023's root device; 8 GiB is the size of its standard AMI's root snapshot (docs/first-deploy.md checks it).
 ROOT_DEVICE = "/dev/xvda"
 ROOT_VOLUME_GIB = 8
+ROOT_VOLUME_TYPE = ec2.EbsDeviceVolumeType.GP3
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 
 
@@ -72,9 +73,7 @@ class KubectlTunnel(Construct):
             block_devices=[
                 ec2.BlockDevice(
                     device_name=ROOT_DEVICE,
-                    volume=ec2.BlockDeviceVolume.ebs(
-                        ROOT_VOLUME_GIB, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3
-                    ),
+                    volume=ec2.BlockDeviceVolume.ebs(ROOT_VOLUME_GIB, encrypted=True, volume_type=ROOT_VOLUME_TYPE),
                 )
             ],
         )

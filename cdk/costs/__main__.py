@@ -10,7 +10,7 @@ from cdk.build import project_defaults, resolve_context
 from cdk.composition import catalog_cost_tables, workloads_for
 from cdk.config import AppConfig
 from cdk.costs import prices
-from cdk.costs.at_rest import cost_at_rest
+from cdk.costs.at_rest import cost_at_rest, markdown_table
 from cdk.costs.observability_bill import log_sources
 
 
@@ -21,10 +21,7 @@ def main(argv: list[str]) -> None:
         resolve_context({**project_defaults(), "exampleEnvironment": True, **overrides}), {}
     )
     cost = cost_at_rest(config, (line for w in workloads_for(config) for line in w.kept_up()))
-    print("| item | per hour |\n| --- | --- |")
-    for line in cost.lines:
-        print(f"| {line.item} | ${line.usd_per_hour:.3f} |")
-    print(f"| **total** | **${cost.usd_per_hour:.2f} an hour (${cost.usd_per_month:,.0f} a month)** |\n")
+    print(markdown_table(cost) + "\n")
     print("| log source | GB a day | per month | volume from |\n| --- | --- | --- | --- |")
     retention = config.flow_log_retention_days
     for source in log_sources(config.observability):

@@ -34,6 +34,13 @@ EKS_CLUSTER_HOUR: Final = Price(
 NAT_GATEWAY_HOUR: Final = Price(
     0.045, "per NAT gateway-hour (plus $0.045/GB processed)", "handbook.getfinops.cloud/reduce-aws-nat-gateway-cost"
 )
+PUBLIC_IPV4_HOUR: Final = Price(
+    0.005,
+    "per public IPv4 address-hour, in use or idle (a NAT gateway's Elastic IP included), since 1 February 2024",
+    "vishalvyas.com/understand-aws-public-ipv4-address-usage-and-pricing ('$0.005 per hour per IP'); "
+    "techspace.co.th optimizing-public-ipv4-address-cost-in-aws (NAT gateways named); the AWS Networking blog, "
+    "'Identify and optimize public IPv4 address usage on AWS'",
+)
 ALB_HOUR: Final = Price(
     0.0225, "per load balancer-hour (plus LCUs)", "docs/platform.md's at-rest table before this change; not re-read"
 )
@@ -52,6 +59,36 @@ CLOUDWATCH_DASHBOARD_MONTH: Final = Price(
     3.0, "per dashboard-month", "factualminds.com/blog/amazon-cloudwatch-pricing-metrics-logs-alarms-dashboards"
 )
 
+KMS_KEY_MONTH: Final = Price(
+    1.0,
+    "per customer managed key-month, prorated hourly; each yearly rotation's new backing key adds to it (AWS cut "
+    "that charge in April 2024: the figure here is a key's first year); a key pending deletion costs nothing",
+    "aws.amazon.com/kms/pricing ('Each AWS KMS key that you create in KMS costs $1/month'; 'There is no charge for "
+    "customer managed KMS keys that are scheduled for deletion'); canglad.com simple-math-of-aws-kms-key-rotation-"
+    "costs (the April 2024 reduction; its new figures are not in the stored corpus)",
+)
+# EBS volumes by CloudFormation's VolumeType, per GB-month of provisioned storage (gp3 with its free baseline of
+# 3,000 IOPS and 125 MB/s, which the volumes here keep).
+EBS_GB_MONTH: Final[dict[str, Price]] = {
+    "gp2": Price(
+        0.10,
+        "per GB-month",
+        "saisci.com/aws/gp2-vs-gp3-cost-comparison-ebs-volumes (from the EBS pricing page, "
+        "N. Virginia: 'gp2 Volume Pricing $0.10 per GB-month of provisioned storage')",
+    ),
+    "gp3": Price(
+        0.08,
+        "per GB-month",
+        "saisci.com/aws/gp2-vs-gp3-cost-comparison-ebs-volumes ('gp3 Storage Pricing $0.08/GB-month', N. Virginia)",
+    ),
+}
+# What `cdk destroy` keeps (docs/platform.md, "What cdk destroy keeps"): the model store's weights and the buckets.
+S3_STANDARD_GB_MONTH: Final = Price(
+    0.023,
+    "per GB-month (S3 Standard, first 50 TB)",
+    "gist.github.com/EverettBerry ('First 50 TB / Month | $0.023 per GB'); not an AWS page",
+)
+
 # On-demand Linux prices of the system node types the docs name (`systemInstanceType`).
 INSTANCE_HOUR: Final[dict[str, Price]] = {
     "t3.medium": Price(
@@ -60,17 +97,37 @@ INSTANCE_HOUR: Final[dict[str, Price]] = {
     "t3.large": Price(0.0832, "per instance-hour", "go-cloud.io/?p=10607 ('t3.large in us-east-1 costs $0.0832/hour')"),
     "m7i.large": Price(
         0.105,
-        "per instance-hour, its 20 GiB gp3 disk included",
-        "docs/platform.md's at-rest table before this change (2 x m7i.large with disks: about $0.21/h); not re-read",
+        "per instance-hour (an upper bound: the figure once included a node's disk, which is now a line of its own)",
+        "docs/platform.md's at-rest table before issue 38 (2 x m7i.large with disks: about $0.21/h); no price of "
+        "m7i.large is in the stored corpus: verify on first deploy (docs/first-deploy.md)",
+    ),
+    # The kubectl tunnel (cdk/constructs/kubectl_tunnel.py INSTANCE_TYPE).
+    "t4g.nano": Price(
+        0.0046,
+        "per instance-hour (region not stated by the source)",
+        "github.com/Fred78290/autoscaled-masterkube-aws templates/machines/arm64.json ('t4g.nano': price 0.0046); "
+        "no us-east-1 figure is in the stored corpus: verify on first deploy (docs/first-deploy.md)",
     ),
 }
 
 
+def ebs_gb_month(volume_type: str) -> Price:
+    """The price of an EBS volume type (CloudFormation's VolumeType, e.g. gp3); a type the table lacks is named."""
+    try:
+        return EBS_GB_MONTH[volume_type]
+    except KeyError:
+        raise KeyError(
+            f"no price for EBS volume type {volume_type!r} in cdk/costs/prices.py: add it with its source"
+        ) from None
+
+
 def instance_hour(instance_type: str) -> Price:
-    """The on-demand price of a system node type; a type the table lacks is named in the error."""
+    """The on-demand price of an instance type the platform keeps up (system nodes, the tunnel); a type the table
+    lacks is named in the error."""
     try:
         return INSTANCE_HOUR[instance_type]
     except KeyError:
         raise KeyError(
-            f"no price for systemInstanceType {instance_type!r} in cdk/costs/prices.py: add it with its source"
+            f"no price for instance type {instance_type!r} (systemInstanceType or the kubectl tunnel's) in "
+            "cdk/costs/prices.py: add it with its source"
         ) from None
