@@ -33,6 +33,7 @@ from llm_gateway.admission import Admission, Ticket
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
 from llm_gateway.errors import send_error, sse_error_event
+from llm_gateway.lookups import LookupLimit
 from llm_gateway.metrics_bridge import MetricsBridge
 from llm_gateway.model_card import model_id, retrieve
 from llm_gateway.model_list import ImageModels
@@ -49,7 +50,7 @@ from llm_gateway.routes import (
 )
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.unserved import is_unserved, unserved_body
-from llm_gateway.upstream import ConnectError, Response, Upstream, UpstreamError
+from llm_gateway.upstream import AnswerTooLarge, ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord, with_usage_asked
 
 log = logging.getLogger("llm_gateway")
@@ -71,16 +72,22 @@ UPSTREAM_WRITE_TIMEOUT_S = 30.0
 """How long the engine may take to read a request's bytes."""
 
 
+class DeliveryTooSlow(Exception):
+    """A stream has waited DELIVERY_WAIT_S in all for its client to read: the client is cut."""
+
+
 @dataclass
 class Reply:
     """Whether the response's status line went out (after that, errors can only end the stream), whether
-    its last event is being handed over (the engine is done with it: its admission slot is free), and whether
-    its last byte went out (a client that then hangs up got the whole answer)."""
+    its last event is being handed over (the engine is done with it: its admission slot is free), whether
+    its last byte went out (a client that then hangs up got the whole answer), and how long its writes have
+    waited for the client to read, in all."""
 
     started: bool = False
     streaming: bool = False
     last_event: bool = False
     finished: bool = False
+    waited_s: float = 0.0
     write_nowait: BodyNowait | None = None  # the server's write without a task switch, if it has one
 
 
@@ -160,6 +167,8 @@ class Gateway:
         self.http = http
         self.verifier = verifier
         self.admission = Admission(settings.max_concurrent_requests)
+        self.lookups = LookupLimit(settings.max_concurrent_lookups)
+        self._retry_after = [(b"retry-after", str(settings.retry_after_s).encode())]
         self._body_limits = settings.body_limits  # made once: every generation reads its body with them
         self.image_models = ImageModels(settings.image_models)
         self.metrics = MetricsBridge(MetricsRecorder(settings.deployment_unit, settings.accelerator), http)
@@ -265,35 +274,61 @@ class Gateway:
         await _send_json(send, 200, {"status": "ready"})
 
     async def _forward_get(self, path: str, send: Send) -> None:
-        try:
-            response = await self.http.get(path)
-            try:
-                content = await response.read()
-            finally:
-                await response.aclose()
-        except UpstreamError as exc:
-            await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
+        answer = await self._lookup(path, send)
+        if answer is None:
             return
-        if path == MODELS_PATH and response.status_code == 200:
+        status, headers, content = answer
+        if path == MODELS_PATH and status == 200:
             content = self.image_models.add_to(content)
-        await _send_whole(send, response.status_code, response.headers, content)
+        await _send_whole(send, status, headers, content)
 
     async def _retrieve_model(self, wanted: str, send: Send) -> None:
         """OpenAI's retrieve-model answer, from the engine's model list (llm_gateway/model_card.py)."""
+        answer = await self._lookup(MODELS_PATH, send)
+        if answer is None:
+            return
+        status, headers, content = answer
+        if status != 200:
+            await _send_whole(send, status, headers, content)
+            return
+        card = retrieve(self.image_models.add_to(content), wanted)
+        await _send_whole(send, card.status, _JSON, card.body)
+
+    async def _lookup(self, path: str, send: Send) -> tuple[int, dict[str, str], bytes] | None:
+        """The engine's answer to GET `path` (status, headers, body), or None when the gateway answered instead: a
+        429 past MAX_CONCURRENT_LOOKUPS, a 503 past LOOKUP_TIMEOUT_S or without an engine, a 502 for an answer
+        over MAX_ENGINE_BODY_BYTES. Unlike generations, GETs pass no admission: without their own bound, a flood of
+        them against a stuck engine held an engine connection and a client connection each, until the gateway
+        ran out of open files."""
+        limit, timeout_s = self.lookups.limit, self.settings.lookup_timeout_s
+        if not self.lookups.try_take():
+            log.warning("engine lookup refused", extra={"path": path, "in_flight": limit})
+            message = f"{limit} lookups are already waiting on the engine here; retry shortly"
+            await send_error(send, 429, message, headers=self._retry_after)
+            return None
         try:
-            response = await self.http.get(MODELS_PATH)
-            try:
-                content = await response.read()
-            finally:
-                await response.aclose()
+            async with asyncio.timeout(timeout_s):
+                response = await self.http.get(path)
+                try:
+                    content = await response.read(self.settings.max_engine_body_bytes)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            log.warning("engine lookup timed out", extra={"path": path, "timeout_s": timeout_s})
+            message = f"the engine did not answer within {timeout_s:g} s ({path}); retry shortly"
+            await send_error(send, 503, message, headers=self._retry_after)
+            return None
+        except AnswerTooLarge as exc:
+            log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
+            await send_error(send, 502, f"{exc}: the gateway stopped reading it")
+            return None
         except UpstreamError as exc:
-            await send_error(send, 503, f"the engine is not reachable ({type(exc).__name__}); retry shortly")
-            return
-        if response.status_code != 200:
-            await _send_whole(send, response.status_code, response.headers, content)
-            return
-        answer = retrieve(self.image_models.add_to(content), wanted)
-        await _send_whole(send, answer.status, _JSON, answer.body)
+            message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
+            await send_error(send, 503, message, headers=self._retry_after)
+            return None
+        finally:
+            self.lookups.give_back()
+        return response.status_code, response.headers, content
 
     async def _generation(
         self,
@@ -342,17 +377,35 @@ class Gateway:
             self._finish(record)
             return
         reply = Reply(write_nowait=write_nowait)
+        delivery_wait_s = self.settings.delivery_wait_s
 
         async def send_then_release(message: Message) -> None:
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            more = message.get("more_body", False)
             # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
             # before uvicorn can start this connection's next request or the client can open another.
-            if message["type"] == "http.response.body" and (reply.last_event or not message.get("more_body", False)):
+            if reply.last_event or not more:
                 self.admission.release(ticket)
                 if record.ended is None:
                     # The clock stops as the last event is handed over, not after the upstream's clean-up: a client
                     # may leave on `[DONE]`, so the latency is what the client waited, never more.
                     record.ended = time.monotonic()
-            await send(message)
+            if not more:  # the last piece: its slots are free, and WRITE_TIMEOUT_S bounds its wait
+                await send(message)
+                return
+            # The server's send waits only while the client's buffers are full: the time spent in it is the time
+            # the client held the answer back (the relay's writes, which never wait, cost no clock). One wait can
+            # last long (a slow reader drains a full buffer slowly), so it is cut when the budget runs out.
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(delivery_wait_s - reply.waited_s):
+                    await send(message)
+            except TimeoutError:
+                raise DeliveryTooSlow from None
+            finally:
+                reply.waited_s += time.monotonic() - started
 
         try:
             await self._run(path, request, body, headers, record, ticket, reply, receive, send_then_release)
@@ -416,6 +469,23 @@ class Gateway:
             else:
                 record.outcome = "cut"
                 await self._answer_cut(record, reply, send)
+        except DeliveryTooSlow:
+            await self._answer_slow_client(record, reply, send)
+
+    async def _answer_slow_client(self, record: RequestRecord, reply: Reply, send: Send) -> None:
+        """End a stream whose client has held it back DELIVERY_WAIT_S in all (the engine's side is closed, so vLLM
+        stops it if it still runs): an error event, handed over with the slots, is its last."""
+        limit_s = self.settings.delivery_wait_s
+        record.outcome = "slow_client"
+        log.warning(
+            "client read too slowly; its stream was cut",
+            extra={"route": record.route, "waited_s": round(reply.waited_s, 1), "delivery_wait_s": limit_s},
+        )
+        message = (
+            f"the client read its answer too slowly: the stream waited {limit_s:g} s in all for it to read "
+            "(DELIVERY_WAIT_S) and was stopped"
+        )
+        await send({"type": "http.response.body", "body": sse_error_event(408, message), "more_body": False})
 
     async def _answer_cut(self, record: RequestRecord, reply: Reply, send: Send) -> None:
         """Tell the client that the drain cut its generation: an error event ends a stream, else a 503."""
@@ -477,7 +547,7 @@ class Gateway:
                 ):
                     await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
                 else:
-                    content = await response.read()
+                    content = await response.read(self.settings.max_engine_body_bytes)
                     if response.status_code == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
@@ -492,8 +562,12 @@ class Gateway:
                 await response.aclose()
         except UpstreamError as exc:
             record.outcome = "upstream_error"
-            log.warning("engine request failed", extra=_cause(exc))
-            message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
+            if isinstance(exc, AnswerTooLarge):
+                log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
+                message = f"{exc}: the gateway stopped reading it"
+            else:
+                log.warning("engine request failed", extra=_cause(exc))
+                message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
             if reply.streaming:
                 await send({"type": "http.response.body", "body": sse_error_event(502, message), "more_body": False})
             elif not reply.started:
@@ -516,7 +590,10 @@ class Gateway:
         self, response: Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
     ) -> None:
         events = EventStream(
-            record, client_wants_usage=client_wants_usage, responses_api=record.route == RESPONSES_PATH
+            record,
+            client_wants_usage=client_wants_usage,
+            responses_api=record.route == RESPONSES_PATH,
+            max_event_bytes=self.settings.max_engine_event_bytes,
         )
         await send(
             {

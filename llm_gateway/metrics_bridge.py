@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 SAMPLE_TIMEOUT_S = 2.0
 # Outcomes that are the server's failure even when the status line said 200 (a stream ended by an error event).
 FAILED_OUTCOMES = frozenset({"upstream_error", "cut", "timed_out"})
+# Outcomes the client decided (it left, or read too slowly and was cut): their times say when, not how fast we were.
+CLIENT_OUTCOMES = frozenset({"client_gone", "slow_client"})
 
 
 class MetricsBridge:
@@ -36,8 +38,8 @@ class MetricsBridge:
     def request_finished(self, record: RequestRecord) -> None:
         """Count one generation request that has ended (refused ones included: a 429 is a request too).
 
-        A request whose client left counts as a request, not as an error, and its times are left out:
-        they measure when the client gave up, not the server.
+        A request whose client left, or was cut for reading too slowly, counts as a request, not as an error, and
+        its times are left out: they measure the client, not the server.
         """
         failed = record.outcome in FAILED_OUTCOMES or (record.status or 500) >= 500
         self.recorder.record(m.REQUESTS, 1)
@@ -45,7 +47,7 @@ class MetricsBridge:
         if record.prompt_tokens is not None and record.completion_tokens is not None:
             self.recorder.record(m.PROMPT_TOKENS, record.prompt_tokens)
             self.recorder.record(m.OUTPUT_TOKENS, record.completion_tokens)
-        if record.outcome == "client_gone" or record.ended is None:
+        if record.outcome in CLIENT_OUTCOMES or record.ended is None:
             return
         self.recorder.record(m.LATENCY, (record.ended - record.started) * 1000)
         if not (record.stream and record.outcome == "completed" and record.first_event_at is not None):

@@ -51,6 +51,40 @@ class GatewaySettings(ServiceSettings):
         description="a stream whose first event has not come for this long gets an SSE comment (and again after each "
         "such wait), so proxies in front (CloudFront, the ALB) do not cut it while it waits in the engine's queue",
     )
+    delivery_wait_s: float = Field(
+        60.0,
+        gt=0.0,
+        le=3600.0,
+        description="how long, in all, a stream may wait for its client to read (WRITE_TIMEOUT_S bounds one wait): "
+        "past it the stream ends with an error event and its slots are free, so a client that reads slowly but "
+        "steadily cannot hold the engine's sequences after the engine is done",
+    )
+    max_engine_event_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        le=256 * 1024 * 1024,
+        description="a streamed event from the engine larger than this ends the stream with an error event (502): an "
+        "event that never ends is not held whole",
+    )
+    max_engine_body_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="a whole (non-streamed) answer from the engine larger than this is a 502, read no further",
+    )
+    max_concurrent_lookups: int = Field(
+        8,
+        ge=1,
+        le=1000,
+        description="forwarded GETs (/v1/models, /v1/models/{id}) waiting on the engine at once; more get a 429 "
+        "with Retry-After, so a flood of them holds neither the engine's connections nor the gateway's open files",
+    )
+    lookup_timeout_s: float = Field(
+        10.0,
+        gt=0.0,
+        le=300.0,
+        description="a forwarded GET the engine has not answered in this long gets a 503 with Retry-After",
+    )
     chat_page: bool = Field(
         False,
         description="serve the chat page at / (make run-llm turns it on; on the cluster the front door's / is the "

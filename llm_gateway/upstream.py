@@ -70,6 +70,14 @@ class RemoteProtocolError(UpstreamError):
     """The server's answer is not HTTP/1.1 as this client reads it."""
 
 
+class AnswerTooLarge(UpstreamError):
+    """The server's answer (a whole body, or one event of a stream) is larger than the caller's bound: it is read no
+    further, and its connection is closed."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"the engine's {what} is larger than {limit} bytes")
+
+
 class ChunkedDecoder(Protocol):
     """A chunked body decoded as its bytes arrive: `_ChunkedBody` here, or llm_gateway/native's ChunkedBody, which
     decodes the same bodies to the same bytes and, given an EventRelay as `relay`, writes a stream's plain events
@@ -315,9 +323,18 @@ class Response:
         """Whether the body's last piece has been taken: `next_piece` has nothing more to give."""
         return self._done
 
-    async def read(self) -> bytes:
-        """The whole body."""
-        parts = [part async for part in self.aiter_raw()]
+    async def read(self, max_bytes: int | None = None) -> bytes:
+        """The whole body; AnswerTooLarge once it is longer than `max_bytes` (a content-length over it is refused
+        before any of the body is read)."""
+        if max_bytes is not None and self._length is not None and self._length > max_bytes:
+            raise AnswerTooLarge("answer", max_bytes)
+        parts: list[bytes] = []
+        size = 0
+        while (piece := await self.next_piece()) is not None:
+            size += len(piece)
+            if max_bytes is not None and size > max_bytes:
+                raise AnswerTooLarge("answer", max_bytes)
+            parts.append(piece)
         return b"".join(parts)
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:

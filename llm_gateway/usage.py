@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_gateway.upstream import AnswerTooLarge
+
 SSE_SEPARATOR = b"\n\n"  # vLLM ends every event with a blank line (`yield f"data: {data}\n\n"`)
 _DATA_PREFIX = b"data: "
 _USAGE_KEY = b'"usage"'  # in JSON text only as a key: inside a string its quotes are escaped
@@ -35,7 +37,8 @@ class RequestRecord:
     stream: bool
     started: float = field(default_factory=time.monotonic)
     status: int | None = None
-    outcome: str = "pending"  # completed | rejected | client_gone | cut | refused | upstream_error | timed_out
+    outcome: str = "pending"  # completed | rejected | client_gone | slow_client | cut | refused | upstream_error
+    # | timed_out
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_event_at: float | None = None
@@ -96,17 +99,36 @@ class EventStream:
     opens with events that carry no text (`response.created`, ...), so its first token is the first `.delta` event.
     """
 
-    def __init__(self, record: RequestRecord, *, client_wants_usage: bool, responses_api: bool = False) -> None:
+    def __init__(
+        self,
+        record: RequestRecord,
+        *,
+        client_wants_usage: bool,
+        responses_api: bool = False,
+        max_event_bytes: int | None = None,
+    ) -> None:
         self._record = record
         self._client_wants_usage = client_wants_usage
         self._first_token_marker = _DELTA_TYPE if responses_api else None
+        self._max_event_bytes = max_event_bytes
+        # An unfinished event: its first piece (what llm_gateway/native reads: the relay writes nothing while it is
+        # set), and the later pieces kept apart, joined once the event ends (joining on every read copied the whole
+        # event each time).
         self._pending = b""
+        self._pending_more: list[bytes] = []
+        self._pending_size = 0
         self.done = False  # the stream's last event (`data: [DONE]`, a Responses end event) was returned
 
     def feed(self, chunk: bytes) -> bytes:
-        """The whole events completed by `chunk`, as bytes to forward now (possibly empty)."""
+        """The whole events completed by `chunk`, as bytes to forward now (possibly empty); AnswerTooLarge when an
+        unfinished event grows past `max_event_bytes`."""
         if self._pending:
-            chunk, self._pending = self._pending + chunk, b""
+            last = (self._pending_more[-1] if self._pending_more else self._pending)[-1:]
+            if chunk.find(SSE_SEPARATOR) < 0 and not (last == b"\n" and chunk[:1] == b"\n"):
+                self._hold(chunk)  # the event goes on: nothing to forward yet
+                return b""
+            chunk = b"".join((self._pending, *self._pending_more, chunk))
+            self._pending, self._pending_more, self._pending_size = b"", [], 0
         # The usual piece: whole events, nothing to slice. (Called per read: a slice compared, and `find` below,
         # cost no argument parsing; `in` on bytes first tries its operand as an integer and formats a TypeError.)
         if chunk[-2:] == SSE_SEPARATOR:
@@ -114,9 +136,10 @@ class EventStream:
         else:
             end = chunk.rfind(SSE_SEPARATOR) + len(SSE_SEPARATOR)
             if end < len(SSE_SEPARATOR):
-                self._pending = chunk
+                self._hold(chunk)
                 return b""
-            complete, self._pending = chunk[:end], chunk[end:]
+            complete = chunk[:end]
+            self._hold(chunk[end:])
         if self._record.first_event_at is None and (
             self._first_token_marker is None or complete.find(self._first_token_marker) >= 0
         ):
@@ -146,9 +169,22 @@ class EventStream:
         kept.append(complete[start:])
         return b"".join(kept)
 
+    def _hold(self, piece: bytes) -> None:
+        """Keep `piece` of an unfinished event, within the bound."""
+        if not piece:
+            return
+        self._pending_size += len(piece)
+        if self._max_event_bytes is not None and self._pending_size > self._max_event_bytes:
+            raise AnswerTooLarge("stream event", self._max_event_bytes)
+        if self._pending:
+            self._pending_more.append(piece)
+        else:
+            self._pending = piece
+
     def rest(self) -> bytes:
         """Bytes left after the last whole event (a stream that ended mid-event)."""
-        rest, self._pending = self._pending, b""
+        rest = b"".join((self._pending, *self._pending_more))
+        self._pending, self._pending_more, self._pending_size = b"", [], 0
         return rest
 
     def _keep(self, event: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""An attack on the LLM gateway over loopback: every finding of issue 25 and its neighbours, one line per case.
+"""An attack on the LLM gateway over loopback: the findings of issues 25 and 38 and more, one line per case.
 
     python -m tools.attack_gateway                          # a gateway in front of the full-speed stand-in engine
     python -m tools.attack_gateway --upstream http://127.0.0.1:8001 --model tiny-llama   # the real CPU engine
@@ -46,6 +46,10 @@ GATEWAY_ENV = {
     "MAX_CONNECTIONS": "64",
     "UPSTREAM_CONNECT_TIMEOUT_S": "0.5",
     "MAX_HEADER_BYTES": "16384",
+    "DELIVERY_WAIT_S": str(BOUND_S),
+    "MAX_CONCURRENT_LOOKUPS": "2",
+    "LOOKUP_TIMEOUT_S": str(BOUND_S),
+    "MAX_ENGINE_EVENT_BYTES": str(1 << 20),
 }
 COMPLETIONS = "/v1/completions"
 
@@ -195,6 +199,28 @@ def non_readers_lose_their_slots(target: Target) -> str | None:
     finally:
         for sock in hogs:
             sock.close()
+
+
+def slow_reader_case(upstream: str, env: dict[str, str]) -> Callable[[Target], str | None]:
+    """11: n=LIMIT read at about 40 KB/s by a gateway of its own with the default WRITE_TIMEOUT_S (30 s), which a
+    reader that keeps reading never meets: once its answer has waited DELIVERY_WAIT_S in all, the slots are free
+    (within 15 s on a loaded machine)."""
+
+    def case(target: Target) -> str | None:
+        with run_gateway(upstream, {**env, "WRITE_TIMEOUT_S": "30"}) as port:
+            other = Target(target.host, port, target.model, target.long_tokens)
+            with connect(other, rcvbuf=4096) as slow:
+                body = other.body(n=LIMIT, max_tokens=other.long_tokens, stream=True)
+                slow.sendall(request("POST", COMPLETIONS, body))
+                started = time.monotonic()
+                while time.monotonic() - started < 15:
+                    slow.recv(4096)
+                    time.sleep(0.1)
+                    if status_of(exchange(other, request("POST", COMPLETIONS, other.body()))) == 200:
+                        return None
+        return "the slow reader still held every slot after 15 s"
+
+    return case
 
 
 def big_head_refused(target: Target) -> str | None:
@@ -392,6 +418,83 @@ def unreachable_engine_case(env: dict[str, str], hole: Callable[[], Any]) -> Cal
     return case
 
 
+def lookup_flood_case(env: dict[str, str]) -> Callable[[Target], str | None]:
+    """12: 12 concurrent GET /v1/models/{id} against an engine that never answers: beyond MAX_CONCURRENT_LOOKUPS a
+    429 at once, the rest a 503 after LOOKUP_TIMEOUT_S, /health answering meanwhile."""
+
+    def case(target: Target) -> str | None:
+        with scripted_engine(lambda sock: read_all(sock, 60)) as url, run_gateway(url, env) as port:
+            other = Target(target.host, port, target.model, target.long_tokens)
+            answers: list[bytes] = []
+            threads = [
+                threading.Thread(target=lambda: answers.append(exchange(other, request("GET", "/v1/models/m"), 15)))
+                for _ in range(12)
+            ]
+            for thread in threads:
+                thread.start()
+            time.sleep(0.5)
+            health = exchange(other, request("GET", "/health"), limit_s=5)
+            for thread in threads:
+                thread.join(30)
+        counts = {status: sum(status_of(a) == status for a in answers) for status in (429, 503)}
+        if status_of(health) != 200 or counts != {429: 10, 503: 2}:
+            return f"/health {status_of(health)}, lookups {[status_of(a) for a in answers]}"
+        return expect(all(b"retry-after" in a.lower() and openai_error(a) for a in answers), "no Retry-After")
+
+    return case
+
+
+def endless_event_case(env: dict[str, str]) -> Callable[[Target], str | None]:
+    """13: an engine event that does not end for 64 MiB: the stream ends with a 502 error event, not the event."""
+
+    def endless(sock: socket.socket) -> None:
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        sock.sendall(head + b"6\r\ndata: \r\n")
+        for _ in range(1024):
+            sock.sendall(b"10000\r\n" + b"a" * 0x10000 + b"\r\n")
+        sock.sendall(b"2\r\n\n\n\r\n0\r\n\r\n")  # the event and the body end: an unbounded gateway forwards it
+
+    def case(target: Target) -> str | None:
+        with scripted_engine(endless) as url, run_gateway(url, env) as port:
+            other = Target(target.host, port, target.model, target.long_tokens)
+            answer = exchange(other, request("POST", COMPLETIONS, other.body(stream=True)), limit_s=30)
+        return expect(
+            b'"code": 502' in answer[-600:] and len(answer) < 4 << 20, f"{len(answer)} bytes: {answer[-200:]!r}"
+        )
+
+    return case
+
+
+@contextmanager
+def scripted_engine(answer: Callable[[socket.socket], object]) -> Iterator[str]:
+    """An engine on loopback that reads a request's head and then runs `answer` on the connection (one thread per
+    connection): one that never answers, or one that answers badly."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+
+    def serve(sock: socket.socket) -> None:
+        with sock, suppress(OSError):
+            sock.settimeout(60)
+            head = b""
+            while b"\r\n\r\n" not in head and (data := sock.recv(65536)):
+                head += data
+            answer(sock)
+
+    def accept() -> None:
+        with suppress(OSError):
+            while True:
+                threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        with suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+
+
 @contextmanager
 def black_hole() -> Iterator[str]:
     """A listening socket that never accepts, its queue full: connecting to it times out."""
@@ -550,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
         cases["5 an engine whose socket is full is a 503 with Retry-After"] = unreachable_engine_case(
             GATEWAY_ENV, socket_black_hole
         )
+        cases["11 a steady slow reader loses its slots"] = slow_reader_case(upstream, GATEWAY_ENV)
+        cases["12 lookups against a stuck engine are bounded"] = lookup_flood_case(GATEWAY_ENV)
+        cases["13 an engine event that never ends is a 502 event"] = endless_event_case(GATEWAY_ENV)
         results = {}
         for name, case in cases.items():
             if args.only not in name:
