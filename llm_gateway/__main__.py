@@ -17,7 +17,7 @@ def main() -> int:
 
     try:
         settings = load_settings()
-        ensure_descriptors(settings)
+        ensure_descriptors(settings, settings.engine_connections)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

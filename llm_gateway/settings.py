@@ -103,6 +103,12 @@ class GatewaySettings(ServiceSettings):
         "token. Where it is not built the Python path serves, and the start-up log says so",
     )
 
+    @property
+    def engine_connections(self) -> int:
+        """The most connections to vLLM open at once: the generations admitted and the lookups in flight, as many kept
+        idle (llm_gateway/gateway.py upstream_client), and room for the readiness checks."""
+        return 2 * self.max_concurrent_requests + self.max_concurrent_lookups + 16
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if not self.upstream_url.startswith(("http://", "https://", UNIX_SCHEME)):

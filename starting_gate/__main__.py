@@ -34,7 +34,7 @@ def main() -> int:
 
     try:
         settings = load_settings()
-        ensure_descriptors(settings)
+        ensure_descriptors(settings, settings.max_connections)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.__stderr__)
         return 2

@@ -59,8 +59,7 @@ from common.settings import ServiceSettings, SettingsError
 
 PROBE_PATHS = (HEALTH_PATH, READINESS_PATH)
 DESCRIPTOR_RESERVE = 64
-"""Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue,
-upstream connections."""
+"""Open files kept for everything but connections: the listening socket, model files, logs, the jobs queue."""
 CUT_STATUS_STATE_KEY = "cut_status"
 """Where a request cut by the protocol (400, 408, 503) leaves its status in the ASGI scope's state, for the log."""
 HTTP_VERSIONS = ("1.0", "1.1")
@@ -451,16 +450,19 @@ class BodyNowait:
         return self._transport.write, self._flow, self._cycle
 
 
-def ensure_descriptors(settings: ServiceSettings) -> None:
-    """Raise the open-file limit to what MAX_CONNECTIONS needs (up to the hard limit), or SettingsError."""
-    needed = settings.max_connections + DESCRIPTOR_RESERVE
+def ensure_descriptors(settings: ServiceSettings, upstream_connections: int = 0) -> None:
+    """Raise the open-file limit to what MAX_CONNECTIONS needs, plus the most connections the service opens to what
+    it forwards to (`upstream_connections`: the gateway's to vLLM, the starting gate's to its pool), up to the hard
+    limit, or SettingsError."""
+    needed = settings.max_connections + upstream_connections + DESCRIPTOR_RESERVE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
+        upstream = f" and {upstream_connections} upstream connections need" if upstream_connections else " needs"
         raise SettingsError(
-            f"MAX_CONNECTIONS={settings.max_connections} needs {needed} open files, but the limit is {hard} "
-            "(ulimit -n): lower MAX_CONNECTIONS or raise the limit"
+            f"MAX_CONNECTIONS={settings.max_connections}{upstream} {needed} open files, but the limit is "
+            f"{hard} (ulimit -n): lower MAX_CONNECTIONS or raise the limit"
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 

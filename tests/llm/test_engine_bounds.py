@@ -164,3 +164,33 @@ def test_a_whole_answer_over_the_bound_is_a_502(tmp_path: Path, script, path: st
     assert f"larger than {EVENT_BOUND} bytes" in error["message"]
     assert peak - before < 24, f"{before:.0f} MiB before, peak {peak:.0f} MiB"
     assert '"message": "engine answer too large"' in log, log
+
+
+def test_the_open_file_budget_counts_the_engine_connections() -> None:
+    """The gateway's open files are its clients' connections and its engine's: a limit that holds MAX_CONNECTIONS
+    but not the engine connections the admission and lookup bounds allow stops the start, naming both."""
+    import resource
+    import subprocess
+    import sys
+
+    def low_hard_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (700, 700))
+
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "UPSTREAM_URL": "http://127.0.0.1:9",
+        "MAX_CONNECTIONS": "600",
+        "MAX_CONCURRENT_REQUESTS": "64",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "llm_gateway"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=low_hard_limit,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: MAX_CONNECTIONS=600 and 152 upstream connections need 816 open files"), line
