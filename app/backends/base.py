@@ -38,13 +38,13 @@ def warm_up_params(steps: int, width: int, height: int, family: Family = SD) -> 
 
 
 def family_arguments(family: Family, guidance_scale: float | None) -> dict[str, Any]:
-    """The call arguments that depend on the family: guidance where it applies, the T5 prompt length.
+    """The call arguments that depend on the family: guidance where it applies, the prompt length, fixed ones.
 
     Warm-up and serving must pass the same ones: the prompt length is part of a compiled graph's shape.
     """
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, Any] = dict(family.fixed_arguments)
     if family.guidance:
-        arguments["guidance_scale"] = family.default_guidance if guidance_scale is None else guidance_scale
+        arguments[family.guidance_argument] = family.default_guidance if guidance_scale is None else guidance_scale
     if family.max_sequence_length is not None:
         arguments["max_sequence_length"] = family.max_sequence_length
     return arguments

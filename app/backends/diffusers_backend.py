@@ -9,7 +9,17 @@ from typing import Any
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
-from app.models.families import FLUX_SCHNELL, SD, Family, Size, SizeBounds, UnknownFamily, family_of, family_of_class
+from app.models.families import (
+    FLUX2_KLEIN,
+    FLUX_SCHNELL,
+    SD,
+    Family,
+    Size,
+    SizeBounds,
+    UnknownFamily,
+    family_of,
+    family_of_class,
+)
 
 
 def family_of_source(source: Path | str) -> Family:
@@ -43,7 +53,8 @@ def load_diffusers_pipeline(source: Path | str, dtype: Any = None) -> tuple[Any,
 
 
 def check_served_variant(pipeline: Any, family: Family) -> None:
-    """Refuse a FluxPipeline folder whose transformer embeds guidance (FLUX.1-dev and its kind).
+    """Refuse a FluxPipeline folder whose transformer embeds guidance (FLUX.1-dev and its kind), and an
+    undistilled Flux2KleinPipeline ([klein] Base).
 
     It shares schnell's pipeline class, but needs guidance and some 28-50 steps, where the flux family's
     facts are schnell's; FLUX.1-dev's licence is also non-commercial. Serving it with schnell's defaults
@@ -54,22 +65,31 @@ def check_served_variant(pipeline: Any, family: Family) -> None:
             "this FluxPipeline's transformer embeds guidance (FLUX.1-dev-like): the service serves "
             "guidance-distilled FLUX.1-schnell models only"
         )
+    if family is FLUX2_KLEIN and not bool(pipeline.config.get("is_distilled", False)):
+        raise UnknownFamily(
+            "this Flux2KleinPipeline is not step-distilled (a [klein] Base model, model_index.json "
+            "is_distilled false): it needs guidance and some 50 steps, where the service serves the distilled "
+            "FLUX.2 [klein] models (4 steps, no guidance)"
+        )
 
 
-def native_side(pipeline: Any) -> int:
+def native_side(pipeline: Any, family: Family) -> int:
     """The side of the square size the model was trained at.
 
-    UNet families: the UNet's sample size times the VAE scale (SDXL base: 128 x 8 = 1024). Flux has no
-    sample size on its transformer; its VAE's `sample_size` is the pixel size (FLUX.1-schnell: 1024).
+    UNet families: the UNet's sample size times the VAE scale (SDXL base: 128 x 8 = 1024). The transformer
+    families have no sample size on the transformer; their VAE's `sample_size` is the pixel size
+    (FLUX.1-schnell: 1024). Qwen-Image's VAE states none: its family's reference side (1328) then, unless the
+    folder's vae/config.json states one (the built-in tiny model does; diffusers keeps the key in the config).
     """
     unet = getattr(pipeline, "unet", None)
     if unet is not None:
         return int(unet.config.sample_size) * int(pipeline.vae_scale_factor)
-    return int(pipeline.vae.config.sample_size)
+    sample_size = pipeline.vae.config.get("sample_size")
+    return int(sample_size) if sample_size is not None else family.reference_side
 
 
 def denoiser(pipeline: Any) -> Any:
-    """The network that runs every step: the UNet (SD, SDXL) or the transformer (Flux)."""
+    """The network that runs every step: the UNet (SD, SDXL) or the transformer (the others)."""
     unet = getattr(pipeline, "unet", None)
     return unet if unet is not None else pipeline.transformer
 
@@ -82,7 +102,7 @@ class DiffusersBackend:
         self.family = family
         self.name = name
         self.max_batch_size = max_batch_size
-        self.side = native_side(pipeline)
+        self.side = native_side(pipeline, family)
         self.sizes: tuple[Size, ...] = family.sizes_at(self.side)
         self.native_size: Size = self.sizes[0]
         self.bounds: SizeBounds = family.bounds_at(self.side)

@@ -21,7 +21,7 @@ from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
 from app.model_store.neuron_compile import check_served_variant, pipeline_class_name
-from app.model_store.source import resolve_model_source
+from app.model_store.source import resolve_compiled_source
 from app.models.builtin import BUILTIN_PREFIX
 from app.models.families import Family, Size, UnknownFamily, family_of
 from app.settings import Settings
@@ -227,7 +227,7 @@ def load_neuron_backend(settings: Settings) -> NeuronBackend:
             f"MODEL_ID={settings.model_id} is not Neuron-compiled; point MODEL_ID at the compiled prefix that "
             "python -m app.model_store.neuron_compile wrote (a folder or an s3:// prefix with <W>x<H>/ folders)"
         )
-    source = resolve_model_source(settings.model_id, settings.model_cache_dir)
+    source = resolve_compiled_source(settings.model_id, settings.model_cache_dir, settings.neuron_sizes)
     if not isinstance(source, Path):
         raise RuntimeError(
             f"MODEL_ID={settings.model_id} is a hub id; the Neuron backend loads a folder or an s3:// prefix "

@@ -77,8 +77,15 @@ class CompileError(RuntimeError):
 
 
 def pipeline_class_name(family: Family) -> str:
-    """The optimum-neuron class that exports and loads a model of `family`."""
-    return PIPELINE_CLASSES[family.name]
+    """The optimum-neuron class that exports and loads a model of `family`, or UnknownFamily where 0.4.5 has
+    none (FLUX.2, Z-Image, Qwen-Image: its `modeling_diffusion` exports name no such pipeline)."""
+    try:
+        return PIPELINE_CLASSES[family.name]
+    except KeyError:
+        raise UnknownFamily(
+            f"optimum-neuron 0.4.5 has no pipeline for {family.title} models: serve them on NVIDIA or the CPU "
+            f"(Neuron compiles {', '.join(sorted(PIPELINE_CLASSES))})"
+        ) from None
 
 
 def check_served_variant(model_dir: Path, family: Family) -> None:

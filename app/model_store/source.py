@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from app.models.builtin import BUILTIN_PREFIX, builtin_spec
 from app.models.families import SD, Family, UnknownFamily, family_named, family_of
 from app.models.random_pipeline import materialize
 from common.model_store.download import download_s3_prefix, parse_s3_uri
+from common.model_store.layout import ImageSize
 
 _HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -32,6 +34,22 @@ def resolve_model_source(model_id: str, cache_dir: Path) -> Path | str:
         f"MODEL_ID={model_id!r} is not builtin:<name>, an existing directory, s3://bucket/prefix, "
         "or a Hugging Face repo id (owner/name)"
     )
+
+
+def resolve_compiled_source(model_id: str, cache_dir: Path, sizes: Sequence[ImageSize] | None) -> Path | str:
+    """Like `resolve_model_source`, but of an s3:// compiled prefix only the `<W>x<H>/` folders of `sizes`.
+
+    Each compiled size is a whole pipeline with its weights (~34 GB for Flux): a pod that mirrored the prefix
+    would also fetch sizes compiled earlier and no longer served, and overflow its cache volume. `sizes` None
+    (NEURON_SHAPES unset: serve every size there is) mirrors the whole prefix.
+    """
+    if sizes is None or not model_id.startswith("s3://"):
+        return resolve_model_source(model_id, cache_dir)
+    bucket, prefix = parse_s3_uri(model_id)
+    root = cache_dir / "s3" / bucket / prefix.strip("/")
+    for size in sizes:
+        download_s3_prefix(bucket, f"{prefix.strip('/')}/{size.key}/", root / size.key)
+    return root
 
 
 def public_model_name(model_id: str) -> str:

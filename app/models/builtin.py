@@ -2,15 +2,19 @@
 
 Each has its family's real structure (SD: CLIP text encoder, UNet with cross-attention, VAE with an 8x latent
 scale; SDXL: two CLIP encoders and a text_time UNet; Flux: CLIP and T5 encoders, a Flux transformer and a
-16-channel VAE) at a size that runs in well under a second per image on a laptop CPU. Their images are
+16-channel VAE; FLUX.2 [klein], Z-Image, Qwen-Image: a Qwen text encoder and the family's transformer and VAE)
+at a size that runs in well under a second per image on a laptop CPU. Their images are
 abstract colour fields, not pictures: they exist to run the whole service offline.
 """
 
 from __future__ import annotations
 
 from app.models.random_flux import FluxSpec
+from app.models.random_flux2 import Flux2KleinSpec
 from app.models.random_pipeline import PipelineSpec, RandomModelSpec
+from app.models.random_qwen_image import QwenImageSpec
 from app.models.random_sdxl import SdxlSpec
+from app.models.random_z_image import ZImageSpec
 
 BUILTIN_PREFIX = "builtin:"
 
@@ -114,7 +118,89 @@ TINY_FLUX = FluxSpec(
     max_sequence_length=256,
 )
 
-BUILTIN_MODELS: dict[str, RandomModelSpec] = {"tiny": TINY, "tiny-sdxl": TINY_SDXL, "tiny-flux": TINY_FLUX}
+# The 2026 families' Qwen text encoders at toy width; at 512 prompt tokens (the families' length) they dominate
+# the tiny models' time, so they stay narrow.
+_TINY_QWEN3 = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "max_position_embeddings": 1024,
+}
+
+TINY_FLUX2_KLEIN = Flux2KleinSpec(
+    name="builtin-tiny-flux2-klein-v1",
+    description="tiny random-weight FLUX.2 [klein] (demo: abstract images, no download)",
+    transformer={
+        "patch_size": 1,
+        "num_layers": 1,
+        "num_single_layers": 2,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "axes_dims_rope": (4, 4, 4, 4),  # sums to attention_head_dim
+        "guidance_embeds": False,  # [klein] 4B is distilled
+    },
+    vae={**_TINY_VAE, "sample_size": 256, "latent_channels": 16, "use_quant_conv": False, "use_post_quant_conv": False},
+    # 28 layers: the pipeline stacks the hidden states of layers 9, 18 and 27 by default.
+    text_encoder={**_TINY_QWEN3, "num_hidden_layers": 28},
+)
+
+TINY_Z_IMAGE = ZImageSpec(
+    name="builtin-tiny-z-image-v1",
+    description="tiny random-weight Z-Image Turbo (demo: abstract images, no download)",
+    transformer={
+        "all_patch_size": (2,),
+        "all_f_patch_size": (1,),
+        "dim": 32,
+        "n_layers": 2,
+        "n_refiner_layers": 1,
+        "n_heads": 2,
+        "n_kv_heads": 2,
+        "axes_dims": (8, 4, 4),  # sums to dim / n_heads
+        "axes_lens": (1024, 64, 64),  # positions: prompt tokens, then latent rows and columns
+    },
+    vae={
+        **_TINY_VAE,
+        "sample_size": 256,
+        "latent_channels": 16,
+        "scaling_factor": 0.3611,
+        "shift_factor": 0.1159,
+        "use_quant_conv": False,
+        "use_post_quant_conv": False,
+    },
+    text_encoder={**_TINY_QWEN3, "num_hidden_layers": 2},
+)
+
+TINY_QWEN_IMAGE = QwenImageSpec(
+    name="builtin-tiny-qwen-image-v1",
+    description="tiny random-weight Qwen-Image (demo: abstract images, no download)",
+    transformer={
+        "patch_size": 2,
+        "num_layers": 2,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "axes_dims_rope": (8, 4, 4),  # sums to attention_head_dim
+    },
+    # Three temporal-downsample stages: the 8x scale of the real VAE.
+    vae={"base_dim": 8, "z_dim": 16, "dim_mult": [1, 1, 1, 1], "num_res_blocks": 1},
+    sample_size=128,  # a small default: the causal-3D VAE is the slow part on a CPU
+    text_config={
+        **{k: v for k, v in _TINY_QWEN3.items() if k != "head_dim"},
+        "num_hidden_layers": 2,
+        "rope_scaling": {"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"},
+    },
+    vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": 16},
+)
+
+BUILTIN_MODELS: dict[str, RandomModelSpec] = {
+    "tiny": TINY,
+    "tiny-sdxl": TINY_SDXL,
+    "tiny-flux": TINY_FLUX,
+    "tiny-flux2-klein": TINY_FLUX2_KLEIN,
+    "tiny-z-image": TINY_Z_IMAGE,
+    "tiny-qwen-image": TINY_QWEN_IMAGE,
+}
 
 
 def builtin_spec(model_id: str) -> RandomModelSpec:

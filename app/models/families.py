@@ -15,6 +15,22 @@ Sources (read at the pinned versions):
   `default_sample_size` 128 x 8 = 1024; the transformer's `guidance_embeds` is false for FLUX.1-schnell,
   so `guidance_scale` is ignored, and a negative prompt only acts through `true_cfg_scale` > 1.
   FLUX.1-schnell's model card: 4 steps, guidance_scale 0.0, max_sequence_length 256.
+- The 2026 families (diffusers 0.42.1 `pipelines/flux2`, `z_image`, `qwenimage`): each packs 2x2 latent patches
+  over an 8x VAE, so sides are multiples of 16, and each encodes the prompt with a Qwen model at
+  max_sequence_length 512 (the `__call__` defaults).
+  - `Flux2KleinPipeline`: FLUX.2 [klein] 4B's model_index.json says `"is_distilled": true` (huggingface.co/
+    black-forest-labs/FLUX.2-klein-4B/blob/main/model_index.json); a distilled model ignores guidance above 1
+    (`check_inputs`), its defaults are 4 steps at guidance 1.0 and its sizes 1024x1024, 1344x768, 768x1344
+    (docs.empiriolabs.ai/models/flux-2-klein-4b; BFL's flux2 README: "Step-distilled" 4B). It takes no
+    negative prompt (`__call__` has no such argument).
+  - `ZImagePipeline`: Z-Image-Turbo's card runs 9 steps at guidance_scale 0.0, 1024x1024 (the card's example, as
+    quoted by sumitkant.github.io's Z-Image-Turbo field guide and deepwiki iconben/z-image-studio); without
+    guidance a negative prompt does nothing.
+  - `QwenImagePipeline`: guidance is true classifier-free guidance, `true_cfg_scale` (4.0, 50 steps, negative
+    prompt " "), at the card's sizes 1328x1328, 1664x928, 928x1664, 1584x1056, 1056x1584 (Qwen/Qwen-Image's
+    card as quoted in Ascend/MindSpeed-MM examples/diffusers/qwen_image; its 4:3 pair has a side of 1140, off
+    the grid of 16, and is left out). `__call__` runs guidance only when a negative prompt is given, which
+    `pipeline_arguments` always does for a family that takes one.
 """
 
 from __future__ import annotations
@@ -22,6 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 Size = tuple[int, int]  # (width, height)
 
@@ -54,7 +71,7 @@ class SizeBounds:
 class Family:
     """The facts of one image model family, at its reference resolution."""
 
-    name: str  # "sd" | "sdxl" | "flux": the value /v1/info and the model catalog use
+    name: str  # "sd" | "sdxl" | "flux" | ...: the value /v1/info and the model catalog use
     title: str  # for people: the UI and the docs
     pipeline_classes: tuple[str, ...]  # diffusers `_class_name`s of model_index.json in this family
     native_sizes: tuple[Size, ...]  # trained (width, height)s at `reference_side`; the first is the default
@@ -65,7 +82,11 @@ class Family:
     max_side: int
     multiple_of: int
     negative_prompt: bool  # whether a negative prompt acts on this family
-    max_sequence_length: int | None = None  # the T5 prompt length in tokens, where the pipeline takes one
+    max_sequence_length: int | None = None  # the text encoder's prompt length in tokens, where the pipeline takes one
+    guidance_argument: str = "guidance_scale"  # the call argument a request's guidance goes to
+    # Call arguments every generation passes, where the pipeline's own default is wrong for the family (a
+    # guidance-distilled model whose pipeline defaults to classifier-free guidance).
+    fixed_arguments: tuple[tuple[str, Any], ...] = ()
 
     @property
     def guidance(self) -> bool:
@@ -163,7 +184,55 @@ FLUX_SCHNELL = Family(
     max_sequence_length=256,  # schnell's T5 prompt length (the model card)
 )
 
-FAMILIES: tuple[Family, ...] = (SD, SDXL, FLUX_SCHNELL)
+FLUX2_KLEIN = Family(
+    name="flux2-klein",
+    title="FLUX.2 [klein]",
+    pipeline_classes=("Flux2KleinPipeline",),
+    native_sizes=((1024, 1024), (1344, 768), (768, 1344)),
+    reference_side=1024,
+    default_steps=4,  # step-distilled
+    default_guidance=None,  # a distilled klein ignores guidance above 1
+    min_side=256,
+    max_side=2048,  # up to 4 megapixels
+    multiple_of=16,
+    negative_prompt=False,
+    max_sequence_length=512,
+    fixed_arguments=(("guidance_scale", 1.0),),  # the pipeline's default 4.0 only earns a warning when distilled
+)
+
+Z_IMAGE_TURBO = Family(
+    name="z-image",
+    title="Z-Image Turbo",
+    pipeline_classes=("ZImagePipeline",),
+    native_sizes=((1024, 1024),),
+    reference_side=1024,
+    default_steps=9,  # the card: 9 steps, 8 transformer passes
+    default_guidance=None,
+    min_side=256,
+    max_side=2048,
+    multiple_of=16,
+    negative_prompt=False,
+    max_sequence_length=512,
+    fixed_arguments=(("guidance_scale", 0.0),),  # the pipeline's default 5.0 would run guidance Turbo has not
+)
+
+QWEN_IMAGE = Family(
+    name="qwen-image",
+    title="Qwen-Image",
+    pipeline_classes=("QwenImagePipeline",),
+    native_sizes=((1328, 1328), (1664, 928), (928, 1664), (1584, 1056), (1056, 1584)),
+    reference_side=1328,
+    default_steps=50,
+    default_guidance=4.0,
+    min_side=256,
+    max_side=2048,
+    multiple_of=16,
+    negative_prompt=True,
+    max_sequence_length=512,
+    guidance_argument="true_cfg_scale",
+)
+
+FAMILIES: tuple[Family, ...] = (SD, SDXL, FLUX_SCHNELL, FLUX2_KLEIN, Z_IMAGE_TURBO, QWEN_IMAGE)
 
 
 class UnknownFamily(ValueError):
@@ -171,7 +240,7 @@ class UnknownFamily(ValueError):
 
 
 def family_named(name: str) -> Family:
-    """The family called `name` ("sd", "sdxl", "flux"), or UnknownFamily naming the known ones."""
+    """The family called `name` ("sd", "sdxl", "flux", ...), or UnknownFamily naming the known ones."""
     for family in FAMILIES:
         if family.name == name:
             return family

@@ -23,7 +23,7 @@ END_TOKEN = "<|endoftext|>"  # noqa: S105 - a tokenizer token, not a secret
 
 
 @cache
-def _bytes_to_unicode() -> tuple[str, ...]:
+def byte_characters() -> tuple[str, ...]:
     """GPT-2/CLIP's reversible byte -> printable character table, in byte order."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
     printable += list(range(ord("®"), ord("ÿ") + 1))
@@ -38,7 +38,7 @@ def _bytes_to_unicode() -> tuple[str, ...]:
 
 def vocabulary() -> dict[str, int]:
     """Token -> id: the 256 byte characters, the same at a word's end, then the special tokens."""
-    chars = _bytes_to_unicode()
+    chars = byte_characters()
     tokens = list(chars) + [c + "</w>" for c in chars] + [START_TOKEN, END_TOKEN]
     return {token: index for index, token in enumerate(tokens)}
 

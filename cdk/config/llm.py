@@ -26,13 +26,13 @@ from typing import Any, Final
 
 from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError, Context
+from cdk.config.hub_token import require_hub_token
 from cdk.config.instances import read_instance_type
 from cdk.instance_types import InstanceType
 from cdk.llm.presets import DEFAULT_PRESET, PRESETS, LlmPreset, preset_for_model_id
 
 ENABLED_KEY: Final = "llmEnabled"
 MODEL_KEY: Final = "llmModel"
-HUB_TOKEN_KEY: Final = "servingHubTokenSecretName"  # noqa: S105 (a setting name, not a secret)
 # An alarm* key like the image service's alarm settings, but read only with llmEnabled.
 TTFT_ALARM_KEY: Final = "alarmTtftP90Ms"
 # NeuronCores per Neuron device (chip): Inferentia2 has two NeuronCore-v2.
@@ -206,10 +206,9 @@ class LlmConfig:
             return None
         merged, preset = with_preset(values, accelerators)
         ctx = Context(merged)
-        if preset is not None and preset.gated.value and not ctx.raw(HUB_TOKEN_KEY, ""):
-            raise ConfigError(
-                f"setting '{HUB_TOKEN_KEY}' is required by the LLM preset {preset.name!r}: the Hub gates "
-                f"{preset.model_id.value} (accept its licence, then store a token of that account in Secrets Manager)"
+        if preset is not None:
+            require_hub_token(
+                merged, catalog="LLM", preset=preset.name, model_id=preset.model_id.value, gated=preset.gated.value
             )
         attention_heads = ctx.integer("llmModelAttentionHeads", minimum=1, maximum=1024)
         kv_heads = ctx.integer("llmModelKvHeads", minimum=1, maximum=1024)

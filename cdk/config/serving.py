@@ -12,6 +12,7 @@ Per-accelerator keys end in the accelerator's name with a capital: `...Neuron`, 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -363,11 +364,16 @@ class ServingConfig:
         plan = self.neuron_compile
         if plan is None:
             return
+        per_size = IMAGE_FAMILIES[self.family].neuron_gb_per_size_at_least
+        if per_size is None:
+            raise ConfigError(
+                f"setting 'accelerators' includes neuron, but optimum-neuron 0.4.5 has no pipeline for the "
+                f"'{self.family}' family (imageModelFamily): serve it on NVIDIA (-c accelerators=nvidia)"
+            )
         # Unsharded (SD, SDXL), optimum-neuron 0.4.5 loads every size onto the first device's two cores; sharded
         # (Flux), each size is spread over the degree's cores.
         cores = max(plan.tensor_parallel_size, NEURON_CORES_PER_DEVICE)
         available = cores * NEURON_CORE_MEMORY_GB
-        per_size = IMAGE_FAMILIES[self.family].neuron_gb_per_size_at_least
         needed = len(plan.shapes) * per_size
         if needed > available:
             raise ConfigError(
@@ -378,12 +384,25 @@ class ServingConfig:
             )
 
     def _check_volume_sizes(self) -> None:
-        """The pods' cache volume holds the model they download; the compile Job's scratch several copies."""
+        """The pods' cache volume holds what they download (the weights; on Neuron, every served size's compiled
+        pipeline); the compile Job's scratch several copies of the weights."""
         if self.cache_size_gi < self.model_size_gi:
             raise ConfigError(
                 f"setting 'servingCacheSizeGi' = {self.cache_size_gi} is below 'servingModelSizeGi' = "
                 f"{self.model_size_gi}: the pods download the model into their cache volume"
             )
+        plan = self.neuron_compile
+        per_size = IMAGE_FAMILIES[self.family].neuron_gb_per_size_at_least
+        if plan is not None and per_size is not None:
+            # Each size's folder carries a whole pipeline with its weights (docs/serving.md "Several sizes per
+            # Neuron pod"); a volume over its sizeLimit gets the pod evicted, and the next one fetches again.
+            needed_gi = math.ceil(len(plan.shapes) * per_size * 1e9 / 2**30)
+            if self.cache_size_gi < needed_gi:
+                raise ConfigError(
+                    f"setting 'servingCacheSizeGi' = {self.cache_size_gi} cannot hold the {len(plan.shapes)} "
+                    f"compiled sizes of 'neuronCompileShapes' the Neuron pods download (at least {per_size:g} GB "
+                    f"each for a {self.family} pipeline): set it to at least {needed_gi}, or list fewer sizes"
+                )
         needed = COMPILE_SCRATCH_MODEL_COPIES * self.model_size_gi
         if self.neuron_compile is not None and self.neuron_compile.scratch_gi < needed:
             raise ConfigError(

@@ -21,6 +21,8 @@ def preset_rows(presets: Iterable[ImagePreset]) -> list[str]:
     rows = []
     for preset in presets:
         for accelerator, pod in (("Neuron", preset.neuron), ("NVIDIA", preset.nvidia)):
+            if pod is None:
+                continue  # not served on that accelerator
             rows.append(
                 f"| `{preset.name}` | {accelerator} | {pod.instance.name} | ${pod.instance.usd_per_hour:.2f} | "
                 f"{pod.seconds_per_image:g} | ${usd_per_1000_images(pod):.2f} |"

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from cdk.config.context import ConfigError
+from cdk.config.hub_token import require_hub_token
 from cdk.instance_types import INSTANCE_TYPES, InstanceType
 from cdk.serving.catalog import Sourced
 
@@ -80,17 +81,17 @@ class ImagePreset:
     revision: str  # "" where no source names a commit: docs/first-deploy.md says how to pin one
     family: str  # a family of cdk/image/families.py (imageModelFamily checks it)
     licence: Sourced[str]
+    gated: Sourced[bool]  # the Hub gates the weights: staging needs servingHubTokenSecretName
     size_gi: Sourced[int]  # the staged weights, reasoned from parameter counts and rounded up
     cache_gi: int
-    neuron_compile: NeuronCompilePlan
-    neuron: PodSize
+    neuron_compile: NeuronCompilePlan | None  # None: optimum-neuron has no pipeline for the family (NVIDIA only)
+    neuron: PodSize | None
     nvidia: PodSize
     nvidia_families: tuple[str, ...]  # Karpenter's instance families whose GPU holds the model (nvidiaInstanceFamilies)
 
     def context(self) -> dict[str, Any]:
         """The context values the preset sets (cdk.json's keys, the way a profile sets them)."""
-        plan = self.neuron_compile
-        return {
+        values: dict[str, Any] = {
             MODEL_ID_KEY: self.model_id.value,
             REVISION_KEY: self.revision,
             FAMILY_KEY: self.family,
@@ -103,20 +104,32 @@ class ImagePreset:
             "servingStartupTimeoutSecondsNvidia": self.nvidia.startup_timeout_s,
             "scalingMaxReplicasNvidia": self.nvidia.max_replicas,
             "nvidiaInstanceFamilies": list(self.nvidia_families),
-            "servingNeuronDevices": self.neuron.devices,
-            "servingCpuNeuron": self.neuron.cpu,
-            "servingMemoryGiNeuron": self.neuron.memory_gi,
-            "servingInstanceTypeNeuron": self.neuron.instance.name,
-            "costSecondsPerImageNeuron": self.neuron.seconds_per_image,
-            "servingStartupTimeoutSecondsNeuron": self.neuron.startup_timeout_s,
-            "scalingMaxReplicasNeuron": self.neuron.max_replicas,
-            "neuronCompileInstanceType": plan.instance.name,
-            "neuronCompileShapes": list(plan.shapes),
-            "neuronCompileTensorParallelSize": plan.tensor_parallel_size,
-            "neuronCompileCpu": plan.cpu,
-            "neuronCompileMemoryGi": plan.memory_gi,
-            "neuronCompileScratchGi": plan.scratch_gi,
         }
+        if self.neuron is not None:
+            values.update(
+                {
+                    "servingNeuronDevices": self.neuron.devices,
+                    "servingCpuNeuron": self.neuron.cpu,
+                    "servingMemoryGiNeuron": self.neuron.memory_gi,
+                    "servingInstanceTypeNeuron": self.neuron.instance.name,
+                    "costSecondsPerImageNeuron": self.neuron.seconds_per_image,
+                    "servingStartupTimeoutSecondsNeuron": self.neuron.startup_timeout_s,
+                    "scalingMaxReplicasNeuron": self.neuron.max_replicas,
+                }
+            )
+        plan = self.neuron_compile
+        if plan is not None:
+            values.update(
+                {
+                    "neuronCompileInstanceType": plan.instance.name,
+                    "neuronCompileShapes": list(plan.shapes),
+                    "neuronCompileTensorParallelSize": plan.tensor_parallel_size,
+                    "neuronCompileCpu": plan.cpu,
+                    "neuronCompileMemoryGi": plan.memory_gi,
+                    "neuronCompileScratchGi": plan.scratch_gi,
+                }
+            )
+        return values
 
 
 INF2_XLARGE: Final = INSTANCE_TYPES["inf2.xlarge"]
@@ -124,6 +137,7 @@ INF2_8XLARGE: Final = INSTANCE_TYPES["inf2.8xlarge"]
 INF2_24XLARGE: Final = INSTANCE_TYPES["inf2.24xlarge"]
 # L4, 24 GB: the cheapest one-GPU type of the default g5/g6 families ($0.8048 an hour against g5.xlarge's $1.006).
 G6_XLARGE: Final = INSTANCE_TYPES["g6.xlarge"]
+G6_2XLARGE: Final = INSTANCE_TYPES["g6.2xlarge"]
 G6E_XLARGE: Final = INSTANCE_TYPES["g6e.xlarge"]
 _OPTIMUM_NEURON: Final = "huggingface/optimum-neuron@v0.4.5 docs/source/model_doc/diffusers"
 
@@ -140,6 +154,7 @@ SD21_BASE: Final = ImagePreset(
     licence=Sourced(
         "CreativeML Open RAIL++-M", "huggingface.co/stabilityai/stable-diffusion-2-1-base model card ('License:')"
     ),
+    gated=Sourced(False, "staged without a token since the first deploy (docs/first-deploy.md)"),
     size_gi=Sourced(5, "1.29 B parameters in fp32 (the staged safetensors): 4.8 GiB"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("512x512",), 1, 16, 96, 40),
@@ -167,6 +182,7 @@ SDXL_BASE: Final = ImagePreset(
         "huggingface.co/stabilityai/stable-diffusion-xl-base-1.0 README.md @f298da3c ('License: CreativeML Open "
         "RAIL++-M License')",
     ),
+    gated=Sourced(False, "staged without a token (docs/first-deploy.md)"),
     size_gi=Sourced(14, "3.5 B parameters in fp32 (UNet 2.6 B, text encoders 0.8 B, VAE 0.08 B): 13 GiB"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("1024x1024",), 1, 16, 96, 80),
@@ -187,15 +203,72 @@ FLUX_SCHNELL: Final = ImagePreset(
     revision="",
     family="flux",
     licence=Sourced("Apache-2.0", "replicate.com/black-forest-labs/flux-schnell model card ('apache-2.0 licence')"),
+    gated=Sourced(
+        True,
+        "modal-labs/modal-examples#1301 ('FLUX.1-schnell is gated now', July 2025); irreveloper/ComfyUI-DSD#8 "
+        "('Access to model black-forest-labs/FLUX.1-schnell is restricted')",
+    ),
     size_gi=Sourced(32, "12 B transformer + 4.7 B T5-XXL in bf16: about 33 GB = 31 GiB"),
-    cache_gi=48,
+    # The Neuron pods download each served size's compiled pipeline, ~34 GB apiece (docs/serving.md "Several
+    # sizes per Neuron pod"): three are 95 GiB, so 100 (48 held one and a half, and the pod was evicted in a loop).
+    cache_gi=100,
     neuron_compile=NeuronCompilePlan(INF2_24XLARGE, ("1024x1024", "896x1152", "1152x896"), 8, 32, 192, 170),
     neuron=PodSize(INF2_24XLARGE, 16, 128, 4, 4.0, 2400, max_replicas=1),
     nvidia=PodSize(G6E_XLARGE, 3, 24, 1, 4.0, 1800),
     nvidia_families=("g6e",),  # L40S, 48 GB
 )
 
-PRESETS: Final[Mapping[str, ImagePreset]] = {p.name: p for p in (SD21_BASE, SDXL_BASE, FLUX_SCHNELL)}
+# The open models of 2026 (Apache-2.0). optimum-neuron 0.4.5 has no pipeline for them, so NVIDIA only: with Neuron
+# among the accelerators the synth stops, naming the setting (cdk/config/serving.py). Their Hub commits are not
+# pinned yet (docs/first-deploy.md has the command that reads them).
+
+# FLUX.2 [klein] 4B: a 4 B transformer and the Qwen3-4B text encoder (text_encoder/ 8.05 GB on the Hub) in bf16,
+# with a 0.17 GB VAE: about 16 GB = 15 GiB -> 16. The bf16 pipeline fits a 24 GB L4 ("~13 GB VRAM" in community
+# reports); loading it needs more host memory than a g6.xlarge's 16 GiB leaves, so a g6.2xlarge (32 GiB).
+FLUX2_KLEIN_4B: Final = ImagePreset(
+    name="flux2-klein-4b",
+    model_id=Sourced(
+        "black-forest-labs/FLUX.2-klein-4B",
+        "huggingface.co/black-forest-labs/FLUX.2-klein-4B/blob/main/model_index.json (Flux2KleinPipeline, "
+        "is_distilled true); in use under that id in March 2026 (vladmandic/sdnext#4551, xorbitsai/inference#4596)",
+    ),
+    revision="",
+    family="flux2-klein",
+    licence=Sourced("Apache-2.0", "github.com/black-forest-labs/flux2 README ('FLUX.2 [klein] 4B apache-2.0')"),
+    gated=Sourced(False, "Apache-2.0 and no gate reported; docs/first-deploy.md's `curl .../api/models/...` row"),
+    size_gi=Sourced(16, "4 B transformer + Qwen3-4B encoder (8.05 GB) + 0.17 GB VAE in bf16: about 16 GB"),
+    cache_gi=40,
+    neuron_compile=None,
+    neuron=None,
+    nvidia=PodSize(G6_2XLARGE, 6, 24, 1, 2.0, 1800),
+    nvidia_families=("g5", "g6"),  # A10G and L4: 24 GB each
+)
+
+# Z-Image-Turbo: a 6.15 B single-stream transformer and the Qwen3-4B encoder; the repository is about 33 GB as
+# downloaded (32.88 GB in community images that pre-stage it) -> 31 GiB -> 32. In bf16 about 21 GB stay on the
+# GPU, too close to a 24 GB L4's limit at 1024 px: an L40S (48 GB, g6e.xlarge), as FLUX.1-schnell.
+Z_IMAGE_TURBO: Final = ImagePreset(
+    name="z-image-turbo",
+    model_id=Sourced(
+        "Tongyi-MAI/Z-Image-Turbo",
+        "huggingface.co/Tongyi-MAI/Z-Image-Turbo/tree/main/tokenizer (ZImagePipeline, License: apache-2.0); "
+        "mudler/LocalAI#7399",
+    ),
+    revision="",
+    family="z-image",
+    licence=Sourced("Apache-2.0", "huggingface.co/Tongyi-MAI/Z-Image-Turbo ('License: apache-2.0')"),
+    gated=Sourced(False, "Apache-2.0 and no gate reported; docs/first-deploy.md's `curl .../api/models/...` row"),
+    size_gi=Sourced(32, "6.15 B transformer + Qwen3-4B encoder: 32.88 GB as downloaded = 31 GiB"),
+    cache_gi=48,
+    neuron_compile=None,
+    neuron=None,
+    nvidia=PodSize(G6E_XLARGE, 3, 24, 1, 3.0, 1800),
+    nvidia_families=("g6e",),  # L40S, 48 GB
+)
+
+PRESETS: Final[Mapping[str, ImagePreset]] = {
+    p.name: p for p in (SD21_BASE, SDXL_BASE, FLUX_SCHNELL, FLUX2_KLEIN_4B, Z_IMAGE_TURBO)
+}
 DEFAULT_PRESET: Final = SD21_BASE
 
 
@@ -243,6 +316,10 @@ def apply_image_model(context: Mapping[str, Any], defaults: Mapping[str, Any]) -
         return _unknown_model(values, defaults)
     values[IMAGE_MODEL_KEY] = preset.name
     brought = str(values.get(MODEL_ID_KEY, "")).startswith("s3://")
+    if not brought and str(values.get("servingStageWeights", True)).lower() != "false":
+        require_hub_token(
+            values, catalog="image model", preset=preset.name, model_id=preset.model_id.value, gated=preset.gated.value
+        )
     if brought and not _given(values, defaults, REVISION_KEY):
         values[REVISION_KEY] = ""  # weights brought are read where they are: no Hub commit
     for key, value in preset.context().items():

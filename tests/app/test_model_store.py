@@ -8,8 +8,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from app.model_store.source import resolve_model_source
+from app.model_store.source import resolve_compiled_source, resolve_model_source
 from common.model_store.download import download_s3_prefix, parse_s3_uri
+from common.model_store.layout import ImageSize
 
 
 @pytest.fixture
@@ -104,3 +105,17 @@ def test_resolve_builtin_local_and_hub_sources(tmp_path):
 def test_unknown_sources_are_clear_errors(tmp_path, bad):
     with pytest.raises(ValueError, match=r"builtin|MODEL_ID"):
         resolve_model_source(bad, tmp_path)
+
+
+def test_a_neuron_pod_fetches_only_the_compiled_sizes_it_serves(s3, tmp_path):
+    """Each size's folder is a whole pipeline (~34 GB for Flux): sizes not served must stay in the bucket."""
+    for size in ("1024x1024", "896x1152", "1152x896"):
+        for name in ("model_index.json", "transformer/model.neuron"):
+            s3.put_object(Bucket="models", Key=f"compiled/flux/b1-tp8/{size}/{name}", Body=b"x" * 64)
+    wanted = (ImageSize(1024, 1024),)
+    source = resolve_compiled_source("s3://models/compiled/flux/b1-tp8/", tmp_path, wanted)
+    assert sorted(p.name for p in Path(source).iterdir()) == ["1024x1024"]
+    assert (Path(source) / "1024x1024" / "transformer" / "model.neuron").is_file()
+    # NEURON_SHAPES unset: every size there is.
+    every = resolve_compiled_source("s3://models/compiled/flux/b1-tp8/", tmp_path / "all", None)
+    assert sorted(p.name for p in Path(every).iterdir() if p.is_dir()) == ["1024x1024", "1152x896", "896x1152"]

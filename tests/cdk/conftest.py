@@ -88,7 +88,8 @@ TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
 # One setting picks the catalog's SDXL preset on both accelerators (docs/serving.md, "The image model catalog").
 SDXL_OVERRIDES: dict[str, Any] = {"imageModel": "sdxl-base"}
 # And FLUX.1-schnell's: for the pod rehearsal of the preset whose pods differ most (tests/rehearsal/).
-FLUX_OVERRIDES: dict[str, Any] = {"imageModel": "flux-schnell"}
+# FLUX.1-schnell is gated on the Hub: its synth needs a token secret (cdk/config/hub_token.py).
+FLUX_OVERRIDES: dict[str, Any] = {"imageModel": "flux-schnell", "servingHubTokenSecretName": "sd/hub-token"}
 
 
 def vpc_lookup_context(account: str, region: str, vpc_id: str) -> dict[str, Any]:

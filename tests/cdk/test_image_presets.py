@@ -7,6 +7,7 @@ tests/cdk/test_pod_fit.py."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -62,11 +63,19 @@ def test_one_setting_picks_sdxl_with_its_shapes_compile_and_prices():
 
 
 def test_the_hub_id_picks_its_preset_too():
-    cfg = serving(servingModelId="black-forest-labs/FLUX.1-schnell")
+    cfg = serving(servingModelId="black-forest-labs/FLUX.1-schnell", servingHubTokenSecretName="sd/hub-token")
     assert (cfg.image_model, cfg.family, cfg.neuron_devices) == ("flux-schnell", "flux", 4)
     assert cfg.compile_settings.tensor_parallel_size == 8
     platform = AppConfig.from_context(
-        resolve_context({**CDK_JSON, **EXAMPLE_ENVIRONMENT, "imageModel": "flux-schnell"}), {}
+        resolve_context(
+            {
+                **CDK_JSON,
+                **EXAMPLE_ENVIRONMENT,
+                "imageModel": "flux-schnell",
+                "servingHubTokenSecretName": "sd/hub-token",
+            }
+        ),
+        {},
     )
     (nvidia,) = [c for c in platform.capacity if c.name == "nvidia"]
     assert nvidia.instance_families == ("g6e",)
@@ -146,13 +155,15 @@ def test_every_presets_model_facts_name_their_source(preset: ImagePreset):
 
 @pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
 def test_every_presets_volumes_hold_the_model_on_the_nodes_disk(preset: ImagePreset):
-    assert preset.cache_gi >= preset.size_gi.value
+    assert preset.size_gi.value <= preset.cache_gi < ROOT_VOLUME_GIB
+    if preset.neuron_compile is None or preset.neuron is None:
+        return  # NVIDIA only
     assert COMPILE_SCRATCH_MODEL_COPIES * preset.size_gi.value <= preset.neuron_compile.scratch_gi < ROOT_VOLUME_GIB
     assert preset.neuron.devices * 2 >= preset.neuron_compile.tensor_parallel_size
 
 
 def test_the_manifests_carry_the_preset_without_a_synth():
-    cfg = serving(imageModel="flux-schnell")
+    cfg = serving(imageModel="flux-schnell", servingHubTokenSecretName="sd/hub-token")
     job = njob.compile_job(cfg, image=IMAGE, bucket="model-store", region="us-east-1")
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -188,7 +199,7 @@ def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():
     assert njob.shape_args(serving()) == ["--shape=512x512"]
     sdxl = serving(imageModel="sdxl-base")
     assert njob.shape_args(sdxl) == ["--shape=1024x1024"]  # one SDXL pipeline per size: only one surely fits a chip
-    flux = serving(imageModel="flux-schnell")
+    flux = serving(imageModel="flux-schnell", servingHubTokenSecretName="sd/hub-token")
     assert njob.shape_args(flux) == ["--shape=1024x1024", "--shape=896x1152", "--shape=1152x896"]
     args = njob.compile_job(sdxl, image="img", bucket="b", region="us-east-1")["spec"]["template"]["spec"]
     assert f"--tensor-parallel-size={sdxl.compile_settings.tensor_parallel_size}" in args["containers"][0]["args"]
@@ -198,7 +209,15 @@ def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():
     ("overrides", "message"),
     [
         ({"imageModel": "sdxl-base", "neuronCompileShapes": ["1024x1024", "896x1152", "1152x896"]}, "36.9 GB in all"),
-        ({"imageModel": "flux-schnell", "neuronCompileTensorParallelSize": 2, "servingNeuronDevices": 1}, "102 GB"),
+        (
+            {
+                "imageModel": "flux-schnell",
+                "servingHubTokenSecretName": "sd/hub-token",
+                "neuronCompileTensorParallelSize": 2,
+                "servingNeuronDevices": 1,
+            },
+            "102 GB",
+        ),
     ],
 )
 def test_sizes_whose_pipelines_cannot_fit_the_neuron_cores_stop_the_synth(overrides, message):
@@ -209,7 +228,51 @@ def test_sizes_whose_pipelines_cannot_fit_the_neuron_cores_stop_the_synth(overri
 def test_the_cost_table_prices_every_preset_from_its_instance():
     table = preset_table()
     for preset in PRESETS.values():
-        assert f"| `{preset.name}` | Neuron | {preset.neuron.instance.name} |" in table
+        if preset.neuron is not None:
+            assert f"| `{preset.name}` | Neuron | {preset.neuron.instance.name} |" in table
+        else:
+            assert f"| `{preset.name}` | Neuron |" not in table
         assert f"| `{preset.name}` | NVIDIA | {preset.nvidia.instance.name} |" in table
     pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 3.6), 1, 1, 1, 2.0, 60)
     assert usd_per_1000_images(pod) == pytest.approx(2.0)  # 2,000 s at $3.60 an hour
+
+
+GATED = {"servingHubTokenSecretName": "sd/hub-token"}
+
+
+def test_a_gated_preset_without_a_token_stops_naming_the_setting():
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "setting 'servingHubTokenSecretName' is required by the image model preset "
+            "'flux-schnell': the Hub gates black-forest-labs/FLUX.1-schnell"
+        ),
+    ):
+        serving(imageModel="flux-schnell")
+    with pytest.raises(ConfigError, match="servingHubTokenSecretName"):
+        serving(servingModelId="black-forest-labs/FLUX.1-schnell")
+    # Weights brought or staged by hand are not fetched from the Hub: no token needed.
+    assert serving(imageModel="flux-schnell", servingModelId="s3://weights/flux/").family == "flux"
+    assert serving(imageModel="flux-schnell", servingStageWeights=False).family == "flux"
+
+
+def test_the_neuron_cache_holds_every_compiled_size_the_pods_download():
+    """Three Flux sizes of ~34 GB each are 95 GiB: the 48 GiB cache the preset had got its pods evicted in a loop."""
+    with pytest.raises(ConfigError, match=r"'servingCacheSizeGi' = 48 cannot hold the 3 compiled sizes .* at least 95"):
+        serving(imageModel="flux-schnell", servingCacheSizeGi=48, **GATED)
+    assert serving(imageModel="flux-schnell", **GATED).cache_size_gi == 100
+    one_size = serving(imageModel="flux-schnell", servingCacheSizeGi=48, neuronCompileShapes=["1024x1024"], **GATED)
+    assert one_size.compile_settings.shape_names == ("1024x1024",)
+
+
+@pytest.mark.parametrize("name", ["flux2-klein-4b", "z-image-turbo"])
+def test_a_2026_family_stops_on_neuron_naming_the_setting(name: str):
+    preset = PRESETS[name]
+    assert preset.neuron is None and preset.licence.value == "Apache-2.0"
+    with pytest.raises(ConfigError, match=rf"setting 'accelerators' includes neuron, .* '{preset.family}' family"):
+        serving(imageModel=name)
+    cfg = ServingConfig.from_context(
+        resolve_context({**CDK_JSON, "accelerators": "nvidia", "imageModel": name}), accelerators=("nvidia",)
+    )
+    assert (cfg.family, cfg.model_id) == (preset.family, preset.model_id.value)
+    assert cfg.neuron_compile is None

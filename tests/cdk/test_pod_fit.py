@@ -72,26 +72,44 @@ def test_each_llm_presets_pod_is_pinned_to_its_instance_and_fits_there(preset: L
     assert_pinned_and_fits(llm_pod(preset, acc), INSTANCE_TYPES[preset.per_accelerator[acc].instance_type])
 
 
+def preset_serving(preset: ImagePreset) -> ServingConfig:
+    """The preset's settings as its synth reads them: a token where the Hub gates it, NVIDIA alone where Neuron
+    has no pipeline for its family."""
+    given: dict[str, Any] = {"imageModel": preset.name}
+    if preset.gated.value:
+        given["servingHubTokenSecretName"] = "sd/hub-token"
+    if preset.neuron is None:
+        return ServingConfig.from_context(
+            resolve_context({**CDK_JSON, **given, "accelerators": "nvidia"}), accelerators=("nvidia",)
+        )
+    return image_serving(**given)
+
+
+def served_pods(preset: ImagePreset, cfg: ServingConfig) -> dict[str, tuple[dict[str, Any], InstanceType]]:
+    """Each pod of the preset and the instance it is pinned to."""
+    pods = {"nvidia serving": (image_pod("nvidia", cfg), preset.nvidia.instance)}
+    if preset.neuron is not None and preset.neuron_compile is not None:
+        pods["neuron serving"] = (image_pod("neuron", cfg), preset.neuron.instance)
+        pods["compile"] = (compile_pod(cfg), preset.neuron_compile.instance)
+    return pods
+
+
 @pytest.mark.parametrize("preset", IMAGE_PRESETS.values(), ids=lambda p: p.name)
 def test_each_image_presets_pods_are_pinned_to_their_instance_and_fit_there(preset: ImagePreset):
-    cfg = image_serving(imageModel=preset.name)
-    assert_pinned_and_fits(image_pod("neuron", cfg), preset.neuron.instance)
-    assert_pinned_and_fits(image_pod("nvidia", cfg), preset.nvidia.instance)
-    assert_pinned_and_fits(compile_pod(cfg), preset.neuron_compile.instance)
+    cfg = preset_serving(preset)
+    for spec, instance in served_pods(preset, cfg).values():
+        assert_pinned_and_fits(spec, instance)
     # The routing weights, the dashboards and `python -m cdk.costs` read the price of the pinned instance.
     for acc, size in (("neuron", preset.neuron), ("nvidia", preset.nvidia)):
-        assert cfg.per_accelerator[acc].price_per_hour == size.instance.usd_per_hour
+        if size is not None:
+            assert cfg.per_accelerator[acc].price_per_hour == size.instance.usd_per_hour
 
 
 @pytest.mark.parametrize("preset", IMAGE_PRESETS.values(), ids=lambda p: p.name)
 def test_each_image_preset_names_the_cheapest_instance_of_its_families_that_fits(preset: ImagePreset):
-    cfg = image_serving(imageModel=preset.name)
+    cfg = preset_serving(preset)
     families = {"neuron": ("inf2",), "nvidia": preset.nvidia_families}
-    pods = {
-        "neuron serving": (image_pod("neuron", cfg), preset.neuron.instance),
-        "nvidia serving": (image_pod("nvidia", cfg), preset.nvidia.instance),
-        "compile": (compile_pod(cfg), preset.neuron_compile.instance),
-    }
+    pods = served_pods(preset, cfg)
     for what, (spec, named) in pods.items():
         allowed = families[named.accelerator]
         candidates = [it for it in INSTANCE_TYPES.values() if it.accelerator == named.accelerator]

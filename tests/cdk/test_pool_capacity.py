@@ -46,7 +46,9 @@ def test_pools_with_room_for_one_more_node_surge():
     assert image_strategy(cfg, "neuron") == SURGE
     assert image_strategy(cfg, "nvidia") == SURGE
     # Flux on Neuron: one 96-vCPU pod leaves room for exactly one more of its nodes.
-    assert image_strategy(config(imageModel="flux-schnell"), "neuron") == SURGE
+    assert (
+        image_strategy(config(imageModel="flux-schnell", servingHubTokenSecretName="sd/hub-token"), "neuron") == SURGE
+    )
 
 
 def test_a_pool_filled_by_its_maxima_rolls_the_llm_in_place_too():
@@ -69,7 +71,7 @@ def test_a_pool_filled_by_its_maxima_rolls_the_llm_in_place_too():
 
 
 def test_the_flux_presets_neuron_maximum_fits_the_default_limit():
-    cfg = config(imageModel="flux-schnell")
+    cfg = config(imageModel="flux-schnell", servingHubTokenSecretName="sd/hub-token")
     neuron = cfg.serving.per_accelerator["neuron"]
     assert neuron.max_replicas * neuron.instance.vcpu <= cfg.capacity_for("neuron").max_vcpu
 
@@ -78,7 +80,7 @@ def test_the_flux_presets_neuron_maximum_fits_the_default_limit():
     ("given", "message"),
     [
         (
-            {"imageModel": "flux-schnell", "scalingMaxReplicasNeuron": 3},
+            {"imageModel": "flux-schnell", "servingHubTokenSecretName": "sd/hub-token", "scalingMaxReplicasNeuron": 3},
             "the neuron pool's maximum replicas need 288 vCPU ('scalingMaxReplicasNeuron' = 3 x "
             "'servingInstanceTypeNeuron' = 'inf2.24xlarge' (96 vCPU)), more than 'neuronMaxVcpu' = 192 lets "
             "Karpenter launch: lower the maximum replicas or raise 'neuronMaxVcpu' to 288",
