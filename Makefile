@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm run-llm-embed native-relay test test-fast lint synth deploy kubectl-tunnel verify bench bench-families bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm run-llm-embed native-relay test test-fast lint synth deploy kubectl-tunnel verify bench bench-families bench-gpu bench-gpu-wheels bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +115,19 @@ bench-families: $(VENV)/.local-installed
 	-$(BIN)/python -m app.bench breaking-point --model-id builtin:tiny-sdxl --steps 30 --width 128 --height 128 --level-seconds 20 --max-concurrency 16 --results-file docs/benchmarks.md
 	$(BIN)/python -m app.bench serving --model-id builtin:tiny-flux --steps 4 --size 128 --concurrency 1 4 --pairs 20 --results-file docs/benchmarks.md
 	-$(BIN)/python -m app.bench breaking-point --model-id builtin:tiny-flux --steps 4 --width 128 --height 128 --level-seconds 20 --max-concurrency 16 --results-file docs/benchmarks.md
+
+## On one H100/H200, first thing: the headline image figures (SD 2.1-base 512x512 50 steps at batch 1 and 8, SDXL,
+## FLUX.1-schnell; eager bf16, random weights from the published configs), then the speed ladder while its 8 minutes
+## last, written into docs/benchmarks.md by the benchmark (tools/bench_gpu.sh; GPU_PYTHON=python3, BENCH_ARGS=...).
+## `make bench-gpu-wheels` first, here. Through the device tool: run(command='bash tools/bench_gpu.sh "$$OUT"',
+## carry=[".bench-gpu"], timeout_s=600), then copy its benchmarks.md over docs/benchmarks.md (docs/benchmarks.md).
+bench-gpu:
+	bash tools/bench_gpu.sh
+
+## The wheels a bare GPU machine lacks for make bench-gpu (diffusers, pydantic; the GPU image lock's versions) and
+## the pinned instances' prices, into the ignored .bench-gpu/ (about 9 MiB; needs PyPI).
+bench-gpu-wheels: $(VENV)/.dev-installed node_modules/.installed
+	$(BIN)/python -m tools.bench_gpu_carry
 
 ## Benchmark the LLM stack of make run-llm, llmperf-style (BENCH_ARGS=..., see `python -m llm_bench --help`).
 bench-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed

@@ -9,13 +9,14 @@ import argparse
 import sys
 from types import ModuleType
 
-from app.bench import breaking_point, jobs, pipeline, serving
+from app.bench import breaking_point, gpu, jobs, pipeline, serving
 
 MODES: dict[str, ModuleType] = {
     "serving": serving,
     "pipeline": pipeline,
     "breaking-point": breaking_point,
     "jobs": jobs,
+    "gpu": gpu,
 }
 DEFAULT_MODE = "serving"
 
