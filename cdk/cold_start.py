@@ -37,17 +37,27 @@ IMAGE_PULL: Final = Step(
     8,
     "'For a 12GB ML image, that's 2-8 minutes of cold-start time' (blog.zmalik.dev, 'Lazy-Pulling Container Images')",
 )
+REFERENCE_MODEL_GI: Final = 5  # the default preset's weights (SD 2.1-base), which MODEL_LOAD's range is for
 MODEL_LOAD: Final = Step(
     "the weights load from S3 and the pipeline warms up",
     1,
     3,
-    "our estimate for servingModelSizeGi (5 GiB) from the model store; no documented figure found",
+    f"our estimate for {REFERENCE_MODEL_GI} GiB of weights from the model store, scaled with servingModelSizeGi; "
+    "no documented figure found",
 )
-STEPS: Final = (DEMAND_TO_REPLICA, NODE_LAUNCH, IMAGE_PULL, MODEL_LOAD)
 
 
-def first_image_minutes() -> tuple[int, int]:
-    """(low, high) minutes from the first request on a cold pool to its first image, rounded outwards."""
-    low = sum(s.low_min for s in STEPS)
-    high = sum(s.high_min for s in STEPS)
+def model_load(size_gi: int) -> Step:
+    """MODEL_LOAD for `size_gi` GiB of weights: the download grows with the weights (FLUX.1-schnell's 32 GiB take
+    about six times SD 2.1-base's 5), never below the reference's range."""
+    factor = max(1.0, size_gi / REFERENCE_MODEL_GI)
+    return Step(MODEL_LOAD.name, MODEL_LOAD.low_min * factor, MODEL_LOAD.high_min * factor, MODEL_LOAD.source)
+
+
+def first_image_minutes(model_size_gi: int = REFERENCE_MODEL_GI) -> tuple[int, int]:
+    """(low, high) minutes from the first request on a cold pool to its first image, rounded outwards, for a model of
+    `model_size_gi` GiB (servingModelSizeGi)."""
+    steps = (DEMAND_TO_REPLICA, NODE_LAUNCH, IMAGE_PULL, model_load(model_size_gi))
+    low = sum(s.low_min for s in steps)
+    high = sum(s.high_min for s in steps)
     return int(low), int(-(-high // 1))

@@ -77,7 +77,7 @@ def environment(acc: Accelerator, cfg: ServingConfig, region: str) -> list[dict[
     """What `starting_gate.settings.GateSettings` reads (the sign-in's settings come from the pods' ConfigMap)."""
     return [
         {"name": "UPSTREAM_URL", "value": upstream_url(acc, cfg)},
-        {"name": "STARTING_MINUTES", "value": str(first_image_minutes()[1])},
+        {"name": "STARTING_MINUTES", "value": str(first_image_minutes(cfg.model_size_gi)[1])},
         {"name": "RETRY_AFTER_SECONDS", "value": str(RETRY_AFTER_S)},
         {"name": "DEMAND_UNITS", "value": json.dumps([image_unit(acc).dimensions], separators=(",", ":"))},
         {"name": "PORT", "value": str(CONTAINER_PORT)},

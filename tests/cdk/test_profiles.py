@@ -54,3 +54,42 @@ def test_an_interactive_pool_at_zero_needs_the_starting_gate() -> None:
 def test_the_starting_gate_fronts_one_accelerator() -> None:
     with pytest.raises(ConfigError, match="'servingStartingGate' = true needs exactly one accelerator"):
         config({**DEFAULT_CONTEXT, "servingStartingGate": "true"})
+
+
+def test_the_trial_with_flux_names_its_instance_and_its_longer_cold_start() -> None:
+    from cdk.build import resolve_context
+    from cdk.cold_start import first_image_minutes
+    from cdk.image import starting_gate
+    from cdk.image.presets import FLUX_SCHNELL, SD21_BASE
+
+    context = {**DEFAULT_CONTEXT, **EXAMPLE_ENVIRONMENT, "profile": "trial"}
+    flux = {"imageModel": "flux-schnell", "servingHubTokenSecretName": "sd/hub-token"}
+    trial = AppConfig.from_context(resolve_context(context), {})
+    with_flux = AppConfig.from_context(resolve_context({**context, **flux}), {})
+    # The pod is pinned to the preset's instance (an L40S: the L4 of the default is too small), within the trial's
+    # one 4-vCPU node.
+    assert with_flux.serving.per_accelerator["nvidia"].instance.name == FLUX_SCHNELL.nvidia.instance.name
+    assert FLUX_SCHNELL.nvidia.instance.vcpu <= TRIAL["nvidiaMaxVcpu"]
+    # Six times the weights take longer to load: the gate says so.
+    assert with_flux.serving.model_size_gi == FLUX_SCHNELL.size_gi.value > SD21_BASE.size_gi.value
+    minutes = {
+        e["name"]: e["value"]
+        for e in starting_gate.environment(with_flux.accelerators[0], with_flux.serving, "us-east-1")
+    }["STARTING_MINUTES"]
+    assert int(minutes) == first_image_minutes(FLUX_SCHNELL.size_gi.value)[1] > first_image_minutes()[1]
+    assert trial.serving.model_size_gi == SD21_BASE.size_gi.value
+
+
+def test_the_trial_doc_states_flux_instance_price_and_cold_start() -> None:
+    from pathlib import Path
+
+    from cdk.cold_start import first_image_minutes
+    from cdk.image.presets import FLUX2_KLEIN_4B, FLUX_SCHNELL
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "trial.md").read_text()
+    instance = FLUX_SCHNELL.nvidia.instance
+    assert f"a {instance.name}" in doc and f"${instance.usd_per_hour:.3f} an hour" in doc
+    low, high = first_image_minutes(FLUX_SCHNELL.size_gi.value)
+    assert f"about {low}-{high}\nminutes from cold" in doc or f"about {low}-{high} minutes from cold" in doc
+    klein_low, klein_high = first_image_minutes(FLUX2_KLEIN_4B.size_gi.value)
+    assert f"{klein_low}-{klein_high})" in doc
