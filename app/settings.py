@@ -8,6 +8,7 @@ readable error that names the variable, instead of a traceback.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal, Self
 
@@ -144,6 +145,17 @@ class Settings(ServiceSettings):
     public_url: str = Field(
         "", description="where browsers reach the service, https://<host>: the sign-in's callback and the UI's root"
     )
+
+    @property
+    def loopback_only(self) -> bool:
+        """Whether the service listens on a loopback address only (`make run`: HOST=127.0.0.1), never on the cluster
+        (0.0.0.0 in the pods): whoever opens its page is at this machine and is its operator."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to any address
 
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:
