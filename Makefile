@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm run-llm-embed native-relay test test-fast lint synth deploy kubectl-tunnel verify bench bench-families bench-gpu bench-gpu-wheels bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm run-llm-embed native-relay test test-fast lint synth costs deploy kubectl-tunnel verify bench bench-families bench-gpu bench-gpu-wheels bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,7 +70,8 @@ test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed 
 
 ## The fast tier, for a seconds-long loop: lint and the tests that need no synth, vLLM engine, sandbox, Neuron
 ## contract venv, browser or GPU (pytest --fast; docs/testing.md). Run one file with: $(BIN)/python -m pytest --fast FILE
-test-fast: $(VENV)/.dev-installed
+## node_modules too: some fast tests run Node (the CRD schemas' validator, the pinned Node's own checks).
+test-fast: $(VENV)/.dev-installed node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest --fast -q -n 2
 
@@ -82,6 +83,12 @@ lint: $(VENV)/.dev-installed
 ## finds credentials, else offline for the labelled, not deployable example environment.
 synth: $(VENV)/.dev-installed node_modules/.installed
 	PATH="$(abspath $(BIN)):$$PATH" npx --no-install cdk synth --quiet -c exampleEnvironment=true
+
+## Print the cost at rest, the observability bill and each image model preset's cost for cdk.json's context, with
+## COSTS_ARGS's key=value pairs on top (make costs COSTS_ARGS="profile=trial"): python -m cdk.costs in the venv, on the
+## pinned Node 22, so that jsii prints no end-of-life banner before the tables.
+costs: $(VENV)/.dev-installed node_modules/.installed
+	@$(BIN)/python -m cdk.costs $(COSTS_ARGS)
 
 ## Deploy every stack to the account and region of your AWS credentials, with you (the AWS CLI's caller, resolved
 ## by tools/deployer.py) as a cluster admin through an EKS access entry. DEPLOY_ARGS=... adds CDK CLI options

@@ -29,11 +29,13 @@ def resolve_params(
     settings = service.settings
     family = service.family
     default_width, default_height = service.default_size
-    problems = []
+    problems: list[tuple[str, str]] = []  # (field, message), the 422's detail
     if guidance_scale is not None and not family.guidance:
-        problems.append(f"guidance_scale does not apply to {family.title} (guidance-distilled); leave it out")
+        problems.append(
+            ("guidance_scale", f"guidance_scale does not apply to {family.title} (guidance-distilled); leave it out")
+        )
     if negative_prompt and not family.negative_prompt:
-        problems.append(f"negative_prompt does not apply to {family.title}; leave it out")
+        problems.append(("negative_prompt", f"negative_prompt does not apply to {family.title}; leave it out"))
     params = GenerationParams(
         prompt=prompt,
         negative_prompt=negative_prompt or "",
@@ -44,19 +46,19 @@ def resolve_params(
         seed=secrets.randbelow(MAX_SEED + 1) if seed is None else seed,
     )
     if not params.prompt.strip():
-        problems.append("prompt must not be empty")
+        problems.append(("prompt", "prompt must not be empty"))
     for name, text in (("prompt", params.prompt), ("negative_prompt", params.negative_prompt)):
         if len(text) > settings.max_prompt_chars:
-            problems.append(f"{name} is {len(text)} characters; the limit is {settings.max_prompt_chars}")
+            problems.append((name, f"{name} is {len(text)} characters; the limit is {settings.max_prompt_chars}"))
     if not 1 <= params.steps <= settings.max_steps:
-        problems.append(f"steps must be between 1 and {settings.max_steps}")
+        problems.append(("steps", f"steps must be between 1 and {settings.max_steps}"))
     if params.guidance_scale is not None and not 0.0 <= params.guidance_scale <= settings.max_guidance_scale:
-        problems.append(f"guidance_scale must be between 0 and {settings.max_guidance_scale}")
-    problems += service.size_bounds.problems(params.width, params.height, family.title)
+        problems.append(("guidance_scale", f"guidance_scale must be between 0 and {settings.max_guidance_scale}"))
+    problems += service.size_bounds.side_problems(params.width, params.height, family.title)
     if not 0 <= params.seed <= MAX_SEED:
-        problems.append(f"seed must be between 0 and {MAX_SEED}")
+        problems.append(("seed", f"seed must be between 0 and {MAX_SEED}"))
     if problems:
-        raise UnsupportedRequest("; ".join(problems))
+        raise UnsupportedRequest(*problems)
     if service.backend is not None:
         service.backend.check(params)
     return params

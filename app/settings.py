@@ -8,6 +8,7 @@ sign-in) is common/settings.py's `ServiceSettings`, the browser's sign-in its `B
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal, Self
 
@@ -142,6 +143,17 @@ class Settings(BrowserSignInSettings):
     ui_file_ttl_s: int = Field(
         60, ge=1, le=86400, description="the UI's generated image files are deleted after this many seconds"
     )
+
+    @property
+    def loopback_only(self) -> bool:
+        """Whether the service listens on a loopback address only (`make run`: HOST=127.0.0.1), never on the cluster
+        (0.0.0.0 in the pods): whoever opens its page is at this machine and is its operator."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to any address
 
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:

@@ -19,6 +19,7 @@ from app.api.errors import describe_errors
 from app.api.schemas import make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import BatchResult, DeadlineExceeded, QueueFull, ShutdownCut
+from app.model_store.source import public_model_name
 from app.params import resolve_params
 from app.service import GenerationService, NotReady
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
@@ -178,15 +179,23 @@ STATUS_POLL_S = 1.0  # how often a page opened while the model loads asks whethe
 
 
 def model_status(service: GenerationService) -> str:
-    """What the page says about the model: loading, failed (with the error id), or the demo notice."""
+    """What the page says about the model: loading, failed (with the error id; locally the reason too), or which
+    model is loaded and its family, after the demo notice for the built-in one."""
     if service.load_error_id is not None:
-        return f"**The model failed to load** (error id {service.load_error_id}); the operator must fix it."
+        failed = f"**The model failed to load** (error id {service.load_error_id})"
+        if service.settings.loopback_only:
+            # Bound to loopback, the reader is this machine's operator: the reason, not only the log line's id.
+            reason = " ".join(str(service.load_error).replace("`", "'").split())  # one line of inline code
+            return f"{failed}: `{reason}`. Fix it (MODEL_ID, the model files) and restart the service."
+        return f"{failed}; the operator must fix it."
     if not service.ready:
         return LOADING_NOTICE
-    family = f"Model family: **{service.family.title}**."
+    loaded = (
+        f"Model loaded: **{public_model_name(service.settings.model_id)}**. Model family: **{service.family.title}**."
+    )
     if service.demo_model:
-        return DEMO_NOTICE.format(model=service.settings.model_id, family=service.family.title) + "\n\n" + family
-    return family
+        return DEMO_NOTICE.format(model=service.settings.model_id, family=service.family.title) + "\n\n" + loaded
+    return loaded
 
 
 def size_label(width: int, height: int) -> str:
@@ -257,8 +266,16 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
+                # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
+                # to share" (gradio 6.31 components/image.py `buttons`: every built-in one by default).
                 image = gr.Image(
-                    label="Image", type="pil", format="png", elem_id="result", interactive=False, height=420
+                    label="Image",
+                    type="pil",
+                    format="png",
+                    elem_id="result",
+                    interactive=False,
+                    height=420,
+                    buttons=["download", "fullscreen"],
                 )
                 caption = gr.Markdown(elem_id="caption", label="Caption")
         # gradio_client takes each parameter's default from its input's initial value; the size sliders

@@ -18,7 +18,7 @@ from tests.support.pinned_node import use_pinned_node
 
 use_pinned_node()  # before any test imports aws_cdk, whose jsii runtime spawns `node` from PATH
 
-pytest_plugins = ["tests.support.tiers", "tests.support.worker_groups", "pytester"]
+pytest_plugins = ["tests.support.tiers", "tests.support.worker_groups", "tests.support.held_ports", "pytester"]
 
 if TYPE_CHECKING:
     from tests.app.fakes import FakeBackend

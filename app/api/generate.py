@@ -113,7 +113,7 @@ def generate_router(settings: Settings) -> APIRouter:
                 params = resolve_params(service, **body.model_dump())
             except UnsupportedRequest as exc:
                 status = 422
-                return error_response(422, str(exc))
+                return error_response(422, str(exc), detail=exc.detail)
             try:
                 result = await unless_disconnected(request.receive, service.generate(params))
             except ClientDisconnected:

@@ -39,6 +39,14 @@ class Option:
         """True for null and the accepted values (of the same JSON type: 0 is not false)."""
         return value is None or any(type(value) is type(a) and value == a for a in self.accepted)
 
+    def json_schema(self) -> dict[str, Any]:
+        """The values it takes, and null, as JSON Schema: an enum of strings, else one `const` each. A boolean enum
+        would be as valid, but openapi-python-client 0.29.1 takes enums of strings or integers only (its
+        parser/properties/enum_property.py) and leaves the whole operation out of the client it generates."""
+        if all(type(value) is str for value in self.accepted):
+            return {"enum": [*self.accepted, None]}
+        return {"anyOf": [*({"const": value} for value in self.accepted), {"type": "null"}]}
+
 
 OPTIONS: Final = {
     "response_format": Option(("b64_json", "url"), "the image comes as base64 (b64_json) or as a link (url)"),
@@ -120,7 +128,7 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
     }
     for name, option in OPTIONS.items():
         accepted = [*option.accepted, None]
-        fields[name] = (Any, Field(None, description=f"accepted: {accepted}", json_schema_extra={"enum": accepted}))
+        fields[name] = (Any, Field(None, description=f"accepted: {accepted}", json_schema_extra=option.json_schema()))
     return create_model(
         "ImagesGenerationRequest",
         __config__=ConfigDict(strict=True, extra="forbid", json_schema_extra={"example": {"prompt": "a red fox"}}),

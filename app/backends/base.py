@@ -81,7 +81,17 @@ def pipeline_arguments(
 
 
 class UnsupportedRequest(ValueError):
-    """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422."""
+    """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422 whose `detail`
+    names each field, like a validation error's."""
+
+    def __init__(self, *problems: tuple[str, str]) -> None:
+        self.problems = problems  # (field, readable message) pairs
+        super().__init__("; ".join(message for _, message in problems))
+
+    @property
+    def detail(self) -> list[dict[str, str]]:
+        """The API's 422 `detail`: one {field, message} per problem."""
+        return [{"field": field, "message": message} for field, message in self.problems]
 
 
 class Backend(Protocol):

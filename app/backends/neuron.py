@@ -92,8 +92,11 @@ def check_size(served: Sequence[tuple[int, int]], width: int, height: int) -> No
     """Raise UnsupportedRequest listing the sizes served when (width, height) is not one of them."""
     if (width, height) not in served:
         raise UnsupportedRequest(
-            f"this deployment serves only {size_list(served)} images (its Neuron model is compiled for "
-            f"{'that size' if len(served) == 1 else 'those sizes'}); got {width}x{height}"
+            (
+                "size",
+                f"this deployment serves only {size_list(served)} images (its Neuron model is compiled for "
+                f"{'that size' if len(served) == 1 else 'those sizes'}); got {width}x{height}",
+            )
         )
 
 

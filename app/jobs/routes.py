@@ -96,7 +96,7 @@ def jobs_router(settings: Settings) -> APIRouter:
         try:
             submission = await jobs.submit(caller, body.model_dump(), idempotency_key)
         except UnsupportedRequest as exc:
-            return error_response(422, str(exc))
+            return error_response(422, str(exc), detail=exc.detail)
         except IdempotencyKeyReused:
             return error_response(409, f"this {IDEMPOTENCY_HEADER} was used with a different request body")
         except QueueUnavailable:

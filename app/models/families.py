@@ -51,14 +51,21 @@ class SizeBounds:
     max_side: int
     multiple_of: int
 
-    def problems(self, width: int, height: int, title: str) -> list[str]:
-        """Why (width, height) is outside these bounds, one readable line per side: empty when inside."""
+    def side_problems(self, width: int, height: int, title: str) -> list[tuple[str, str]]:
+        """Why (width, height) is outside these bounds: (the side's name, a readable line) per side outside them."""
         return [
-            f"{name} must be a multiple of {self.multiple_of} between {self.min_side} and {self.max_side} "
-            f"for this {title} model; got {value}"
+            (
+                name,
+                f"{name} must be a multiple of {self.multiple_of} between {self.min_side} and {self.max_side} "
+                f"for this {title} model; got {value}",
+            )
             for name, value in (("width", width), ("height", height))
             if not self.min_side <= value <= self.max_side or value % self.multiple_of
         ]
+
+    def problems(self, width: int, height: int, title: str) -> list[str]:
+        """Why (width, height) is outside these bounds, one readable line per side: empty when inside."""
+        return [message for _, message in self.side_problems(width, height, title)]
 
     def within(self, min_side: int, max_side: int) -> SizeBounds:
         """These bounds narrowed to [min_side, max_side] (an operator's MIN_SIZE/MAX_SIZE), kept on the grid."""

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from common.server_process import free_port
 from tests.app.fakes import FakeBackend
 from tests.app.live_server import serve
 
@@ -92,7 +93,14 @@ def test_max_connections_beyond_the_hard_descriptor_limit_exits_2_with_one_line(
 
     result = subprocess.run(
         [sys.executable, "-m", "app"],
-        env={"PATH": "/usr/bin:/bin", "MAX_CONNECTIONS": "1000", "UI": "false", "JOBS": "off"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOST": "127.0.0.1",
+            "PORT": str(free_port()),  # whichever check comes first, this one is the only one that can fail
+            "MAX_CONNECTIONS": "1000",
+            "UI": "false",
+            "JOBS": "off",
+        },
         capture_output=True,
         text=True,
         timeout=120,

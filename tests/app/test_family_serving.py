@@ -33,7 +33,7 @@ def flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Clien
     root = tmp_path_factory.mktemp("flux")
     folder = saved_folder("builtin:tiny-flux", root)
     with (
-        serve(root, model_id=str(folder), **FAMILY_SETTINGS) as live,
+        serve(root, model_id=str(folder), jobs="local", jobs_dir=root / "jobs", **FAMILY_SETTINGS) as live,
         httpx.Client(base_url=live.url, timeout=120) as client,
     ):
         yield client, live
@@ -108,13 +108,26 @@ def test_flux_folder_draws_the_asked_size_in_four_steps(flux: tuple[httpx.Client
         ({"width": 200}, "width must be a multiple of 16 between 64 and 384 for this FLUX.1-schnell model; got 200"),
     ],
 )
+@pytest.mark.parametrize("path", ["/v1/generate", "/v1/jobs"])
 def test_flux_folder_refuses_what_the_family_cannot_do(
-    flux: tuple[httpx.Client, LiveServer], extra: dict[str, object], message: str
+    flux: tuple[httpx.Client, LiveServer], extra: dict[str, object], message: str, path: str
 ) -> None:
     client, _ = flux
-    response = client.post("/v1/generate", json={"prompt": "a lighthouse", **extra})
+    response = client.post(path, json={"prompt": "a lighthouse", **extra})
     assert response.status_code == 422
-    assert message in response.text
+    # Every 422 names its field in `detail`, as a validation error's does (docs/api.md, ErrorResponse).
+    body = response.json()
+    (problem,) = body["detail"]
+    field = next(iter(extra))
+    assert problem["field"] == field and problem["message"].startswith(message), body
+    assert message in body["error"]
+
+
+def test_two_problems_are_two_details(flux: tuple[httpx.Client, LiveServer]) -> None:
+    client, _ = flux
+    response = client.post("/v1/generate", json={"prompt": "a lighthouse", "width": 200, "height": 72})
+    assert response.status_code == 422
+    assert [problem["field"] for problem in response.json()["detail"]] == ["width", "height"]
 
 
 def test_a_folder_of_an_unserved_pipeline_stops_the_load_naming_the_served_ones(tmp_path: Path) -> None:

@@ -14,16 +14,17 @@ import pytest
 from app.bench.inprocess import serve_in_thread
 from app.server import create_app
 from app.settings import Settings, load_settings
+from common.server_process import free_port
 from tests.app.live_server import TEST_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_app_until_exit(env: dict[str, str], wrapper: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m app` with `env` on a free loopback port (the check under test comes after the port's), to its end."""
     command = [*(wrapper or []), sys.executable, "-m", "app"]
-    return subprocess.run(
-        command, cwd=ROOT, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=120
-    )
+    env = {"PATH": "/usr/bin:/bin", "HOST": "127.0.0.1", "PORT": str(free_port()), **env}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], jobs_dir: Path) -> None:
