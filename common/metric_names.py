@@ -74,6 +74,11 @@ TIME_PER_OUTPUT_TOKEN: Final = MetricSpec(
 )
 REQUESTS_RUNNING: Final = MetricSpec("RequestsRunning", "Count", "Requests the engine is generating for")
 KV_CACHE_USAGE: Final = MetricSpec("KvCacheUsage", "Percent", "The engine's KV cache in use")
+# vLLM's prefix cache, in prompt tokens since the last flush: looked up, and found (its hit rate is their ratio).
+PREFIX_CACHE_QUERIES: Final = MetricSpec(
+    "PrefixCacheQueries", "Count", "Prompt tokens the engine looked up in its prefix cache"
+)
+PREFIX_CACHE_HITS: Final = MetricSpec("PrefixCacheHits", "Count", "Prompt tokens the engine found in its prefix cache")
 
 LLM_METRICS: Final = (
     REQUESTS,
@@ -86,9 +91,21 @@ LLM_METRICS: Final = (
     TIME_PER_OUTPUT_TOKEN,
     REQUESTS_RUNNING,
     KV_CACHE_USAGE,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
 )
 # Counters: what a flush publishes is their total (the rest keep every sample, for percentiles).
-_COUNTED: Final = (REQUESTS, ERRORS, IMAGES_GENERATED, JOBS_SUCCEEDED, JOBS_FAILED, PROMPT_TOKENS, OUTPUT_TOKENS)
+_COUNTED: Final = (
+    REQUESTS,
+    ERRORS,
+    IMAGES_GENERATED,
+    JOBS_SUCCEEDED,
+    JOBS_FAILED,
+    PROMPT_TOKENS,
+    OUTPUT_TOKENS,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+)
 COUNTERS: Final = frozenset(spec.name for spec in _COUNTED)
 
 # The job queue's own metrics, which SQS publishes (AWS/SQS, dimension QueueName; names from the

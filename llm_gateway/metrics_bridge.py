@@ -4,7 +4,9 @@ Per request (when it ends): Requests, Errors, Latency, PromptTokens, OutputToken
 TimeToFirstToken and TimePerOutputToken as its client saw them. These are samples per request, so CloudWatch
 can draw their p50 and p90; vLLM's latency histograms give only bucket counts. Per flush, sampled from
 vLLM's /metrics: QueueDepth (requests waiting for the engine), RequestsRunning and KvCacheUsage, which
-KEDA and the dashboards read. Names and units come from common.metric_names, as for the image service.
+KEDA and the dashboards read, and what vLLM's prefix-cache counters grew by since the last flush
+(PrefixCacheQueries, PrefixCacheHits: the dashboard's hit rate is their ratio). Names and units come from
+common.metric_names, as for the image service.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 
 from common import metric_names as m
 from common.metrics.recorder import MetricsRecorder
-from llm_gateway.engine_metrics import read_engine_metrics
+from llm_gateway.engine_metrics import EngineReading, counter_increase, read_engine_metrics
 from llm_gateway.routes import UPSTREAM_METRICS_PATH
 from llm_gateway.upstream import Upstream, UpstreamError
 from llm_gateway.usage import RequestRecord
@@ -34,6 +36,7 @@ class MetricsBridge:
         self.recorder = recorder
         self._http = http
         self._engine_unreadable = False
+        self._last_reading: EngineReading | None = None  # the counters' previous values
 
     def request_finished(self, record: RequestRecord) -> None:
         """Count one generation request that has ended (refused ones included: a 429 is a request too).
@@ -87,3 +90,15 @@ class MetricsBridge:
             self.recorder.record(m.REQUESTS_RUNNING, reading.running)
         if reading.kv_cache_usage is not None:
             self.recorder.record(m.KV_CACHE_USAGE, reading.kv_cache_usage * 100)  # vLLM's is a fraction
+        self._record_prefix_cache(reading)
+
+    def _record_prefix_cache(self, reading: EngineReading) -> None:
+        """The prefix cache's lookups and hits since the previous reading (none at the first: no baseline yet)."""
+        last, self._last_reading = self._last_reading, reading
+        if last is None:
+            return
+        queries = counter_increase(last.prefix_cache_queries, reading.prefix_cache_queries)
+        hits = counter_increase(last.prefix_cache_hits, reading.prefix_cache_hits)
+        if queries is not None and hits is not None:
+            self.recorder.record(m.PREFIX_CACHE_QUERIES, queries)
+            self.recorder.record(m.PREFIX_CACHE_HITS, hits)

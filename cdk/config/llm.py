@@ -60,6 +60,11 @@ MAX_DEVICES_PER_FAMILY: Final = {
 _HUB_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _HUB_REVISION = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}"
 _SERVED_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+# vLLM's tool-parser names (vllm/tool_parsers/__init__.py: "hermes", "llama3_json", "granite-20b-fc", ...); vLLM
+# itself checks the name at start (--enable-auto-tool-choice needs a registered one), this only keeps it one word.
+_TOOL_PARSER = r"[a-z0-9][a-z0-9_.-]{0,63}"
+# `llmToolCallParser` = none: vLLM starts without auto tool choice (a model whose template knows no tools).
+NO_TOOL_PARSER: Final = "none"
 
 
 def _suffix(accelerator: str) -> str:
@@ -75,6 +80,7 @@ def preset_keys(accelerators: Sequence[str]) -> tuple[str, ...]:
         "llmModelAttentionHeads",
         "llmModelKvHeads",
         "llmModelSizeGi",
+        "llmToolCallParser",
         "llmMaxModelLen",
         "llmMaxNumSeqs",
         *(f"{stem}{_suffix(acc)}" for acc in accelerators for stem in per_acc),
@@ -165,6 +171,7 @@ class LlmConfig:
     attention_heads: int
     kv_heads: int
     model_size_gi: int  # the weights as staged, for the volumes that hold them
+    tool_call_parser: str | None  # vLLM --tool-call-parser for tool_choice "auto" (None: llmToolCallParser = none)
     max_model_len: int  # prompt + output tokens per sequence (vLLM --max-model-len)
     max_num_seqs: int  # sequences batched at once (vLLM --max-num-seqs; on Neuron the compiled batch size)
     gateway_max_concurrent: int  # the gateway's bound: beyond it a 429
@@ -230,6 +237,7 @@ class LlmConfig:
             for name in accelerators
         }
         revision = ctx.raw("llmModelRevision", "")
+        parser = ctx.string("llmToolCallParser", pattern=_TOOL_PARSER, description="a vLLM tool parser name, or none")
         cfg = cls(
             preset=preset.name if preset is not None else None,
             model_id=ctx.string("llmModelId", pattern=_HUB_ID, description="a Hugging Face Hub id such as org/name"),
@@ -244,6 +252,7 @@ class LlmConfig:
             attention_heads=attention_heads,
             kv_heads=kv_heads,
             model_size_gi=ctx.integer("llmModelSizeGi", minimum=1, maximum=2000),
+            tool_call_parser=None if parser == NO_TOOL_PARSER else parser,
             max_model_len=ctx.integer("llmMaxModelLen", minimum=128, maximum=1_048_576),
             max_num_seqs=max_num_seqs,
             gateway_max_concurrent=ctx.integer("llmGatewayMaxConcurrentRequests", minimum=1, maximum=10000),

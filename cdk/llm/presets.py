@@ -61,6 +61,9 @@ class LlmPreset:
     kv_heads: Sourced[int]
     size_gi: Sourced[int]  # the staged weights (bf16 safetensors), rounded up, for the volumes that hold them
     neuron_support: Sourced[NeuronSupport]
+    # vLLM's `--tool-call-parser` for the model's chat template (cdk/llm/engine.py starts vLLM with it); the model's
+    # own chat template (its tokenizer_config.json) renders the tools, so no `--chat-template` is given.
+    tool_call_parser: Sourced[str]
     max_model_len: int
     max_num_seqs: int
     per_accelerator: Mapping[str, PresetFit]
@@ -73,6 +76,7 @@ class LlmPreset:
             "llmModelAttentionHeads": self.attention_heads.value,
             "llmModelKvHeads": self.kv_heads.value,
             "llmModelSizeGi": self.size_gi.value,
+            "llmToolCallParser": self.tool_call_parser.value,
             "llmMaxModelLen": self.max_model_len,
             "llmMaxNumSeqs": self.max_num_seqs,
         }
@@ -84,6 +88,18 @@ class LlmPreset:
             values[f"llmMemoryGi{suffix}"] = fit.memory_gi
         return values
 
+
+# vLLM's tool-call parsers, by their registered names (`--tool-call-parser`). Both names are registered in the two
+# vLLMs the images carry. Verified: PyPI vllm==0.13.0 and vllm==0.27.1 wheels, vllm/tool_parsers/__init__.py
+# (_TOOL_PARSERS_TO_REGISTER: "hermes" -> Hermes2ProToolParser, "llama3_json" -> Llama3JsonToolParser).
+# Which model takes which: vllm-project/vllm@0064cc9cb1ae docs/features/tool_calling.md ("For Qwen2.5, the chat
+# template in tokenizer_config.json has already included support for the Hermes-style tool use ... Flags:
+# `--tool-call-parser hermes`"; Llama 3.1: "`llama3_json`", JSON-based tool calling, no parallel tool calls).
+# That page also offers vLLM's own Llama 3.1 template (examples/tool_chat_template_llama3.1_json.jinja), but
+# neither wheel ships it (unzip -l: no tool_chat_template_*), and the page says Llama's tokenizer_config.json
+# template is tool-compatible: the model's own template serves.
+_HERMES_TOOLS: Final = "vllm-project/vllm@0064cc9cb1ae docs/features/tool_calling.md (Qwen Models: hermes)"
+_LLAMA3_TOOLS: Final = "vllm-project/vllm@0064cc9cb1ae docs/features/tool_calling.md (Llama Models: llama3_json)"
 
 # 4 vCPU / 16 GiB nodes leave 3920m and 14162Mi allocatable, less 731m/311Mi (Neuron) or 725m/311Mi (NVIDIA) of
 # DaemonSets (cdk/node_fit.py) and the gateway's 250m/256Mi: 2.5 vCPU and 12 GiB for vLLM fit with room to spare.
@@ -102,6 +118,7 @@ QWEN25_1_5B: Final = LlmPreset(
     # 1.54 billion bf16 parameters: 3.1 GB.
     size_gi=Sourced(4, "docs/evidence/llm-serving.md section 4 (1.54B parameters, bf16)"),
     neuron_support=Sourced("expected to work", f"{_MODEL_REFERENCE}: '(Not tested, but expected to work ...)'"),
+    tool_call_parser=Sourced("hermes", _HERMES_TOOLS),
     max_model_len=4096,
     max_num_seqs=8,
     per_accelerator={
@@ -138,6 +155,7 @@ QWEN25_7B: Final = LlmPreset(
     # metadata" in Khaeldur/overflowml@eff69efefa8f tests/test_inspect.py): 15.2 GB = 14.19 GiB.
     size_gi=Sourced(16, "Khaeldur/overflowml@eff69efefa8f tests/test_inspect.py (BF16 7,615,616,512 parameters)"),
     neuron_support=Sourced("tested", f"{_MODEL_REFERENCE}: listed plainly among Qwen2.5 checkpoints"),
+    tool_call_parser=Sourced("hermes", _HERMES_TOOLS),
     max_model_len=4096,
     max_num_seqs=8,
     per_accelerator=_LARGE_FIT,
@@ -168,6 +186,7 @@ LLAMA31_8B: Final = LlmPreset(
     # The Llama section "supports all Llama text models, including ... Llama 3.1"; its checkpoint list names
     # Meta-Llama-3-8B-Instruct, not 3.1-8B.
     neuron_support=Sourced("expected to work", f"{_MODEL_REFERENCE}: Llama architecture, checkpoint not listed"),
+    tool_call_parser=Sourced("llama3_json", _LLAMA3_TOOLS),
     max_model_len=4096,
     max_num_seqs=8,
     per_accelerator=_LARGE_FIT,

@@ -67,6 +67,7 @@ def test_a_model_outside_the_catalog_with_its_facts_synthesizes_its_own_shape():
         "llmModelAttentionHeads": 32,
         "llmModelKvHeads": 8,
         "llmModelSizeGi": 16,
+        "llmToolCallParser": "none",
         "llmMaxModelLen": 4096,
         "llmMaxNumSeqs": 8,
         "llmInstanceTypeNeuron": "inf2.8xlarge",
@@ -80,6 +81,7 @@ def test_a_model_outside_the_catalog_with_its_facts_synthesizes_its_own_shape():
     }
     cfg = LlmConfig.from_context(ON | facts, instance_families=FAMILIES)
     assert cfg is not None and cfg.preset is None and cfg.kv_heads == 8
+    assert cfg.tool_call_parser is None  # "none": no auto tool choice
     assert cfg.per_accelerator["nvidia"].price_per_hour == 1.212  # g5.2xlarge, Karpenter's us-east-1 table
 
 

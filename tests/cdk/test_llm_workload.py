@@ -17,6 +17,7 @@ from cdk.image import workload as sd
 from cdk.llm import workload
 from cdk.llm.engine import NEURON_BLOCK_SIZE, engine_args
 from cdk.llm.names import ENGINE_SOCKET, ENGINE_SOCKET_DIR, GATEWAY_PORT
+from cdk.llm.presets import PRESETS
 from cdk.serving import pod_shape
 from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
 from cdk.serving.routing import PORT_NAME, SERVICE_PORT
@@ -438,3 +439,27 @@ def test_the_engine_stays_offline_and_quiet(acc):
     env = env_of(container(build(acc, llm, cfg), workload.ENGINE_CONTAINER))
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1" and env["OPT_OUT_TRACKING"] == "true"
     assert not [name for name in env if any(word in name for word in ("TOKEN", "SECRET", "PASSWORD", "KEY"))]
+
+
+@pytest.mark.parametrize("acc", [NEURON, NVIDIA], ids=lambda a: a.name)
+@pytest.mark.parametrize("preset", sorted(PRESETS), ids=str)
+def test_each_presets_pods_start_vllm_with_its_tool_call_parser(acc, preset):
+    """tool_choice "auto" needs both flags (vLLM's 400 without them); the parser is the preset's."""
+    llm, cfg = configs(llmModel=preset, servingHubTokenSecretName="hub-token")
+    objects = build(acc, llm, cfg)
+    _, flags = engine_flags(serve_args(acc, objects))
+    assert "--enable-auto-tool-choice" in flags and flags["--enable-auto-tool-choice"] is None
+    assert flags["--tool-call-parser"] == PRESETS[preset].tool_call_parser.value
+    # Prefix caching: on where vLLM serves it, off on Neuron (docs/llm-serving.md says why).
+    assert ("--enable-prefix-caching" in flags) is (acc is NVIDIA)
+    # The gateway refuses structured outputs where the engine would ignore them (the Neuron plugin).
+    gateway_env = env_of(container(objects, workload.GATEWAY_CONTAINER))
+    assert load_settings(**{"structured_outputs": gateway_env["STRUCTURED_OUTPUTS"]}).structured_outputs is (
+        acc is NVIDIA
+    )
+
+
+def test_a_model_without_a_tool_parser_starts_without_auto_tool_choice():
+    llm, cfg = configs(llmToolCallParser="none")
+    _, flags = engine_flags(serve_args(NVIDIA, build(NVIDIA, llm, cfg)))
+    assert not {"--enable-auto-tool-choice", "--tool-call-parser"} & set(flags)

@@ -238,3 +238,17 @@ def test_llm_error_rate_alarm_reuses_the_5xx_rate_setting(with_llm):
         assert set(stats) == {"Errors", "Requests"} and {s["Stat"] for s in stats.values()} == {"Sum"}
         units = {d["Value"] for s in stats.values() for d in s["Metric"]["Dimensions"] if d["Name"] == "DeploymentUnit"}
         assert len(units) == 1 and units <= set(LLM_UNITS)
+
+
+def test_the_prefix_cache_hit_rate_is_hits_over_lookups_per_deployment(with_llm, without_llm):
+    """The share of prompt tokens found in vLLM's prefix cache, from the two counters the gateway publishes."""
+    widget = by_title(llm_widgets(with_llm, without_llm), "Prefix cache hit rate")
+    ids = {o["id"]: (n, stat(o)) for n, _, o in platform_metrics(widget)}
+    expressions = [o for _, o in lines(widget) if "expression" in o]
+    assert len(expressions) == len(LLM_UNITS)
+    for expr in expressions:
+        suffix = LLM_UNITS[expr["label"].split(" ")[0]].name
+        hits, lookups = f"hits_{suffix}", f"lookups_{suffix}"
+        assert (ids[hits], ids[lookups]) == (("PrefixCacheHits", "Sum"), ("PrefixCacheQueries", "Sum"))
+        assert evaluate(expr["expression"], {hits: 300, lookups: 400}) == pytest.approx(75.0)
+        assert evaluate(expr["expression"], {hits: None, lookups: None}) == 0  # no lookups: prefix caching off

@@ -3,7 +3,7 @@ older vLLM in the images (vllm-project/vllm@f0afa0c28a31 vllm/engine/metrics.py)
 
 from __future__ import annotations
 
-from llm_gateway.engine_metrics import mean_ms, read_engine_metrics
+from llm_gateway.engine_metrics import counter_increase, mean_ms, read_engine_metrics
 from llm_local.engine import engine_client
 from tests.llm.conftest import MODEL
 
@@ -59,3 +59,31 @@ def test_reads_the_real_engine_around_a_request(engine_url):
     assert after.itl_count - before.itl_count == 19  # one interval between each two of the 20 tokens
     itl = mean_ms(before.itl_sum_s, before.itl_count, after.itl_sum_s, after.itl_count)
     assert itl is not None and itl > 0
+
+
+def test_a_counter_increase_survives_an_engine_restart():
+    assert counter_increase(10.0, 25.0) == 15.0
+    assert counter_increase(40.0, 6.0) == 6.0  # the engine restarted: all it counted since
+    assert counter_increase(None, 6.0) is None
+
+
+# A prompt of many blocks (vLLM caches whole blocks of 16 tokens on the CPU), asked twice.
+LONG_PROMPT = "The harbour master counts the boats that come home before the storm. " * 12
+
+
+def test_the_real_engine_counts_its_prefix_cache_under_the_names_read(engine_url):
+    """vLLM's prefix-cache counters are published under the names read (`_total`), and the second of two same
+    prompts is found in the cache."""
+    with engine_client(engine_url) as engine:
+        body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 2}
+        assert engine.post("/v1/completions", json=body, timeout=120).status_code == 200
+        first = read_engine_metrics(engine.get("/metrics").text)
+        reply = engine.post("/v1/completions", json=body, timeout=120)
+        assert reply.status_code == 200
+        second = read_engine_metrics(engine.get("/metrics").text)
+    prompt_tokens = reply.json()["usage"]["prompt_tokens"]
+    assert first.prefix_cache_queries is not None and first.prefix_cache_hits is not None
+    queried = counter_increase(first.prefix_cache_queries, second.prefix_cache_queries)
+    found = counter_increase(first.prefix_cache_hits, second.prefix_cache_hits)
+    assert queried == prompt_tokens
+    assert found is not None and prompt_tokens // 2 < found <= queried

@@ -168,3 +168,16 @@ def test_metrics_cloudwatch_puts_the_requests_where_cloudwatch_reads_them(
 
 def _keys(env: dict[str, str]) -> dict[str, str]:
     return {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
+
+
+def test_the_prefix_caches_lookups_and_hits_are_published(emf_gateway: GatewayProcess) -> None:
+    """The same long prompt twice: the second finds most of its tokens in vLLM's prefix cache, and the gateway
+    publishes what the engine's counters grew by (the dashboard's hit rate is hits over lookups)."""
+    client = client_for(emf_gateway.url)
+    time.sleep(float(FLUSH_S) * 3)  # a first reading: the baseline the next ones count from
+    prompt = "Every lighthouse keeper writes the weather in the log at dawn and at dusk. " * 12
+    replies = [client.completions.create(model=MODEL, prompt=prompt, max_tokens=2) for _ in range(2)]
+    prompt_tokens = replies[1].usage.prompt_tokens if replies[1].usage else 0
+    lines = wait_for(emf_gateway, m.PREFIX_CACHE_HITS.name, prompt_tokens // 2)
+    assert sum(series(lines, m.PREFIX_CACHE_QUERIES.name)) >= 2 * prompt_tokens - 1
+    assert sum(series(lines, m.PREFIX_CACHE_HITS.name)) < sum(series(lines, m.PREFIX_CACHE_QUERIES.name))

@@ -290,17 +290,24 @@ def _vllm_cpu_python() -> Path | None:
 
 
 # `vllm serve`'s own parser (the CLI's `serve` subcommand, as `vllm` builds it), reading the arguments without
-# starting anything; it prints the values it read.
+# starting anything, then the checks `vllm serve` runs before it loads anything (validate_parsed_serve_args:
+# --enable-auto-tool-choice needs --tool-call-parser) and the tool-parser registry the server checks the name
+# against at start (vllm/entrypoints/openai/api_server.py in 0.13.0 and 0.27.1); it prints the values it read.
 PARSE = """
 import json, sys
 from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+from vllm.tool_parsers import ToolParserManager
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 parser = FlexibleArgumentParser(prog="vllm")
 ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
 args = parser.parse_args(["serve", *sys.argv[1:]])
-print(json.dumps({k: getattr(args, k) for k in (
+validate_parsed_serve_args(args)
+values = {k: getattr(args, k) for k in (
     "model_tag", "served_model_name", "uds", "tensor_parallel_size", "max_num_seqs", "max_model_len",
-    "enable_prefix_caching", "num_gpu_blocks_override")}))
+    "enable_prefix_caching", "num_gpu_blocks_override", "enable_auto_tool_choice", "tool_call_parser")}
+values["tool_call_parser_registered"] = args.tool_call_parser in ToolParserManager.list_registered()
+print(json.dumps(values))
 """
 
 
@@ -324,6 +331,10 @@ def test_vllms_own_parser_reads_the_engine_arguments(stacks, pods, acc):
     assert (parsed["max_num_seqs"], parsed["max_model_len"]) == (llm.max_num_seqs, llm.max_model_len)
     if acc is NEURON:
         assert parsed["enable_prefix_caching"] is False and parsed["num_gpu_blocks_override"] == llm.max_num_seqs
+    else:
+        assert parsed["enable_prefix_caching"] is True
+    assert parsed["enable_auto_tool_choice"] is True and parsed["tool_call_parser"] == llm.tool_call_parser
+    assert parsed["tool_call_parser_registered"], f"vLLM has no tool parser {llm.tool_call_parser!r}"
 
 
 # What vLLM does with --uds (vllm/entrypoints/openai/api_server.py create_server_unix_socket, 0.13.0 and 0.27.1):
