@@ -98,6 +98,21 @@ class Settings(BrowserSignInSettings):
     cuda_inductor_tuning: bool = Field(
         True, description="with CUDA_COMPILE: 1x1 convolutions as matmuls, coordinate-descent tuning"
     )
+    # Off by default: it changes the image a little (app/backends/step_cache.py's tolerance), where the other
+    # switches keep it. Applies on the CPU too: diffusers' cache hooks are plain torch.
+    cuda_step_cache: bool = Field(
+        False,
+        description="diffusers' first-block cache on the denoiser (FLUX.1-schnell, Qwen-Image; other families log "
+        "why not): later blocks are skipped at a step whose first block changed little; not with CUDA_COMPILE",
+    )
+    # FirstBlockCacheConfig's default (diffusers 0.42.1, hooks/first_block_cache.py) is 0.05.
+    cuda_step_cache_threshold: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="with CUDA_STEP_CACHE: the relative change of the first block's residual below which a step "
+        "reuses the other blocks' last residual; higher skips more and changes the image more",
+    )
 
     # Capacity planning: `python -m app.bench breaking-point` ramps load until p90 latency passes this.
     slo_p90_ms: float = Field(10000.0, gt=0.0, description="the p90 latency a deployment must stay under")

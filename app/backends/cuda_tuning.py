@@ -1,7 +1,7 @@
 """The CUDA backend's speed work: each step one setting, so its gain can be measured alone.
 
-`apply_speed_settings()` changes a loaded diffusers pipeline (SD, SDXL or Flux) in this order (each
-step needs the previous one's result):
+`apply_speed_settings()` changes a loaded diffusers pipeline (SD, SDXL or a transformer family) in this
+order (each step needs the previous one's result):
 
 1. dtype (`CUDA_DTYPE`): bf16/fp16 weights and activations. Skipped on CPU, where half precision
    is slower than fp32 on most processors and the CPU path stays as loaded.
@@ -15,6 +15,10 @@ step needs the previous one's result):
    and the VAE decoder with static shapes. CUDA graphs are on when the mode includes them
    (reduce-overhead, max-autotune) or `CUDA_GRAPHS` is set; they need a GPU, so on CPU such a
    compile is skipped. The text encoder stays eager: it runs once per batch, not once per step.
+6. step cache (`CUDA_STEP_CACHE`, `CUDA_STEP_CACHE_THRESHOLD`): diffusers' first-block cache on the
+   denoiser (app/backends/step_cache.py), last because it hooks the blocks as the steps above left them.
+   Skipped where the family's denoiser has none, and with a compile: the cache decides per step in
+   Python (a graph break), which a whole-graph compile refuses.
 
 A skipped step is logged with its reason; nothing here breaks the CPU path. `warm_up()` then runs
 every served shape once, so compilation (minutes with max-autotune) happens at start-up rather
@@ -32,6 +36,7 @@ from typing import Any
 import torch
 
 from app.backends.diffusers_backend import denoiser
+from app.backends.step_cache import enable_step_cache, unsupported_reason
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -76,8 +81,12 @@ class ServedShape:
     width: int
 
 
-def plan_speed_settings(settings: Settings, device_type: str) -> list[SpeedStep]:
-    """The steps `apply_speed_settings` takes for `settings` on a device of `device_type`."""
+def plan_speed_settings(settings: Settings, device_type: str, denoiser_class: str | None = None) -> list[SpeedStep]:
+    """The steps `apply_speed_settings` takes for `settings` on a device of `device_type`.
+
+    `denoiser_class` (the UNet's or transformer's class name) decides whether the step cache applies; None
+    plans it as if the denoiser could take it.
+    """
     on_cuda = device_type == "cuda"
     steps: list[SpeedStep] = []
 
@@ -113,6 +122,18 @@ def plan_speed_settings(settings: Settings, device_type: str) -> list[SpeedStep]
         if on_cuda and settings.cuda_inductor_tuning:
             detail += " +inductor tuning"
         steps.append(SpeedStep("compile", detail))
+
+    cache = f"first-block {settings.cuda_step_cache_threshold:g}"
+    no_cache = None if denoiser_class is None else unsupported_reason(denoiser_class)
+    if not settings.cuda_step_cache:
+        steps.append(SpeedStep("step_cache", cache, skipped="CUDA_STEP_CACHE off"))
+    elif settings.cuda_compile != "off":
+        reason = "the cache decides per step in Python (a graph break); CUDA_COMPILE compiles the denoiser whole"
+        steps.append(SpeedStep("step_cache", cache, skipped=reason))
+    elif no_cache is not None:
+        steps.append(SpeedStep("step_cache", cache, skipped=no_cache))
+    else:
+        steps.append(SpeedStep("step_cache", cache))
     return steps
 
 
@@ -144,7 +165,7 @@ def compile_options(settings: Settings, on_cuda: bool) -> dict[str, Any]:
 
 
 def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
-    """Apply the CUDA speed settings to a loaded SD, SDXL or Flux pipeline, in the module's order.
+    """Apply the CUDA speed settings to a loaded diffusers pipeline of a served family, in the module's order.
 
     The pipeline must already be on its device; it is changed in place and returned.
     """
@@ -153,7 +174,7 @@ def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
     device_type = pipe.device.type
     net = denoiser(pipe)
     unet_family = getattr(pipe, "unet", None) is not None
-    for step in plan_speed_settings(settings, device_type):
+    for step in plan_speed_settings(settings, device_type, type(net).__name__):
         if step.skipped is not None:
             logger.info("speed step %s (%s) skipped: %s", step.name, step.detail, step.skipped)
             continue
@@ -164,16 +185,20 @@ def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
             processor = AttnProcessor2_0 if settings.cuda_sdpa else AttnProcessor
             # Flux's transformer keeps its own processors (rotary embeddings; SDPA already): only the
             # UNet and the VAE take the generic ones.
-            if unet_family:
-                net.set_attn_processor(processor())
-            pipe.vae.set_attn_processor(processor())
+            for model in _models_with([net] if unet_family else [], pipe.vae, method="set_attn_processor"):
+                model.set_attn_processor(processor())
         elif step.name == "fuse_qkv":
-            net.fuse_qkv_projections()
-            pipe.vae.fuse_qkv_projections()
+            for model in _models_with([net], pipe.vae, method="fuse_qkv_projections"):
+                model.fuse_qkv_projections()
         elif step.name == "channels_last":
-            if unet_family:  # a memory format for convolutions: the UNet's, not a transformer's
-                net.to(memory_format=torch.channels_last)
-            pipe.vae.to(memory_format=torch.channels_last)
+            # A memory format for 2-D convolutions: the UNet's and an image VAE's, not a transformer's nor a
+            # video VAE's 3-D ones (Qwen-Image's), which channels-last cannot lay out.
+            for model in [net] if unet_family else []:
+                model.to(memory_format=torch.channels_last)
+            if any(p.dim() == 5 for p in pipe.vae.parameters()):
+                logger.info("speed step channels_last: %s skipped: 3-D convolutions", type(pipe.vae).__name__)
+            else:
+                pipe.vae.to(memory_format=torch.channels_last)
         elif step.name == "compile":
             options = compile_options(settings, on_cuda=device_type == "cuda")
             # Static shapes: warm_up compiles each served shape once, and a kernel specialized
@@ -181,7 +206,21 @@ def apply_speed_settings(pipe: Any, settings: Settings) -> Any:
             compiled = torch.compile(net, fullgraph=True, dynamic=False, options=options)
             setattr(pipe, "unet" if unet_family else "transformer", compiled)
             pipe.vae.decode = torch.compile(pipe.vae.decode, fullgraph=True, dynamic=False, options=options)
+        elif step.name == "step_cache":
+            enable_step_cache(net, settings.cuda_step_cache_threshold)
     return pipe
+
+
+def _models_with(models: list[Any], vae: Any, *, method: str) -> list[Any]:
+    """`models` and the VAE, less those without `method` (Z-Image's transformer has no fused QKV, Qwen-Image's
+    VAE no attention processors), each of those logged."""
+    found = []
+    for model in [*models, vae]:
+        if hasattr(model, method):
+            found.append(model)
+        else:
+            logger.info("speed step: %s skipped for %s, which has no %s", method, type(model).__name__, method)
+    return found
 
 
 def served_shapes(settings: Settings, height: int, width: int) -> list[ServedShape]:

@@ -4,8 +4,9 @@ In this order, within `--budget-s`: SD 2.1-base 512x512 50 steps at batch 1 and 
 batch 1 and FLUX.1-schnell 1024x1024 4 steps at batch 1, each on a full-size pipeline with random weights built
 from the published configs (app/bench/gpu_models.py: no download), eager bf16 with SDPA attention (diffusers'
 default). Then, while the budget lasts, the speed ladder at batch 1 (app/backends/cuda_tuning.py's settings, one
-more per rung: plain attention below the eager row, fused QKV, channels-last, one compile mode), every family's
-eager rungs before any compile. One pipeline is on the device at a time, freed before the next is built.
+more per rung: plain attention below the eager row, fused QKV, channels-last, the step cache where the family has
+one, one compile mode), every family's eager rungs before any compile. One pipeline is on the device at a time,
+freed before the next is built.
 
 The section it writes (into `--results-file`, rewritten after every pipeline, so a run stopped half-way still
 leaves what it measured) holds each figure with the device, driver, torch and diffusers versions, and the cost
@@ -37,6 +38,7 @@ from app.backends.cuda_tuning import (
     run_shape,
     warm_up,
 )
+from app.backends.step_cache import denoiser_class_of, unsupported_reason
 from app.bench.gpu_costs import PinnedInstance, estimate, gpu_of_device, read_prices
 from app.bench.gpu_models import MODELS, build_pipeline, model_index
 from app.bench.pipeline import PROMPT, device_name, git_commit, software_versions
@@ -60,6 +62,7 @@ EAGER: dict[str, object] = {
     "cuda_compile": "off",
     "cuda_graphs": False,
     "cuda_inductor_tuning": False,
+    "cuda_step_cache": False,
 }
 
 
@@ -106,6 +109,8 @@ def ladder_rungs(compile_mode: str) -> tuple[Rung, ...]:
         Rung("plain attention", {"cuda_sdpa": False}),
         Rung("+fuse_qkv", fused),
         Rung("+channels_last", laid_out),
+        # Eager: a whole-graph compile cannot take the cache, so the compile rung goes on without it.
+        Rung("+step_cache", {**laid_out, "cuda_step_cache": True}),
         Rung(f"+compile {compile_mode}", {**laid_out, "cuda_compile": compile_mode}),
     )
 
@@ -130,10 +135,14 @@ def plan(ladder: bool, compile_mode: str) -> list[Group]:
         for name in MODELS:
             # A transformer family keeps its own attention processors: plain attention would only touch its VAE.
             transformer = "transformer" in model_index(MODELS[name])
+            # The step cache where the family's denoiser has one (not the UNets).
+            cached = unsupported_reason(denoiser_class_of(model_index(MODELS[name]))) is None
             groups += [
                 Group(name, rung, (1,), False)
                 for rung in rungs
-                if rung.compiles == compiled and not (transformer and rung.update.get("cuda_sdpa") is False)
+                if rung.compiles == compiled
+                and not (transformer and rung.update.get("cuda_sdpa") is False)
+                and (cached or not rung.update.get("cuda_step_cache"))
             ]
     return groups
 
@@ -237,7 +246,7 @@ def measure_group(
     # so the VAE decode is timed but random weights' NaNs never reach an image conversion.
     arguments = {**family_arguments(family, None), "output_type": "pt"}
     variant = settings.model_copy(update={**EAGER, **group.rung.update})
-    applied = describe(plan_speed_settings(variant, device.type))
+    applied = describe(plan_speed_settings(variant, device.type, denoiser_class_of(model_index(model))))
     dtype = torch.bfloat16
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tokenizer_dir:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
+import json
 import platform
 import shlex
 import statistics
@@ -34,6 +35,7 @@ from app.backends.cuda_tuning import (
     run_shape,
     warm_up,
 )
+from app.backends.step_cache import denoiser_class_of
 from app.bench.flops import DEFAULT_PEAK_TFLOPS, ImageFlops, pipeline_image_flops
 from app.bench.report import format_table
 from app.bench.stages import stage_timer
@@ -53,6 +55,7 @@ BASELINE_OVERRIDES: dict[str, object] = {
     "cuda_channels_last": False,
     "cuda_compile": "off",
     "cuda_graphs": False,
+    "cuda_step_cache": False,
 }
 # The order in which --ladder turns on the optimized settings, one group per rung.
 LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -62,6 +65,7 @@ LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("channels_last", ("cuda_channels_last",)),
     ("compile", ("cuda_compile", "cuda_inductor_tuning")),
     ("cuda_graphs", ("cuda_graphs",)),
+    ("step_cache", ("cuda_step_cache", "cuda_step_cache_threshold")),
 )
 # Every speed setting, in ladder order.
 SPEED_FIELDS = tuple(field for _, fields in LADDER for field in fields)
@@ -137,12 +141,13 @@ def resolve_model(model: str, cache_dir: Path) -> Path:
     return path
 
 
-def variants(optimized: Settings, ladder: bool, device_type: str) -> list[Variant]:
+def variants(optimized: Settings, ladder: bool, device_type: str, denoiser_class: str | None = None) -> list[Variant]:
     """Baseline first, then the optimized settings (or each rung of the ladder towards them).
 
-    A rung that applies nothing new on this device (a setting already at its value, or a step
-    skipped here, such as bf16 on a CPU) is left out rather than measured twice, and so is one
-    that would turn off a step applied before (CUDA graphs on a CPU skip the compile).
+    A rung that applies nothing new on this device and model (a setting already at its value, or a
+    step skipped here, such as bf16 on a CPU or the step cache on a UNet) is left out rather than
+    measured twice, and so is one that would turn off a step applied before (CUDA graphs on a CPU
+    skip the compile).
     """
     baseline = optimized.model_copy(update=BASELINE_OVERRIDES)
     result = [Variant("baseline", baseline)]
@@ -151,7 +156,8 @@ def variants(optimized: Settings, ladder: bool, device_type: str) -> list[Varian
     current = baseline
     for rung, fields in LADDER:
         candidate = current.model_copy(update={f: getattr(optimized, f) for f in fields})
-        before, after = plan_speed_settings(current, device_type), plan_speed_settings(candidate, device_type)
+        before = plan_speed_settings(current, device_type, denoiser_class)
+        after = plan_speed_settings(candidate, device_type, denoiser_class)
         lost = any(b.skipped is None and a.skipped is not None for b, a in zip(before, after, strict=True))
         if describe(after) == describe(before) or lost:
             continue
@@ -338,12 +344,14 @@ def run(args: argparse.Namespace) -> int:
     device = _device(args.device)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     model_path = resolve_model(args.model, args.cache_dir or settings.model_cache_dir)
+    net_class = denoiser_class_of(json.loads((model_path / "model_index.json").read_text(encoding="utf-8")))
 
     measurements: list[Measurement] = []
     flops: ImageFlops | None = None
     lines = []
-    for variant in variants(settings, args.ladder, device.type):
-        lines.append(f"  - `{variant.name}`: {describe(plan_speed_settings(variant.settings, device.type))}")
+    for variant in variants(settings, args.ladder, device.type, net_class):
+        applied = describe(plan_speed_settings(variant.settings, device.type, net_class))
+        lines.append(f"  - `{variant.name}`: {applied}")
         pipe = apply_speed_settings(_load(model_path, variant.settings, device), variant.settings)
         if flops is None:
             flops = pipeline_image_flops(pipe, height=args.height, width=args.width, steps=args.steps)

@@ -161,3 +161,11 @@ def test_nan_images_from_random_weights_are_timed_without_an_image_conversion(mo
         warnings.simplefilter("error", RuntimeWarning)
         gpu.measure_group(group, rows, gpu.DRY_SHAPES["sd21-base"], load_settings(), args, torch.device("cpu"))
     assert rows[0].status == "measured" and len(rows[0].seconds) == 1
+
+
+def test_the_ladder_measures_the_step_cache_eager_and_only_where_the_family_has_one():
+    groups = gpu.plan(ladder=True, compile_mode="default")
+    cached = [g.model for g in groups if g.rung.name == "+step_cache"]
+    assert cached == ["flux-schnell"]  # the UNet families have none in diffusers
+    order = [g.rung.name for g in groups if g.model == "flux-schnell" and not g.headline]
+    assert order.index("+step_cache") < order.index("+compile default")  # eager rungs before any compile

@@ -104,3 +104,12 @@ def test_a_full_run_prints_and_records_both_variants(cache_dir, tmp_path, monkey
     rows = [row for row in cells if row[1] in ("baseline", "optimized")]
     assert len(rows) == 4  # two variants at two batch sizes
     assert [row[5] for row in rows if row[1] == "baseline"] == ["1", "1"]  # the ratio to itself
+
+
+def test_the_ladder_ends_with_the_step_cache_where_the_denoiser_has_one():
+    settings = load_settings(cuda_step_cache=True)
+    flux = [v.name for v in bench_pipeline.variants(settings, True, "cpu", "FluxTransformer2DModel")]
+    assert flux == ["baseline", "+fuse_qkv", "+channels_last", "+step_cache"]
+    # A UNet has no step cache in diffusers: the rung would measure nothing new.
+    sd = [v.name for v in bench_pipeline.variants(settings, True, "cpu", "UNet2DConditionModel")]
+    assert sd == ["baseline", "+fuse_qkv", "+channels_last"]

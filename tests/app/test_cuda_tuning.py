@@ -57,6 +57,7 @@ def test_on_cuda_every_default_step_applies_and_compiling_waits_to_be_asked_for(
     # A pod compiles at start-up inside its startupProbe budget; on an H100 that took minutes (docs/benchmarks.md).
     skipped = _skipped({}, "cuda")
     assert skipped.pop("compile") == "CUDA_COMPILE off"
+    assert skipped.pop("step_cache") == "CUDA_STEP_CACHE off"  # it changes the image a little: asked for, too
     assert skipped == dict.fromkeys(("dtype", "attention", "fuse_qkv", "channels_last"))
     assert _skipped({"cuda_compile": "max-autotune-no-cudagraphs"}, "cuda")["compile"] is None
 
@@ -167,3 +168,22 @@ def test_compiled_pipeline_traces_whole_graphs_and_warm_up_covers_served_shapes(
     assert counters["stats"]["unique_graphs"] == graphs
     np.testing.assert_allclose(image, reference, atol=1e-4)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize(
+    ("model", "skipped"),
+    [
+        ("builtin:tiny-qwen-image", "set_attn_processor skipped for AutoencoderKLQwenImage"),
+        ("builtin:tiny-z-image", "fuse_qkv_projections skipped for ZImageTransformer2DModel"),
+    ],
+)
+def test_default_steps_skip_what_a_2026_family_lacks_and_it_still_draws(model, skipped, tmp_path, caplog):
+    # Qwen-Image's video VAE has no attention processors and 3-D convolutions; Z-Image's transformer no fused QKV.
+    from app.backends.diffusers_backend import load_diffusers_pipeline
+    from app.models.builtin import builtin_spec
+
+    pipeline, _ = load_diffusers_pipeline(materialize(builtin_spec(model), tmp_path))
+    with caplog.at_level(logging.INFO, logger=cuda_tuning.__name__):
+        apply_speed_settings(pipeline, load_settings())
+    assert skipped in caplog.text
+    pipeline("a red square", height=64, width=64, num_inference_steps=1, output_type="np")
