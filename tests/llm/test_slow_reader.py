@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.stack import GatewayProcess, run_gateway, run_standin
+from tests.llm.stack import GatewayProcess, run_gateway, run_standin, wait_until
 from tests.llm.test_gateway_bounds import completion, connect, dechunk, exchange, request, statuses
 
 LIMIT = 4
@@ -60,10 +60,11 @@ def test_a_steady_slow_reader_is_cut_and_its_slots_freed(engine_url: str, tmp_pa
                 break
         assert freed_after is not None, "the slow reader kept every slot"
         received += read_rest(slow)
+        # The request's record is written once its answer has ended, a moment after the connection closed.
+        wait_until(lambda: '"outcome": "slow_client"' in gateway.tail(), SLACK_S, "the slow client's record")
         log = gateway.tail()
     events = [event for event in dechunk(bytes(received).partition(b"\r\n\r\n")[2]).split(b"\n\n") if event]
     error = json.loads(events[-1].removeprefix(b"data: "))["error"]
     assert error["code"] == 408
     assert "read its answer too slowly" in error["message"]
-    assert '"outcome": "slow_client"' in log, log
     assert '"message": "client read too slowly; its stream was cut"' in log, log
