@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from PIL.Image import Image
 
 from app.models.families import SD, Family, Size, SizeBounds
+from common.lora_keys import LoraSet
 
 StepCallback = Callable[[int, int], None]
 """Called after each denoising step with (steps done, total steps)."""
@@ -25,11 +26,12 @@ class GenerationParams:
     width: int
     height: int
     seed: int
+    loras: LoraSet = ()  # the LoRA adapters, sorted by name (app/loras.py)
 
     @property
-    def batch_key(self) -> tuple[int, int, int, float | None]:
-        """Requests with equal keys can share one pipeline call."""
-        return (self.width, self.height, self.steps, self.guidance_scale)
+    def batch_key(self) -> tuple[int, int, int, float | None, LoraSet]:
+        """Requests with equal keys can share one pipeline call: the adapters are set for the whole call."""
+        return (self.width, self.height, self.steps, self.guidance_scale, self.loras)
 
 
 def warm_up_params(steps: int, width: int, height: int, family: Family = SD) -> GenerationParams:
@@ -82,6 +84,10 @@ def pipeline_arguments(
 
 class UnsupportedRequest(ValueError):
     """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422."""
+
+
+class LoraRefused(UnsupportedRequest):
+    """The request's `loras` cannot be served here (unknown adapter, bad scale, too many, not fused on Neuron)."""
 
 
 class Backend(Protocol):
