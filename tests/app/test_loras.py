@@ -23,6 +23,7 @@ from app.models.builtin import builtin_spec
 from app.models.random_pipeline import materialize
 from tests.app.jobs_server import JobsServer, serve_jobs
 from tests.app.lora_adapters import make_adapter
+from tests.app.ui_protocol import ui_error, ui_generate
 
 ADAPTERS = {"ink": 1, "wash": 2, "third": 3}  # name -> the seed of its random weights
 
@@ -35,7 +36,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JobsServe
         make_adapter(model_dir, tmp / "loras", name, seed)
     with (
         serve_jobs(
-            tmp, load_backend, lora_dir=str(tmp / "loras"), max_loras=2, max_loaded_loras=2, batch_wait_ms=0.0
+            tmp,
+            load_backend,
+            lora_dir=str(tmp / "loras"),
+            max_loras=2,
+            max_loaded_loras=2,
+            batch_wait_ms=0.0,
+            ui=True,
         ) as live,
         httpx.Client(base_url=live.url, timeout=60) as client,
     ):
@@ -188,3 +195,17 @@ def test_a_job_names_adapters_as_generate_does(server):
     assert status["state"] == "succeeded", status
     image = httpx.get(status["image_url"]).content
     assert pixels(image).tolist() == pixels(generate(client, loras=[{"name": "ink"}]).content).tolist()
+
+
+def test_the_page_s_adapter_picker_applies_the_adapters_picked(server):
+    live, client = server
+    config = client.get("/config").json()
+    (picker,) = [c for c in config["components"] if c.get("props", {}).get("elem_id") == "loras"]
+    assert picker["props"]["choices"] == [[name, name] for name in sorted(ADAPTERS)]
+    result = ui_generate(live.url, prompt="a red fox", seed=7, loras=["ink"], lora_scale=1.0)
+    assert ui_error(result) is None, result
+    path = result["output"]["data"][0]["path"]
+    page_image = client.get(f"/gradio_api/file={path}").content
+    assert pixels(page_image).tolist() == pixels(generate(client, loras=[{"name": "ink"}]).content).tolist()
+    refused = ui_generate(live.url, prompt="a red fox", loras=["nope"])
+    assert "unknown adapter 'nope'" in (ui_error(refused) or "")
