@@ -38,8 +38,25 @@ def lora_model(settings: Settings) -> type[BaseModel]:
 
 
 def loras_field(settings: Settings) -> tuple[Any, Any]:
-    """The optional `loras` list: at most MAX_LORAS adapters."""
+    """The optional `loras` list: at most MAX_LORAS adapters (none without LORA_DIR)."""
+    item = lora_model(settings)
+    item_schema = item.model_json_schema()
+    # The list's maximum in the schema: none without LORA_DIR, where every name is refused as unknown.
+    most = settings.max_loras if settings.lora_dir is not None else 0
+
+    def schema(field_schema: dict[str, Any]) -> None:
+        # The item's schema inline, not a $ref: /v1/images/generations publishes its body schema as a whole
+        # (openapi_extra), where a reference to the model's $defs would not resolve.
+        for branch in field_schema.get("anyOf", []):
+            if branch.get("type") == "array":
+                branch.update(items=item_schema, maxItems=most)
+
     return (
-        list[lora_model(settings)] | None,  # type: ignore[misc]
-        Field(None, max_length=settings.max_loras, description=f"{LORAS_DESCRIPTION}; at most {settings.max_loras}"),
+        list[item] | None,  # type: ignore[valid-type]
+        Field(
+            None,
+            max_length=settings.max_loras,
+            description=f"{LORAS_DESCRIPTION}; at most {most}",
+            json_schema_extra=schema,
+        ),
     )
