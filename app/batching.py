@@ -1,8 +1,8 @@
 """The batching queue: one bounded queue, one worker, compatible requests share a pipeline call.
 
 Requests wait in a bounded deque. The worker takes the oldest live request and every queued one
-with the same batch key (size, steps, guidance) up to the batch limit, and runs the batch in a thread
-so the event loop stays free. It waits up to BATCH_WAIT_MS for more company only while it is busy
+with the same batch key (size, steps, guidance, LoRA adapters and scales) up to the batch limit, and runs
+the batch in a thread so the event loop stays free. It waits up to BATCH_WAIT_MS for more company only while it is busy
 serving several clients (its previous batch held more than one request): a request that reaches an
 idle worker runs at once, so a lone client pays no batching delay. Requests whose client left or
 whose deadline passed are dropped before they reach the pipeline, so they do not cost a batch slot,

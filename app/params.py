@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from app.backends.base import GenerationParams, UnsupportedRequest
+from app.backends.base import GenerationParams, LoraRefused, UnsupportedRequest
+from app.loras import lora_problems
 from app.service import GenerationService
+from common.lora_keys import LoraRef, lora_set
 
 MAX_SEED = 2**32 - 1
 
@@ -20,11 +24,13 @@ def resolve_params(
     width: int | None = None,
     height: int | None = None,
     seed: int | None = None,
+    loras: Iterable[LoraRef | Mapping[str, Any]] | None = None,
 ) -> GenerationParams:
     """Fill defaults from the settings and the model's family, check the bounds; UnsupportedRequest if out of them.
 
     A guidance scale or a negative prompt sent to a family they do not act on is refused rather than
-    silently dropped: the caller would otherwise believe it had been applied.
+    silently dropped: the caller would otherwise believe it had been applied. Adapters (`loras`) are checked
+    against LORA_DIR and the limits; their problems alone raise LoraRefused, so a route can name the field.
     """
     settings = service.settings
     family = service.family
@@ -44,6 +50,7 @@ def resolve_params(
         width=default_width if width is None else width,
         height=default_height if height is None else height,
         seed=secrets.randbelow(MAX_SEED + 1) if seed is None else seed,
+        loras=lora_set(loras),
     )
     if not params.prompt.strip():
         problems.append(("prompt", "prompt must not be empty"))
@@ -59,6 +66,15 @@ def resolve_params(
         problems.append(("seed", f"seed must be between 0 and {MAX_SEED}"))
     if problems:
         raise UnsupportedRequest(*problems)
+    if params.loras:
+        refused = lora_problems(
+            params.loras,
+            service.adapters(),
+            max_loras=settings.max_loras,
+            max_scale=settings.max_lora_scale,
+        )
+        if refused:
+            raise LoraRefused("; ".join(refused))
     if service.backend is not None:
         service.backend.check(params)
     return params

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 
-from app.api import generate, info, models, openai_images, probes
+from app.api import adapters, generate, info, models, openai_images, probes
 from app.api.docs import install_offline_docs
 from app.api.errors import install_error_handlers, unexpected_error
 from app.api.fallback import install_api_fallback
@@ -85,6 +85,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(info.router)
     app.include_router(generate.generate_router(settings))
     app.include_router(openai_images.images_router(settings))
+    app.include_router(adapters.adapters_router())
     app.include_router(models.models_router())
     if jobs is not None:
         app.include_router(jobs_router(settings))

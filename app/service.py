@@ -12,12 +12,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from app.backends.base import Backend, GenerationParams
 from app.batching import Batcher, BatchResult, StepListener
+from app.loras import AdapterFile, find_adapters, local_lora_dir
 from app.metrics.aggregator import MetricsAggregator
-from app.model_store.source import declared_family, public_model_name
+from app.model_store.source import declared_family, fetch_adapters, public_model_name
 from app.models.builtin import BUILTIN_PREFIX
 from app.models.families import Family, SizeBounds
 from app.settings import Settings
@@ -83,6 +85,15 @@ class GenerationService:
         return declared_family(self.settings.model_id)
 
     @property
+    def lora_folder(self) -> Path | None:
+        """The local folder of LORA_DIR's adapters (an s3:// LORA_DIR's mirror), None without adapters."""
+        return local_lora_dir(self.settings.lora_dir, self.settings.model_cache_dir)
+
+    def adapters(self) -> dict[str, AdapterFile]:
+        """The adapters a request may name, read from the folder each time (a file added while running counts)."""
+        return find_adapters(self.lora_folder)
+
+    @property
     def default_size(self) -> tuple[int, int]:
         """(width, height) for a request that names none: the settings, else the model's native size."""
         native = self.backend.native_size if self.backend else self.family.default_size
@@ -122,6 +133,8 @@ class GenerationService:
         settings = self.settings
         started = time.perf_counter()
         try:
+            if settings.lora_dir is not None and settings.lora_dir.startswith("s3://"):
+                await self._on_pipeline_thread(fetch_adapters, settings.lora_dir, self.lora_folder)
             backend = await self._on_pipeline_thread(self._load_backend, settings)
             log.info("model loaded", extra={"backend": backend.name, "model": settings.model_id})
             self.backend = backend

@@ -14,6 +14,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from common.lora_keys import LoraSet, parse_lora_keys
 from common.model_store.layout import ImageSize, parse_sizes
 from common.settings import BrowserSignInSettings, read_settings
 
@@ -61,6 +62,26 @@ class Settings(BrowserSignInSettings):
     # The families' own bounds apply within these (SDXL's trained sizes reach 1536, Flux's 2048).
     max_size: int = Field(2048, ge=64, le=4096)
 
+    # LoRA adapters (app/loras.py): one NAME.safetensors each, named per request; never a path or URL in a request.
+    lora_dir: str | None = Field(
+        None,
+        min_length=1,
+        description="a folder of LoRA adapters (NAME.safetensors), or an s3://bucket/prefix/ of the model store "
+        "mirrored into MODEL_CACHE_DIR at start-up; unset: no adapters",
+    )
+    max_loras: int = Field(4, ge=1, le=16, description="the most adapters one request may name")
+    max_loaded_loras: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="CPU/CUDA: adapters kept loaded; loading one more unloads the least recently used",
+    )
+    # diffusers' set_adapters takes any float weight (diffusers 0.42 loaders/lora_base.py); past about 2 an
+    # adapter's delta swamps the model and the image turns to noise, so requests are bounded here.
+    max_lora_scale: float = Field(
+        2.0, gt=0.0, le=10.0, description="an adapter's scale must lie within -MAX_LORA_SCALE..MAX_LORA_SCALE"
+    )
+
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
     batch_wait_ms: float = Field(50.0, ge=0.0, le=10000.0)
@@ -82,6 +103,11 @@ class Settings(BrowserSignInSettings):
     )
     neuron_batch_size: int = Field(
         1, ge=1, le=64, description="compiled batch size, when the artifacts do not state it"
+    )
+    neuron_loras: str | None = Field(
+        None,
+        description="the LoRA adapters fused into the compiled pipeline, name:scale,... (the compile's --lora): "
+        "the only adapters, at those scales, a request may name on Neuron",
     )
 
     # CUDA speed switches; each can be turned off to measure its gain.
@@ -175,6 +201,11 @@ class Settings(BrowserSignInSettings):
         """NEURON_SHAPES as sizes in the order given, or None when unset (serve every compiled size)."""
         return None if self.neuron_shapes is None else parse_sizes(self.neuron_shapes.split(","))
 
+    @property
+    def neuron_fused_loras(self) -> LoraSet:
+        """NEURON_LORAS as a LoraSet (empty when unset)."""
+        return parse_lora_keys(self.neuron_loras)
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
         if self.default_steps is not None and self.default_steps > self.max_steps:
@@ -201,6 +232,15 @@ class Settings(BrowserSignInSettings):
                 raise ValueError(
                     f"{name.upper()}={value} is outside MIN_SIZE..MAX_SIZE ({self.min_size}..{self.max_size})"
                 )
+        if self.max_loaded_loras < self.max_loras:
+            raise ValueError(
+                f"MAX_LOADED_LORAS={self.max_loaded_loras} is below MAX_LORAS={self.max_loras}: one request's "
+                "adapters must fit at once"
+            )
+        try:
+            parse_lora_keys(self.neuron_loras)
+        except ValueError as exc:
+            raise ValueError(f"NEURON_LORAS={self.neuron_loras!r}: {exc}") from None
         if self.jobs == "aws":
             needed = ("jobs_queue_url", "jobs_dead_letter_url", "jobs_bucket", "jobs_topic_arn")
             missing = [name.upper() for name in needed if not getattr(self, name)]

@@ -52,6 +52,16 @@ def _as_api_number(value: Any) -> Any:
     return value
 
 
+def picked_loras(names: Any, scale: Any) -> Any:
+    """The page's adapter picker as the API's `loras` (None when none is picked); anything but a list of names is
+    passed on for the API's request model to refuse with its message."""
+    if not names:
+        return None
+    if not isinstance(names, list):
+        return names
+    return [{"name": name, "scale": 1.0 if scale is None else scale} for name in names]
+
+
 def ui_fields(values: dict[str, Any]) -> dict[str, Any]:
     """The UI's raw values as the API's JSON body: numbers as the API takes them, blanks left out, the
     seed box's text as a number."""
@@ -264,6 +274,26 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                     # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
                     # frontend, `value ??= 0`), which would repeat one image on every Generate.
                     seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
+                    # The adapters in LORA_DIR when the page was built (GET /v1/images/adapters lists the current
+                    # ones); hidden without any.
+                    adapters = sorted(service.adapters())
+                    lora_names = gr.Dropdown(
+                        adapters,
+                        value=[],
+                        multiselect=True,
+                        max_choices=settings.max_loras,
+                        label="LoRA adapters",
+                        elem_id="loras",
+                        visible=bool(adapters),
+                    )
+                    lora_scale = gr.Slider(
+                        -settings.max_lora_scale,
+                        settings.max_lora_scale,
+                        value=1.0,
+                        label="Adapter scale",
+                        elem_id="lora-scale",
+                        visible=bool(adapters),
+                    )
                 button = gr.Button("Generate", variant="primary", elem_id="generate")
             with gr.Column():
                 # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
@@ -301,21 +331,22 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
         ) -> tuple[Image, str]:
             """Generate one image; empty fields take the API's defaults (sizes: the model's native size)."""
+            values = {
+                "prompt": prompt,
+                "negative_prompt": negative_prompt,
+                "steps": steps,
+                "guidance_scale": guidance_scale,
+                "width": width,
+                "height": height,
+                "seed": seed,
+            }
+            return await run(values, request, progress)
+
+        async def run(values: dict[str, Any], request: gr.Request | None, progress: gr.Progress) -> tuple[Image, str]:
             # No conversion here (the events skip Gradio's preprocessing): the API's request model judges
             # the raw values, so 2.7 steps or a list as the prompt get the API's readable message.
-            fields = ui_fields(
-                {
-                    "prompt": prompt,
-                    "negative_prompt": negative_prompt,
-                    "steps": steps,
-                    "guidance_scale": guidance_scale,
-                    "width": width,
-                    "height": height,
-                    "seed": seed,
-                }
-            )
             return await _generate_with_progress(
-                service, fields, progress, lambda: _browser_left(ui, request), request_model
+                service, ui_fields(values), progress, lambda: _browser_left(ui, request), request_model
             )
 
         async def generate_page(
@@ -326,22 +357,25 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             width: Any = None,
             height: Any = None,
             seed: Any = None,
+            lora_names: Any = None,
+            lora_scale: Any = None,
             request: gr.Request | None = None,
             progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
         ) -> tuple[Image, str]:
-            """The page's Generate: a control the family has not (hidden on the page) sends nothing."""
+            """The page's Generate: a control the family has not (hidden on the page) sends nothing; the adapters
+            picked share the one scale."""
             family = service.family
-            return await generate(
-                prompt,
-                negative_prompt if family.negative_prompt else None,
-                steps,
-                guidance_scale if family.guidance else None,
-                width,
-                height,
-                seed,
-                request,
-                progress,
-            )
+            values = {
+                "prompt": prompt,
+                "negative_prompt": negative_prompt if family.negative_prompt else None,
+                "steps": steps,
+                "guidance_scale": guidance_scale if family.guidance else None,
+                "width": width,
+                "height": height,
+                "seed": seed,
+                "loras": picked_loras(lora_names, lora_scale),
+            }
+            return await run(values, request, progress)
 
         # Each control fitted to the family, by its family_controls name (one list: the outputs and the updates).
         fitted_controls = {
@@ -387,7 +421,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         event = {"concurrency_limit": None, "preprocess": False}
         api_inputs = [prompt, negative, steps, api_guidance, api_width, api_height, api_seed]
         api_trigger.click(generate, api_inputs, outputs, api_name="generate", **event)
-        page_inputs = [prompt, negative, steps, guidance, width, height, seed]
+        page_inputs = [prompt, negative, steps, guidance, width, height, seed, lora_names, lora_scale]
         page_event = {"api_visibility": "private", **event}
         button.click(generate_page, page_inputs, outputs, api_name="page_generate", **page_event)
         prompt.submit(generate_page, page_inputs, outputs, api_name="page_submit", **page_event)

@@ -4,7 +4,7 @@ Fields and values are read from the SDK's `types/image_generate_params.py`, `typ
 `types/image.py` (openai 3.51.0 in .venv). What maps onto this service is accepted; what the service cannot
 honour (another output format, transparency, streaming, GIF and SVG output) is refused with the reason, never
 ignored. Beside OpenAI's fields the body takes this service's own knobs (`seed`, `negative_prompt`, `steps`,
-`guidance_scale`, the SDK's `extra_body`), with /v1/generate's bounds.
+`guidance_scale`, `loras`, the SDK's `extra_body`), with /v1/generate's bounds.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from app.api.lora_fields import loras_field
 from app.api.schemas import guidance_field, json_int, prompt_field, steps_field
 from app.model_store.source import public_model_name
 from app.params import MAX_SEED
@@ -125,6 +126,7 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
             json_int(ge=0, le=MAX_SEED),
             Field(None, description="this service's: the first image's seed; the next ones count up (modulo 2**32)"),
         ),
+        "loras": loras_field(settings),
     }
     for name, option in OPTIONS.items():
         accepted = [*option.accepted, None]

@@ -23,7 +23,7 @@ from app.api.errors import describe_errors
 from app.api.generate import png_bytes
 from app.api.images_schemas import OPTIONS, ImageData, ImagesResponse, make_images_request, parse_size
 from app.api.openai_errors import openai_error
-from app.backends.base import GenerationParams, UnsupportedRequest
+from app.backends.base import GenerationParams, LoraRefused, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.routes import image_link
 from app.jobs.service import JobService
@@ -106,7 +106,10 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
             width=width,
             height=height,
             seed=body["seed"],
+            loras=body["loras"],
         )
+    except LoraRefused as exc:
+        raise RequestRefused(str(exc), param="loras") from None
     except UnsupportedRequest as exc:
         where = f"size {body['size']}" if size is not None else "this request"
         raise RequestRefused(f"{where} cannot be served: {exc}", param="size" if size else None) from None

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
+from app.api.lora_fields import loras_field
 from app.params import MAX_SEED
 from app.settings import Settings
 
@@ -103,6 +104,7 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
         "width": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
         "height": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
         "seed": (json_int(ge=0, le=MAX_SEED), Field(None, description="same seed, same image; default random")),
+        "loras": loras_field(settings),
     }
     return create_model(
         "GenerateRequest",

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from PIL.Image import Image
 
 from app.models.families import SD, Family, Size, SizeBounds
+from common.lora_keys import LoraSet
 
 StepCallback = Callable[[int, int], None]
 """Called after each denoising step with (steps done, total steps)."""
@@ -25,11 +26,12 @@ class GenerationParams:
     width: int
     height: int
     seed: int
+    loras: LoraSet = ()  # the LoRA adapters, sorted by name (app/loras.py)
 
     @property
-    def batch_key(self) -> tuple[int, int, int, float | None]:
-        """Requests with equal keys can share one pipeline call."""
-        return (self.width, self.height, self.steps, self.guidance_scale)
+    def batch_key(self) -> tuple[int, int, int, float | None, LoraSet]:
+        """Requests with equal keys can share one pipeline call: the adapters are set for the whole call."""
+        return (self.width, self.height, self.steps, self.guidance_scale, self.loras)
 
 
 def warm_up_params(steps: int, width: int, height: int, family: Family = SD) -> GenerationParams:
@@ -92,6 +94,13 @@ class UnsupportedRequest(ValueError):
     def detail(self) -> list[dict[str, str]]:
         """The API's 422 `detail`: one {field, message} per problem."""
         return [{"field": field, "message": message} for field, message in self.problems]
+
+
+class LoraRefused(UnsupportedRequest):
+    """The request's `loras` cannot be served here (unknown adapter, bad scale, too many, not fused on Neuron)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(("loras", message))
 
 
 class Backend(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.backends.diffusers_backend import DiffusersBackend, denoiser, load_diffusers_pipeline
+from app.backends.lora_slots import lora_slots
 from app.backends.step_cache import apply_step_cache
 from app.model_store.source import resolve_model_source
 from app.settings import Settings
@@ -17,4 +18,6 @@ def load_cpu_backend(settings: Settings) -> DiffusersBackend:
     pipeline, family = load_diffusers_pipeline(source)
     if settings.cuda_step_cache:
         apply_step_cache(denoiser(pipeline), settings.cuda_step_cache_threshold)
-    return DiffusersBackend(pipeline, family, name="cpu", max_batch_size=settings.max_batch_size)
+    return DiffusersBackend(
+        pipeline, family, name="cpu", max_batch_size=settings.max_batch_size, lora_slots=lora_slots(pipeline, settings)
+    )

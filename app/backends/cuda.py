@@ -13,6 +13,7 @@ from typing import Any
 from app.backends.base import family_arguments
 from app.backends.cuda_tuning import WARM_UP_STEPS, apply_speed_settings, load_dtype, served_shapes, warm_up
 from app.backends.diffusers_backend import DiffusersBackend, load_diffusers_pipeline
+from app.backends.lora_slots import lora_slots
 from app.model_store.source import resolve_model_source
 from app.models.families import Family
 from app.settings import Settings
@@ -27,7 +28,13 @@ class CudaBackend(DiffusersBackend):
     """The diffusers backend on a GPU, with a warm-up over every served shape."""
 
     def __init__(self, pipeline: Any, family: Family, settings: Settings):
-        super().__init__(pipeline, family, name="cuda", max_batch_size=settings.max_batch_size)
+        super().__init__(
+            pipeline,
+            family,
+            name="cuda",
+            max_batch_size=settings.max_batch_size,
+            lora_slots=lora_slots(pipeline, settings),
+        )
         self.settings = settings
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:

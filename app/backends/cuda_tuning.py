@@ -8,7 +8,7 @@ order (each step needs the previous one's result):
 2. attention (`CUDA_SDPA`): PyTorch's scaled-dot-product attention, which picks the flash or
    memory-efficient kernel on a GPU; off gives diffusers' plain attention, for comparison.
 3. fused QKV (`CUDA_FUSE_QKV`): one matrix product for query, key and value (key and value in
-   cross-attention) in the UNet and the VAE. Needs step 2's SDPA processors.
+   cross-attention) in the UNet and the VAE. Needs step 2's SDPA processors; skipped with LORA_DIR set.
 4. channels-last (`CUDA_CHANNELS_LAST`): NHWC memory layout for UNet and VAE convolutions, the
    layout tensor cores read without transposes.
 5. compile (`CUDA_COMPILE`, `CUDA_GRAPHS`, `CUDA_INDUCTOR_TUNING`): `torch.compile` of the UNet
@@ -103,6 +103,10 @@ def plan_speed_settings(settings: Settings, device_type: str, denoiser_class: st
         steps.append(SpeedStep("fuse_qkv", "UNet+VAE", skipped="CUDA_FUSE_QKV off"))
     elif not settings.cuda_sdpa:
         steps.append(SpeedStep("fuse_qkv", "UNet+VAE", skipped="fused processors are SDPA ones; CUDA_SDPA is off"))
+    elif settings.lora_dir is not None:
+        # LoRA adapters add their layers to to_q/to_k/to_v, which the fused to_qkv projection would bypass.
+        reason = "LORA_DIR is set: adapters act on the unfused projections"
+        steps.append(SpeedStep("fuse_qkv", "UNet+VAE", skipped=reason))
     else:
         steps.append(SpeedStep("fuse_qkv", "UNet+VAE"))
 

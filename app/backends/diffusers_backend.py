@@ -9,6 +9,7 @@ from typing import Any
 from PIL.Image import Image
 
 from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
+from app.backends.lora_slots import LoraSlots
 from app.models.families import (
     FLUX2_KLEIN,
     FLUX_SCHNELL,
@@ -97,7 +98,9 @@ def denoiser(pipeline: Any) -> Any:
 class DiffusersBackend:
     """Runs batches on a loaded diffusers pipeline; any size on its family's grid is served."""
 
-    def __init__(self, pipeline: Any, family: Family, name: str, max_batch_size: int):
+    def __init__(
+        self, pipeline: Any, family: Family, name: str, max_batch_size: int, lora_slots: LoraSlots | None = None
+    ):
         self.pipeline = pipeline
         self.family = family
         self.name = name
@@ -106,6 +109,7 @@ class DiffusersBackend:
         self.sizes: tuple[Size, ...] = family.sizes_at(self.side)
         self.native_size: Size = self.sizes[0]
         self.bounds: SizeBounds = family.bounds_at(self.side)
+        self.lora_slots = lora_slots or LoraSlots(pipeline, None, 1)
 
     @property
     def device(self) -> str:
@@ -119,6 +123,7 @@ class DiffusersBackend:
         """One pipeline call for the whole batch, one seeded generator per image."""
         import torch
 
+        self.lora_slots.activate(batch[0].loras)  # one adapter set per batch: it is part of the batch key
         with torch.inference_mode():
             output = self.pipeline(
                 **pipeline_arguments(batch, on_step, self.family),
@@ -142,5 +147,6 @@ class DiffusersBackend:
             "dtype": str(denoiser(self.pipeline).dtype).removeprefix("torch."),
             "native_size": {"width": self.native_size[0], "height": self.native_size[1]},
             "compiled_shapes": None,
+            "loras_loaded": self.lora_slots.loaded,
             "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__},
         }

@@ -19,12 +19,21 @@ from typing import Any, TypeVar
 
 from PIL.Image import Image
 
-from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
+from app.backends.base import (
+    GenerationParams,
+    LoraRefused,
+    StepCallback,
+    UnsupportedRequest,
+    pipeline_arguments,
+    warm_up_params,
+)
+from app.loras import fused_lora_problems
 from app.model_store.neuron_compile import check_served_variant, pipeline_class_name
 from app.model_store.source import resolve_compiled_source
 from app.models.builtin import BUILTIN_PREFIX
 from app.models.families import Family, Size, UnknownFamily, family_of
 from app.settings import Settings
+from common.lora_keys import LoraSet
 from common.model_store.layout import COMPLETE_MARKER, ImageSize
 
 T = TypeVar("T")
@@ -128,6 +137,7 @@ class NeuronBackend:
 
     compiled: Sequence[CompiledPipeline]
     family: Family
+    fused_loras: LoraSet = ()  # the adapters fused into every compiled pipeline (NEURON_LORAS)
     name: str = field(default="neuron", init=False)
 
     def __post_init__(self) -> None:
@@ -143,8 +153,11 @@ class NeuronBackend:
         self.bounds = self.family.bounds  # within them, check() admits the compiled sizes only
 
     def check(self, params: GenerationParams) -> None:
-        """Only a compiled width and height can run."""
+        """Only a compiled width and height can run, and only the adapters fused at compile time, at their scales."""
         check_size(self.sizes, params.width, params.height)
+        problems = fused_lora_problems(params.loras, self.fused_loras)
+        if problems:
+            raise LoraRefused("; ".join(problems))
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """Pad to the compiled batch of the batch's size, run once, and return only the real requests' images."""
@@ -177,6 +190,7 @@ class NeuronBackend:
             "dtype": "compiled",
             "native_size": {"width": width, "height": height},
             "compiled_shapes": [c.shape.as_dict() for c in self.compiled],
+            "loras_fused": [{"name": ref.name, "scale": ref.scale} for ref in self.fused_loras],
             "versions": versions,
         }
 
@@ -274,4 +288,4 @@ def load_neuron_backend(settings: Settings) -> NeuronBackend:
         pipeline = pipeline_class.from_pretrained(str(folder))
         pipeline.set_progress_bar_config(disable=True)
         compiled.append(CompiledPipeline(pipeline, shape))
-    return NeuronBackend(compiled, family)
+    return NeuronBackend(compiled, family, fused_loras=settings.neuron_fused_loras)

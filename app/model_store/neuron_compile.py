@@ -1,7 +1,8 @@
 """Compile an image model for Neuron once, for every image size served, and publish it to the model store.
 
     python -m app.model_store.neuron_compile compile --bucket B --model-id org/name --sdk-version 2.26.1 \
-        --batch-size 1 --shape 1024x1024 --shape 896x1152 --shape 1152x896 --tensor-parallel-size 1
+        --batch-size 1 --shape 1024x1024 --shape 896x1152 --shape 1152x896 --tensor-parallel-size 1 \
+        [--lora ink:0.8 --lora wash]
     python -m app.model_store.neuron_compile wait --bucket B --prefix compiled/.../ --shape 1024x1024 ... \
         [--timeout-s 7200]
 
@@ -11,7 +12,10 @@ their model_index.json (app/models/families.py), compiles them with that family'
 once per static size, and uploads each size's artifacts to
 `compiled/<slug>/neuron-sdk-<ver>/b<batch>-tp<N>/<W>x<H>/`, with that folder's completion marker last.
 A size whose marker is already there is skipped, so re-running the Job is cheap and adding a size to a
-deployment compiles only the new one. `wait` blocks until the marker of every size it is given exists:
+deployment compiles only the new one. Each `--lora NAME:SCALE` fuses the adapter `loras/<slug>/NAME.safetensors`
+of the store into the weights before tracing (optimum-neuron's LoRA export arguments); the compiled prefix then
+ends in `-lora-<hash>` of the fused set, so other adapters are another compile. `wait` blocks until the marker
+of every size it is given exists:
 the Neuron Deployment runs it as an init container so its pods do not crash-loop while a compile runs.
 
 optimum-neuron only installs from AWS's package index (it is in the Neuron image), so it is
@@ -33,13 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.loras import ADAPTER_SUFFIX
 from app.models.families import FLUX_SCHNELL, SD, SDXL, Family, UnknownFamily, family_of
+from common.lora_keys import LoraSet, fused_variant, parse_lora_keys
 from common.model_store.download import download_s3_prefix
 from common.model_store.layout import (
     COMPLETE_MARKER,
     CompileShape,
     ImageSize,
     compiled_prefix,
+    loras_prefix,
     parse_sizes,
     shape_prefix,
     weights_location,
@@ -67,6 +74,8 @@ class ExportSpec:
     family: Family
     shape: CompileShape
     tensor_parallel_size: int
+    loras: LoraSet = ()  # adapters fused into the weights before tracing
+    lora_dir: Path | None = None  # the folder holding each fused adapter's NAME.safetensors
 
 
 CompileFn = Callable[[Path, ExportSpec, Path], None]
@@ -130,6 +139,16 @@ def export_arguments(spec: ExportSpec, out_dir: Path) -> dict[str, Any]:
         # scratch files, on the Job's large scratch volume, not into a temporary folder of its own.
         "compiler_workdir": str(compiler_workdir(out_dir)),
     }
+    if spec.loras and spec.lora_dir is not None:
+        # optimum-neuron 0.4.5 exporters/neuron/utils.py _load_lora_weights_to_pipeline: load_lora_weights per
+        # adapter (local folder + weight name), set_adapters with the scales, then fuse_lora before tracing;
+        # the parameters are optimum/neuron/utils/argument_utils.py LoRAAdapterArguments' lora_* fields.
+        arguments.update(
+            lora_model_ids=[str(spec.lora_dir)] * len(spec.loras),
+            lora_weight_names=[ref.name + ADAPTER_SUFFIX for ref in spec.loras],
+            lora_adapter_names=[ref.name for ref in spec.loras],
+            lora_scales=[ref.scale for ref in spec.loras],
+        )
     if spec.family is FLUX_SCHNELL:
         import torch
 
@@ -190,6 +209,21 @@ def _download_weights(s3: Any, model_id: str, bucket: str, weights_dir: Path) ->
         raise CompileError(f"s3://{weights_bucket}/{source}: {exc}") from None
 
 
+def _download_loras(s3: Any, model_id: str, bucket: str, loras: LoraSet, lora_dir: Path) -> None:
+    """Fetch the fused adapters from the store's `loras/<slug>/`; CompileError naming any that is not there."""
+    prefix = loras_prefix(model_id)
+    for ref in loras:
+        target = lora_dir / (ref.name + ADAPTER_SUFFIX)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            s3.download_file(bucket, prefix + target.name, str(target))
+        except Exception as exc:  # botocore's ClientError (404) or a missing bucket: say which adapter
+            raise CompileError(
+                f"adapter {ref.name!r} is not at s3://{bucket}/{prefix}{target.name} ({type(exc).__name__}): "
+                "upload it there (docs/serving.md, 'LoRA adapters')"
+            ) from None
+
+
 def compile_and_publish(
     s3: Any,
     *,
@@ -200,6 +234,7 @@ def compile_and_publish(
     sizes: Sequence[ImageSize],
     tensor_parallel_size: int,
     work_dir: Path,
+    loras: LoraSet = (),
     compile_fn: CompileFn | None = None,
 ) -> str:
     """Compile every size not yet published, one after the other; return the compiled prefix.
@@ -209,19 +244,27 @@ def compile_and_publish(
     `compile_fn` defaults to `optimum_compile`, looked up at call time.
     """
     compile_fn = compile_fn or optimum_compile
-    prefix = compiled_prefix(model_id, sdk_version, batch_size, tensor_parallel_size)
+    prefix = compiled_prefix(model_id, sdk_version, batch_size, tensor_parallel_size, fused_variant(loras))
     pending = missing_sizes(s3, bucket, prefix, sizes)
     if not pending:
         log.info("already compiled: every size under s3://%s/%s has its %s", bucket, prefix, COMPLETE_MARKER)
         return prefix
     weights_dir = work_dir / "weights"
     family = _download_weights(s3, model_id, bucket, weights_dir)
+    lora_dir = work_dir / "loras"
+    _download_loras(s3, model_id, bucket, loras, lora_dir)
     # A size the family cannot generate would fail deep inside the export, minutes in: say so first.
     problems = [f"{size.key}: {p}" for size in pending for p in family.size_problems(size.width, size.height)]
     if problems:
         raise CompileError("; ".join(problems))
     for size in pending:
-        spec = ExportSpec(family, CompileShape(batch_size, size.height, size.width), tensor_parallel_size)
+        spec = ExportSpec(
+            family,
+            CompileShape(batch_size, size.height, size.width),
+            tensor_parallel_size,
+            loras,
+            lora_dir if loras else None,
+        )
         out_dir = work_dir / "compiled" / size.key
         out_dir.mkdir(parents=True, exist_ok=True)
         log.info(
@@ -246,6 +289,7 @@ def compile_and_publish(
             "height": size.height,
             "width": size.width,
             "tensor_parallel_size": tensor_parallel_size,
+            "loras": [{"name": ref.name, "scale": ref.scale} for ref in loras],
             "files": files,
         }
         # The marker goes last: readers treat the size's folder as complete only once it exists.
@@ -308,6 +352,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     c.add_argument("--tensor-parallel-size", type=_positive, default=1, help="NeuronCores the UNet/transformer spans")
     c.add_argument("--work-dir", type=Path, default=None, help="scratch space (default: a temp dir)")
+    c.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="NAME:SCALE",
+        help="a LoRA adapter of the store's loras/<slug>/ to fuse into the weights; repeat for more",
+    )
     w = sub.add_parser("wait", help="block until every given size under a compiled prefix is complete")
     w.add_argument("--bucket", required=True)
     w.add_argument("--prefix", required=True)
@@ -347,6 +398,7 @@ def main(argv: Sequence[str] | None = None, s3: Any = None) -> int:
                 sizes=sizes,
                 tensor_parallel_size=args.tensor_parallel_size,
                 work_dir=Path(work_dir),
+                loras=parse_lora_keys(args.lora),
             )
     except (CompileError, ValueError) as exc:
         log.error("%s", exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,8 @@ from app.models.families import SD, Family, UnknownFamily, family_named, family_
 from app.models.random_pipeline import materialize
 from common.model_store.download import download_s3_prefix, parse_s3_uri
 from common.model_store.layout import ImageSize
+
+log = logging.getLogger(__name__)
 
 _HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -50,6 +53,16 @@ def resolve_compiled_source(model_id: str, cache_dir: Path, sizes: Sequence[Imag
     for size in sizes:
         download_s3_prefix(bucket, f"{prefix.strip('/')}/{size.key}/", root / size.key)
     return root
+
+
+def fetch_adapters(lora_dir: str, folder: Path) -> None:
+    """Mirror an s3:// LORA_DIR (the model store's adapters prefix) into `folder` at start-up, as the weights are;
+    an empty prefix is no adapters, not an error."""
+    bucket, prefix = parse_s3_uri(lora_dir)
+    try:
+        download_s3_prefix(bucket, prefix, folder)
+    except FileNotFoundError:
+        log.info("no LoRA adapters under %s", lora_dir)
 
 
 def public_model_name(model_id: str) -> str:

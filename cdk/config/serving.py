@@ -25,6 +25,7 @@ from cdk.config.instances import read_instance_type
 from cdk.config.pool_capacity import PoolRoom
 from cdk.image.families import FAMILIES as IMAGE_FAMILIES
 from cdk.instance_types import InstanceType
+from common.lora_keys import LoraSet, parse_lora_keys
 
 RoutingMode = Literal["cost-with-failover", "cost", "capacity"]
 ROUTING_MODES: Final = ("cost-with-failover", "cost", "capacity")
@@ -90,6 +91,7 @@ class NeuronCompile:
     cpu: float  # the compile pod's requests: large enough that only a node fit to compile takes it
     memory_gi: int
     scratch_gi: int  # its scratch volume: the weights, the export, the compiler's files, the artifacts
+    loras: LoraSet = ()  # neuronCompileLoras: the LoRA adapters fused into the compiled weights, with their scales
 
     @property
     def devices(self) -> int:
@@ -506,7 +508,16 @@ def _read_neuron_compile(ctx: Context, families: Sequence[str] | None) -> Neuron
         cpu=ctx.number("neuronCompileCpu", minimum=4.5, maximum=190),
         memory_gi=ctx.integer("neuronCompileMemoryGi", minimum=17, maximum=760),
         scratch_gi=ctx.integer("neuronCompileScratchGi", minimum=1, maximum=10000),
+        loras=_loras(ctx.string_list("neuronCompileLoras", allow_empty=True)),
     )
+
+
+def _loras(items: Sequence[str]) -> LoraSet:
+    """neuronCompileLoras (`name:scale` each) as a LoraSet; ConfigError naming the setting."""
+    try:
+        return parse_lora_keys(items)
+    except ValueError as exc:
+        raise ConfigError(f"setting 'neuronCompileLoras': {exc} (expected name:scale items, such as ink:0.8)") from None
 
 
 def _shape(name: str) -> tuple[int, int]:

@@ -39,6 +39,7 @@ from cdk.serving.pod_shape import (
     pod_security_context,
     scratch_volumes,
 )
+from common.lora_keys import fused_variant
 from common.model_store.layout import ImageSize, compiled_prefix
 
 SERVICE_ACCOUNT: Final = "sd-neuron-compile"
@@ -69,8 +70,17 @@ def artifact_prefix(cfg: ServingConfig) -> str:
     """Where the compiled artifacts for this config live in the model store (one folder per size below)."""
     settings = cfg.compile_settings
     return compiled_prefix(
-        cfg.model_id, versions.NEURON_SDK_VERSION, settings.batch_size, settings.tensor_parallel_size
+        cfg.model_id,
+        versions.NEURON_SDK_VERSION,
+        settings.batch_size,
+        settings.tensor_parallel_size,
+        fused_variant(settings.loras),
     )
+
+
+def lora_args(cfg: ServingConfig) -> list[str]:
+    """`--lora=<name>:<scale>` for each adapter the compile fuses (neuronCompileLoras)."""
+    return [f"--lora={ref.key}" for ref in cfg.compile_settings.loras]
 
 
 # The settings that size the compile pod, as a synth-time fit error names them.
@@ -94,6 +104,7 @@ def job_name(cfg: ServingConfig, image: str) -> str:
             # The compile's sizes and tensor parallel degree are arguments of the (immutable) pod template too.
             ",".join(size.key for size in compile_sizes(cfg)),
             f"tp{settings.tensor_parallel_size}",
+            ",".join(ref.key for ref in settings.loras),
             image,
             settings.instance.name,
             f"{settings.cpu:g}",
@@ -146,6 +157,7 @@ def _compile_job(cfg: ServingConfig, *, image: str, bucket: str, region: str) ->
             *shape_args(cfg),
             f"--tensor-parallel-size={settings.tensor_parallel_size}",
             f"--work-dir={WORK_DIR}",
+            *lora_args(cfg),
         ],
         "env": compile_env(cfg, region),
         "resources": neuron_resources(cpu=settings.cpu, memory_gi=settings.memory_gi, devices=settings.devices),

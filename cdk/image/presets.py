@@ -70,6 +70,7 @@ class NeuronCompilePlan:
     cpu: float
     memory_gi: int
     scratch_gi: int
+    loras: tuple[str, ...] = ()  # "name:scale": LoRA adapters of the store's loras/<slug>/ fused at compile time
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class ImagePreset:
                     "neuronCompileCpu": plan.cpu,
                     "neuronCompileMemoryGi": plan.memory_gi,
                     "neuronCompileScratchGi": plan.scratch_gi,
+                    "neuronCompileLoras": list(plan.loras),
                 }
             )
         return values

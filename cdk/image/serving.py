@@ -49,7 +49,7 @@ from cdk.serving.service_identity import (
 )
 from common import metric_names
 from common.image_api_paths import IMAGES_GENERATIONS_PATH
-from common.model_store.layout import is_s3_uri, s3_uri, weights_location
+from common.model_store.layout import is_s3_uri, loras_prefix, s3_uri, weights_location
 from routing_controller.decision import normalize
 
 # The image routes' weighted action (cost modes) and the routing controller instance that moves it.
@@ -168,16 +168,17 @@ class ImageServing(Workload):
         if neuron is None:
             return
         prefix = njob.artifact_prefix(cfg)
+        adapters = loras_prefix(cfg.model_id)
         compile_role = PodIdentityRole(
             stack,
             "NeuronCompileIdentity",
             cluster=ctx.platform.cluster,
             namespace=cfg.namespace,
             service_account=njob.SERVICE_ACCOUNT,
-            statements=[*self._read_weights_and(bucket, [prefix]), write_statement(bucket, prefix)],
-            description="Neuron compile job: read the model's weights, write its compiled artifacts",
+            statements=[*self._read_weights_and(bucket, [prefix, adapters]), write_statement(bucket, prefix)],
+            description="Neuron compile job: read the model's weights and adapters, write its compiled artifacts",
         )
-        self._acknowledge_reads(compile_role, bucket, self.weights_bucket, self.weights_key, [prefix])
+        self._acknowledge_reads(compile_role, bucket, self.weights_bucket, self.weights_key, [prefix, adapters])
         compile_args = {
             "image": ctx.platform.image_uris[neuron.name],
             "bucket": bucket.bucket_name,
@@ -206,17 +207,24 @@ class ImageServing(Workload):
             model_bucket, prefix = (
                 (bucket, njob.artifact_prefix(cfg)) if acc.name == "neuron" else (self.weights_bucket, self.weights_key)
             )
+            # Every pod also mirrors the model's LoRA adapters (LORA_DIR), which the model store keeps beside it.
+            adapters = loras_prefix(cfg.model_id)
+            reads = (
+                read_statements(bucket, [prefix, adapters])
+                if model_bucket is bucket
+                else self._read_weights_and(bucket, [adapters])
+            )
             identity = PodIdentityRole(
                 stack,
                 f"{acc.name.capitalize()}Identity",
                 cluster=ctx.platform.cluster,
                 namespace=cfg.namespace,
                 service_account=workload.service_account_name(acc),
-                statements=[*read_statements(model_bucket, [prefix]), put_metrics_statement(metric_names.NAMESPACE)],
-                description=f"{workload.deployment_name(acc)}: read {prefix} of the model store, publish service "
-                "metrics",
+                statements=[*reads, put_metrics_statement(metric_names.NAMESPACE)],
+                description=f"{workload.deployment_name(acc)}: read {prefix} and {adapters} of the model store, "
+                "publish service metrics",
             )
-            self._acknowledge_reads(identity, bucket, model_bucket, prefix, [], metrics=True)
+            self._acknowledge_reads(identity, bucket, model_bucket, prefix, [adapters], metrics=True)
             self._grant_jobs(stack, identity)
             self.identities[acc.name] = identity
             image = ctx.platform.image_uris[acc.name]
@@ -242,6 +250,7 @@ class ImageServing(Workload):
                     image=image,
                     model_uri=s3_uri(model_bucket.bucket_name, prefix),
                     region=stack.region,
+                    lora_uri=s3_uri(bucket.bucket_name, adapters),
                     init_containers=init,
                     env_config_maps=ctx.env_config_maps,
                     extra_env=self.jobs.service_env(),

@@ -84,8 +84,10 @@ def scheduling(acc: Accelerator, cfg: ServingConfig) -> dict[str, Any]:
     return accelerator_scheduling(acc, cfg.neuron_devices)
 
 
-def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: str) -> list[dict[str, str]]:
-    """The service's settings (app/settings.py) by their variable names."""
+def service_env(
+    acc: Accelerator, cfg: ServingConfig, model_uri: str, region: str, lora_uri: str | None = None
+) -> list[dict[str, str]]:
+    """The service's settings (app/settings.py) by their variable names; `lora_uri` the adapters' prefix."""
     env = [
         {"name": "MODEL_ID", "value": model_uri},
         {"name": "MODEL_NAME", "value": cfg.model_name},  # one name on every accelerator: /v1/models lists it
@@ -111,8 +113,14 @@ def service_env(acc: Accelerator, cfg: ServingConfig, model_uri: str, region: st
             {"name": "NEURON_SHAPES", "value": ",".join(compiled.shape_names)},
             {"name": "NEURON_TENSOR_PARALLEL_SIZE", "value": str(compiled.tensor_parallel_size)},
         ]
+        if compiled.loras:
+            # The adapters the compile fused, at their scales: the only ones a request may name on this pool.
+            env.append({"name": "NEURON_LORAS", "value": ",".join(ref.key for ref in compiled.loras)})
     elif acc.name == "nvidia":
         env += compile_cache_env()  # CUDA_COMPILE, when set, compiles at start-up
+    if lora_uri is not None:
+        # The model store's adapters prefix, mirrored into MODEL_CACHE_DIR at start-up as the weights are.
+        env.append({"name": "LORA_DIR", "value": lora_uri})
     return env + base_env(cfg, region)
 
 
@@ -128,6 +136,7 @@ def deployment(
     image: str,
     model_uri: str,
     region: str,
+    lora_uri: str | None = None,
     init_containers: Sequence[dict[str, Any]] = (),
     env_config_maps: Sequence[str] = (),
     extra_env: Sequence[dict[str, str]] = (),
@@ -150,7 +159,7 @@ def deployment(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "ports": [{"name": PORT_NAME, "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "env": service_env(acc, cfg, model_uri, region) + list(extra_env),
+        "env": service_env(acc, cfg, model_uri, region, lora_uri) + list(extra_env),
         "resources": accelerator_resources(acc, cfg),
         **probes(acc, cfg),
         # The pod keeps serving while the ALB deregisters it; SIGTERM only after that.

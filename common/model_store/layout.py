@@ -6,9 +6,13 @@ other. Keep this module free of heavy imports: the CDK app imports it at synth t
 
 Layout:
     models/<model-slug>/                                             weights in diffusers layout
-    compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-tp<N>/<W>x<H>/     Neuron-compiled artifacts, one
+    loras/<model-key>/                                               LoRA adapters for the model, one
+                                                                     NAME.safetensors each (LORA_DIR)
+    compiled/<model-slug>/neuron-sdk-<ver>/b<batch>-tp<N>[-lora-<hash>]/<W>x<H>/
+                                                                     Neuron-compiled artifacts, one
                                                                      folder per image size, each with
-                                                                     its own completion marker
+                                                                     its own completion marker; the
+                                                                     variant names the fused adapters
 
 A model id is a Hugging Face repo id (`org/name`, staged into `models/<slug>/` by the deploy) or an
 `s3://bucket/prefix/` URI (weights you bring; they are read where they are, and compiled under
@@ -25,6 +29,7 @@ from typing import Final
 
 WEIGHTS_ROOT: Final = "models"
 COMPILED_ROOT: Final = "compiled"
+LORAS_ROOT: Final = "loras"
 COMPLETE_MARKER: Final = "_COMPLETE.json"
 """Written last by the compile job; its presence means every artifact under the prefix is uploaded."""
 
@@ -150,15 +155,29 @@ def compiled_model_prefix(model_id: str) -> str:
     return f"{COMPILED_ROOT}/{model_key(model_id)}/"
 
 
-def compiled_prefix(model_id: str, neuron_sdk_version: str, batch_size: int, tensor_parallel_size: int) -> str:
+def loras_prefix(model_id: str) -> str:
+    """The prefix holding the model's LoRA adapters (one NAME.safetensors each), beside its weights, ending in '/'."""
+    return f"{LORAS_ROOT}/{model_key(model_id)}/"
+
+
+def compiled_prefix(
+    model_id: str, neuron_sdk_version: str, batch_size: int, tensor_parallel_size: int, variant: str = ""
+) -> str:
     """The prefix of the artifacts compiled for one model, Neuron SDK version, batch size and tensor parallel
-    size, ending in '/': each image size is a folder below it (`shape_prefix`)."""
+    size, ending in '/': each image size is a folder below it (`shape_prefix`). `variant` (common/lora_keys.py
+    `fused_variant`) tells apart compiles with other adapters fused into the weights."""
     if not _VERSION.fullmatch(neuron_sdk_version):
         raise ValueError(f"Neuron SDK version {neuron_sdk_version!r} is not dotted digits such as 2.31.1")
     for name, value in (("batch size", batch_size), ("tensor parallel size", tensor_parallel_size)):
         if value < 1:
             raise ValueError(f"{name} {value} must be at least 1")
-    return f"{compiled_model_prefix(model_id)}neuron-sdk-{neuron_sdk_version}/b{batch_size}-tp{tensor_parallel_size}/"
+    if variant and not _SLUG_PART.fullmatch(variant):
+        raise ValueError(f"compile variant {variant!r} is not a simple name")
+    suffix = f"-{variant}" if variant else ""
+    return (
+        f"{compiled_model_prefix(model_id)}neuron-sdk-{neuron_sdk_version}/"
+        f"b{batch_size}-tp{tensor_parallel_size}{suffix}/"
+    )
 
 
 def shape_prefix(prefix: str, size: ImageSize) -> str:

@@ -84,7 +84,7 @@ def test_schemathesis_cli_with_all_checks_finds_nothing(whole_app: JobsServer, t
     # Exit status 0: no check failed (a warning, such as "image links need a signature it cannot
     # forge", does not count); 1 lists each failure with a curl line to reproduce it.
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "Tested: 8" in run.stdout  # every operation, jobs and the Images API included
+    assert "Tested: 11" in run.stdout  # every operation, jobs, the Images API and its adapters list included
 
 
 def test_an_integral_float_is_an_integer_as_the_schema_says(whole_app: JobsServer):

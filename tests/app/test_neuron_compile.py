@@ -11,7 +11,15 @@ from moto import mock_aws
 
 from app.model_store import neuron_compile as nc
 from app.models.families import FLUX_SCHNELL, SD, SDXL
-from common.model_store.layout import COMPLETE_MARKER, CompileShape, ImageSize, compiled_prefix, weights_prefix
+from common.lora_keys import fused_variant, parse_lora_keys
+from common.model_store.layout import (
+    COMPLETE_MARKER,
+    CompileShape,
+    ImageSize,
+    compiled_prefix,
+    loras_prefix,
+    weights_prefix,
+)
 
 BUCKET = "model-store"
 MODEL = "org/tiny-sdxl"
@@ -281,3 +289,30 @@ def test_bring_your_own_weights_are_compiled_from_their_own_bucket(s3, tmp_path)
     prefix = compile_sizes(s3, tmp_path, sizes=(ImageSize(512, 512),), calls=calls, model_id="s3://my-weights/sd/v2/")
     assert calls[0][0] == ["model_index.json", "unet/config.json", "unet/weights.bin"]
     assert prefix.startswith("compiled/s3-v2-") and keys(s3, prefix)[0] == f"{prefix}512x512/{COMPLETE_MARKER}"
+
+
+def test_fused_adapters_are_fetched_passed_to_the_export_and_compiled_under_their_own_prefix(s3, tmp_path):
+    stage_weights(s3)
+    s3.put_object(Bucket=BUCKET, Key=loras_prefix(MODEL) + "ink.safetensors", Body=b"adapter")
+    calls: list = []
+    fused = parse_lora_keys(["ink:0.8"])
+    prefix = compile_sizes(s3, tmp_path, sizes=(SQUARE,), calls=calls, loras=fused)
+    assert prefix == compiled_prefix(MODEL, "2.26.1", 1, 2, fused_variant(fused)) and prefix != PREFIX
+    assert prefix.rstrip("/").endswith("-tp2-" + fused_variant(fused))
+    ((_files, spec, out_dir),) = calls
+    assert spec.loras == fused and (spec.lora_dir / "ink.safetensors").read_bytes() == b"adapter"
+    arguments = nc.export_arguments(spec, out_dir)
+    assert (arguments["lora_model_ids"], arguments["lora_weight_names"]) == ([str(spec.lora_dir)], ["ink.safetensors"])
+    assert (arguments["lora_adapter_names"], arguments["lora_scales"]) == (["ink"], [0.8])
+    marker = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{prefix}{SQUARE.key}/{COMPLETE_MARKER}")["Body"].read())
+    assert marker["loras"] == [{"name": "ink", "scale": 0.8}]
+    # Without adapters the export takes none of the LoRA arguments.
+    assert not any(key.startswith("lora_") for key in nc.export_arguments(nc.ExportSpec(SD, spec.shape, 1), out_dir))
+
+
+def test_a_fused_adapter_missing_from_the_store_is_named_before_any_compile(s3, tmp_path):
+    stage_weights(s3)
+    calls: list = []
+    with pytest.raises(nc.CompileError, match=r"adapter 'wash' is not at s3://.*/loras/.*wash\.safetensors"):
+        compile_sizes(s3, tmp_path, calls=calls, loras=parse_lora_keys(["wash"]))
+    assert calls == []

@@ -28,7 +28,7 @@ def test_a_call_without_a_function_number_is_a_422(held_service, path: str, body
     _assert_422(response, "fn_index", "required")
 
 
-def test_a_ui_request_with_3_of_its_7_values_is_a_422_naming_them(held_service):
+def test_a_ui_request_with_3_of_its_9_values_is_a_422_naming_them(held_service):
     live, _backend = held_service
     dependency = generate_dependency(live.url)
     body = {
@@ -38,5 +38,5 @@ def test_a_ui_request_with_3_of_its_7_values_is_a_422_naming_them(held_service):
         "session_hash": uuid.uuid4().hex,
     }
     response = httpx.post(live.url + "/gradio_api/queue/join", json=body, timeout=10)
-    _assert_422(response, "data", "7 values expected (Prompt, Negative prompt, Steps, Guidance, Width, Height")
+    _assert_422(response, "data", "9 values expected (Prompt, Negative prompt, Steps, Guidance, Width, Height")
     assert "got 3" in response.json()["error"]

@@ -11,8 +11,16 @@ from typing import Any
 
 import httpx
 
-FIELDS = ("prompt", "negative_prompt", "steps", "guidance_scale", "width", "height", "seed")
-DEFAULTS: dict[str, Any] = {"negative_prompt": "", "steps": 2, "guidance_scale": 7.5, "width": 64, "height": 64}
+FIELDS = ("prompt", "negative_prompt", "steps", "guidance_scale", "width", "height", "seed", "loras", "lora_scale")
+DEFAULTS: dict[str, Any] = {
+    "negative_prompt": "",
+    "steps": 2,
+    "guidance_scale": 7.5,
+    "width": 64,
+    "height": 64,
+    "loras": [],
+    "lora_scale": 1.0,
+}
 
 
 @functools.cache

@@ -59,7 +59,7 @@ def test_a_value_the_api_would_refuse_is_refused_with_a_readable_message(browser
 
 
 def test_a_request_with_too_few_values_shows_why(browser, live_service: LiveServer):
-    # The page always sends all 7 values; a script speaking its protocol may not. Cut the page's own
+    # The page always sends all 9 values; a script speaking its protocol may not. Cut the page's own
     # request to 3 values on its way out and check what the page shows.
     page = browser.new_page(viewport={"width": 1280, "height": 900})
 
@@ -72,7 +72,7 @@ def test_a_request_with_too_few_values_shows_why(browser, live_service: LiveServ
     page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
     page.locator("#prompt textarea").fill("a lighthouse on a cliff at dusk")
     page.locator("#generate").click()
-    page.get_by_text("7 values expected").first.wait_for(timeout=60_000)
+    page.get_by_text("9 values expected").first.wait_for(timeout=60_000)
     assert page.locator("#result img").count() == 0
     page.close()
 

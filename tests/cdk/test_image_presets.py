@@ -31,6 +31,7 @@ from cdk.image.presets import (
     PodSize,
 )
 from cdk.instance_types import InstanceType
+from common.lora_keys import fused_variant
 from tests.cdk.conftest import EXAMPLE_ENVIRONMENT, REPO_ROOT
 
 CDK_JSON: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
@@ -193,6 +194,22 @@ def test_the_manifests_carry_the_preset_without_a_synth():
         "NEURON_SHAPES": "1024x1024,896x1152,1152x896",
         "NEURON_TENSOR_PARALLEL_SIZE": "8",
     }
+
+
+def test_fused_adapters_reach_the_compile_job_the_neuron_pods_and_their_own_artifact_prefix():
+    fused = serving(neuronCompileLoras=["ink:0.8", "wash"])
+    (container,) = njob.compile_job(fused, image=IMAGE, bucket="b", region="us-east-1")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert [a for a in container["args"] if a.startswith("--lora=")] == ["--lora=ink:0.8", "--lora=wash:1"]
+    plain = serving()
+    assert njob.artifact_prefix(fused) != njob.artifact_prefix(plain)
+    assert njob.artifact_prefix(fused).rstrip("/").endswith("-" + fused_variant(fused.compile_settings.loras))
+    assert njob.job_name(fused, IMAGE) != njob.job_name(plain, IMAGE)  # another compile, another (immutable) Job
+    env = {e["name"]: e["value"] for e in workload.service_env(NEURON, fused, "s3://b/p/", "us-east-1", "s3://b/l/")}
+    assert (env["NEURON_LORAS"], env["LORA_DIR"]) == ("ink:0.8,wash:1", "s3://b/l/")
+    with pytest.raises(ConfigError, match=r"neuronCompileLoras.*scale 'x' is not a number"):
+        serving(neuronCompileLoras=["ink:x"])
 
 
 def test_the_compile_is_given_every_size_of_the_preset_and_its_degree():

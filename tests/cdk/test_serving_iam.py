@@ -1,4 +1,5 @@
-"""IAM: each pod role reads only its model-store prefix and puts only the service's metric namespace."""
+"""IAM: each pod role reads only its model-store prefix and the model's LoRA adapters, and puts only the service's
+metric namespace."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from cdk.image import neuron_compile_job as njob
 from cdk.image.serving import ROUTING_CONTROLLER_NAME as IMAGE_CONTROLLER
 from cdk.llm.routes import ROUTING_CONTROLLER_NAME as LLM_CONTROLLER
 from common import metric_names
-from common.model_store.layout import weights_prefix
+from common.model_store.layout import loras_prefix, weights_prefix
 
 
 def statements(template, role_prefix):
@@ -34,7 +35,7 @@ def object_suffixes(statement):
     return sorted(r["Fn::Join"][1][1] for r in resources)
 
 
-def check_service_role(template, role_prefix, prefix):
+def check_service_role(template, role_prefix, prefixes):
     by_action = {}
     for s in statements(template, role_prefix):
         assert s["Effect"] == "Allow"
@@ -42,8 +43,8 @@ def check_service_role(template, role_prefix, prefix):
             assert "*" not in a
             by_action[a] = s
     assert set(by_action) == {"s3:GetObject", "s3:ListBucket", "cloudwatch:PutMetricData"}
-    assert object_suffixes(by_action["s3:GetObject"]) == [f"/{prefix}*"]
-    assert by_action["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
+    assert object_suffixes(by_action["s3:GetObject"]) == sorted(f"/{prefix}*" for prefix in prefixes)
+    assert by_action["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}
     assert by_action["s3:ListBucket"]["Resource"] == {
         "Fn::GetAtt": [by_action["s3:ListBucket"]["Resource"]["Fn::GetAtt"][0], "Arn"]
     }
@@ -51,12 +52,14 @@ def check_service_role(template, role_prefix, prefix):
     assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": metric_names.NAMESPACE}}
 
 
-def test_gpu_role_reads_weights_prefix_only(serving):
-    check_service_role(serving.template, "NvidiaIdentityRole", weights_prefix(serving.config.model_id))
+def test_gpu_role_reads_weights_and_adapters_prefixes_only(serving):
+    model_id = serving.config.model_id
+    check_service_role(serving.template, "NvidiaIdentityRole", [weights_prefix(model_id), loras_prefix(model_id)])
 
 
-def test_neuron_role_reads_compiled_prefix_only(serving):
-    check_service_role(serving.template, "NeuronIdentityRole", njob.artifact_prefix(serving.config))
+def test_neuron_role_reads_compiled_and_adapters_prefixes_only(serving):
+    prefixes = [njob.artifact_prefix(serving.config), loras_prefix(serving.config.model_id)]
+    check_service_role(serving.template, "NeuronIdentityRole", prefixes)
 
 
 def test_compile_role_reads_weights_writes_compiled_only(serving):
@@ -65,7 +68,7 @@ def test_compile_role_reads_weights_writes_compiled_only(serving):
     assert set(by_action) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
     assert object_suffixes(by_action["s3:PutObject"]) == [f"/{njob.artifact_prefix(cfg)}*"]
     assert object_suffixes(by_action["s3:GetObject"]) == sorted(
-        [f"/{weights_prefix(cfg.model_id)}*", f"/{njob.artifact_prefix(cfg)}*"]
+        [f"/{weights_prefix(cfg.model_id)}*", f"/{njob.artifact_prefix(cfg)}*", f"/{loras_prefix(cfg.model_id)}*"]
     )
 
 

@@ -76,6 +76,11 @@ def test_neuron_uses_compiled_artifacts_and_one_device_the_default_scheduler_pla
     assert "schedulerName" not in gpu
     gpu_env = {e["name"]: e["value"] for e in gpu["containers"][0]["env"]}
     assert gpu_env["MODEL_ID"].endswith("/models/sd2-community--stable-diffusion-2-1-base/")
+    # Both pools mirror the model's adapters from the store at start-up; no adapter is fused by default.
+    for pod_env in (env, gpu_env):
+        assert pod_env["LORA_DIR"].startswith("s3://")
+        assert pod_env["LORA_DIR"].endswith("/loras/sd2-community--stable-diffusion-2-1-base/")
+    assert "NEURON_LORAS" not in env
 
 
 @pytest.mark.parametrize("name", ["sd-neuron", "sd-gpu"])
