@@ -8,11 +8,13 @@ sign-in) is common/settings.py's `ServiceSettings`, the browser's sign-in its `B
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from common.http.body import BodyLimits
 from common.model_store.layout import ImageSize, parse_sizes
 from common.settings import BrowserSignInSettings, read_settings
 
@@ -59,6 +61,22 @@ class Settings(BrowserSignInSettings):
     min_size: int = Field(64, ge=8)
     # The families' own bounds apply within these (SDXL's trained sizes reach 1536, Flux's 2048).
     max_size: int = Field(2048, ge=64, le=4096)
+
+    # Image edits (app/edit_inputs.py): every upload is checked before it is decoded.
+    max_upload_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="the largest image or mask file an edit takes (POST /v1/images/edits, /v1/generate's "
+        "init_image and mask_image, the UI's uploads); the edit routes' body bound is derived from it",
+    )
+    max_upload_pixels: int = Field(
+        4096 * 4096,
+        ge=64 * 64,
+        le=8192 * 8192,
+        description="the most pixels (width x height, read from the file's header) an uploaded image may "
+        "declare: a decompression bomb is refused before it is decoded",
+    )
 
     # Batching and back-pressure.
     max_batch_size: int = Field(4, ge=1, le=64)
@@ -142,6 +160,15 @@ class Settings(BrowserSignInSettings):
     ui_file_ttl_s: int = Field(
         60, ge=1, le=86400, description="the UI's generated image files are deleted after this many seconds"
     )
+
+    @property
+    def edit_body_limits(self) -> BodyLimits:
+        """The body bound of the routes that carry images: an image and a mask of MAX_UPLOAD_BYTES each, as
+        base64 (4/3 larger) in JSON, plus MAX_BODY_BYTES for the other fields. Every other route keeps
+        MAX_BODY_BYTES."""
+        limits = self.body_limits
+        images = 2 * (-(-self.max_upload_bytes // 3) * 4)
+        return dataclasses.replace(limits, max_bytes=images + self.max_body_bytes)
 
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:

@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 
 from PIL.Image import Image
 
-from app.backends.base import GenerationParams, StepCallback, UnsupportedRequest, pipeline_arguments, warm_up_params
+from app.backends.base import (
+    EditMode,
+    GenerationParams,
+    StepCallback,
+    UnsupportedRequest,
+    pipeline_arguments,
+    warm_up_params,
+)
 from app.model_store.neuron_compile import check_served_variant, pipeline_class_name
 from app.model_store.source import resolve_model_source
 from app.models.builtin import BUILTIN_PREFIX
@@ -126,6 +133,10 @@ class NeuronBackend:
     compiled: Sequence[CompiledPipeline]
     family: Family
     name: str = field(default="neuron", init=False)
+    # Not built yet: optimum-neuron 0.4.5 documents NeuronStableDiffusion(XL)Img2ImgPipeline and
+    # ...InpaintPipeline (its SD export compiles a VAE encoder too), but this backend loads the text-to-image
+    # class only; edits are refused by name here and run on a GPU or CPU pool (docs/serving.md).
+    edit_modes: frozenset[EditMode] = field(default=frozenset(), init=False)
 
     def __post_init__(self) -> None:
         if not self.compiled:
@@ -140,8 +151,14 @@ class NeuronBackend:
         self.bounds = self.family.bounds  # within them, check() admits the compiled sizes only
 
     def check(self, params: GenerationParams) -> None:
-        """Only a compiled width and height can run."""
+        """Only a compiled width and height can run, and no edit."""
+        if params.edit is not None:
+            raise UnsupportedRequest("image edits are not served on the Neuron pool; send them to a GPU or CPU pool")
         check_size(self.sizes, params.width, params.height)
+
+    def default_strength(self, mode: EditMode) -> float:
+        """No edit runs here (edit_modes is empty)."""
+        raise UnsupportedRequest(f"{mode} edits are not served on the Neuron pool")
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """Pad to the compiled batch of the batch's size, run once, and return only the real requests' images."""
