@@ -29,7 +29,7 @@ from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
-from common.image_api_paths import GENERATE_PATH, IMAGES_EDITS_PATH, JOBS_PATH
+from common.image_api_paths import IMAGES_EDITS_PATH
 from common.settings import SettingsError
 
 # Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
@@ -94,13 +94,12 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     ui = _build_ui(service) if settings.ui else None
     if ui is not None:
         app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
-    # The routes that carry images get the larger bound MAX_UPLOAD_BYTES implies; every other route MAX_BODY_BYTES.
-    image_routes = dict.fromkeys((IMAGES_EDITS_PATH, GENERATE_PATH, JOBS_PATH), settings.edit_body_limits)
+    # The edits route's multipart body carries image files: the larger bound MAX_UPLOAD_BYTES implies.
     app.add_middleware(
         BodyLimitMiddleware,
         limits=settings.body_limits,
         refused_paths=(GRADIO_UPLOAD_PATH,),
-        path_limits=image_routes,
+        path_limits={IMAGES_EDITS_PATH: settings.edit_body_limits},
     )
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any

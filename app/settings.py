@@ -67,8 +67,8 @@ class Settings(BrowserSignInSettings):
         8 * 1024 * 1024,
         ge=1024,
         le=64 * 1024 * 1024,
-        description="the largest image or mask file an edit takes (POST /v1/images/edits, /v1/generate's "
-        "init_image and mask_image, the UI's uploads); the edit routes' body bound is derived from it",
+        description="the largest image or mask file an edit takes (POST /v1/images/edits; /v1/generate's and the "
+        "jobs' init_image and mask_image, within MAX_BODY_BYTES there); the edits route's body bound derives from it",
     )
     max_upload_pixels: int = Field(
         4096 * 4096,
@@ -163,12 +163,9 @@ class Settings(BrowserSignInSettings):
 
     @property
     def edit_body_limits(self) -> BodyLimits:
-        """The body bound of the routes that carry images: an image and a mask of MAX_UPLOAD_BYTES each, as
-        base64 (4/3 larger) in JSON, plus MAX_BODY_BYTES for the other fields. Every other route keeps
-        MAX_BODY_BYTES."""
-        limits = self.body_limits
-        images = 2 * (-(-self.max_upload_bytes // 3) * 4)
-        return dataclasses.replace(limits, max_bytes=images + self.max_body_bytes)
+        """The body bound of POST /v1/images/edits: an image and a mask of MAX_UPLOAD_BYTES each (multipart
+        carries them as they are) plus MAX_BODY_BYTES for the other fields. Every other route keeps MAX_BODY_BYTES."""
+        return dataclasses.replace(self.body_limits, max_bytes=2 * self.max_upload_bytes + self.max_body_bytes)
 
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:
