@@ -83,8 +83,10 @@ async def read_form(request: Request) -> tuple[dict[str, str], dict[str, bytes]]
     files: dict[str, bytes] = {}
     try:
         for name, value in form.multi_items():
-            if name in texts or name in files or (name in IMAGE_FIELDS and any(f in files for f in IMAGE_FIELDS)):
+            if name in IMAGE_FIELDS and any(f in files for f in IMAGE_FIELDS):
                 raise RequestRefused(f"{name} is sent more than once; an edit takes one image", param=name)
+            if name in texts or name in files:
+                raise RequestRefused(f"{name} is sent more than once; send it once", param=name)
             if isinstance(value, UploadFile):
                 files[name] = await value.read()
             else:
