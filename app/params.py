@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app.backends.base import GenerationParams, LoraRefused, UnsupportedRequest
+from app.backends.base import IMAGE_TO_IMAGE, INPAINT, GenerationParams, LoraRefused, UnsupportedRequest
+from app.edit_inputs import EditSource, edit_from_body, edit_input, upload_limits
 from app.loras import lora_problems
 from app.service import GenerationService
 from common.lora_keys import LoraRef, lora_set
@@ -25,16 +27,18 @@ def resolve_params(
     height: int | None = None,
     seed: int | None = None,
     loras: Iterable[LoraRef | Mapping[str, Any]] | None = None,
+    edit: EditSource | None = None,
 ) -> GenerationParams:
     """Fill defaults from the settings and the model's family, check the bounds; UnsupportedRequest if out of them.
 
     A guidance scale or a negative prompt sent to a family they do not act on is refused rather than
     silently dropped: the caller would otherwise believe it had been applied. Adapters (`loras`) are checked
-    against LORA_DIR and the limits; their problems alone raise LoraRefused, so a route can name the field.
+    against LORA_DIR and the limits; their problems alone raise LoraRefused, so a route can name the field. An
+    edit's size defaults to its image's.
     """
     settings = service.settings
     family = service.family
-    default_width, default_height = service.default_size
+    default_width, default_height = service.default_size if edit is None else edit.image.size
     problems: list[tuple[str, str]] = []  # (field, message), the 422's detail
     if guidance_scale is not None and not family.guidance:
         problems.append(
@@ -75,6 +79,45 @@ def resolve_params(
         )
         if refused:
             raise LoraRefused("; ".join(refused))
+    if edit is not None:
+        params = with_edit(service, params, edit)
     if service.backend is not None:
         service.backend.check(params)
     return params
+
+
+def resolve_body(service: GenerationService, body: dict[str, Any]) -> GenerationParams:
+    """resolve_params for a /v1/generate or jobs body, whose edit comes as base64 `init_image` and `mask_image`
+    with a `strength` (decoded here, within MAX_UPLOAD_BYTES and MAX_UPLOAD_PIXELS: call it off the event loop)."""
+    fields, edit = edit_from_body(body, upload_limits(service.settings))
+    return resolve_params(service, **fields, edit=edit)
+
+
+def with_edit(service: GenerationService, params: GenerationParams, source: EditSource) -> GenerationParams:
+    """`params` as an edit of `source`: the strength filled in (the pipeline's default), checked, and the image
+    (and mask) brought to the request's size; UnsupportedRequest where the backend runs no such edit."""
+    backend = service.backend
+    if backend is None:
+        # Nothing runs before the model loads (the request gets a 503 next; a job is resolved again when it runs).
+        return params
+    mode = INPAINT if source.mask is not None else IMAGE_TO_IMAGE
+    if mode not in backend.edit_modes:
+        raise UnsupportedRequest(
+            (
+                "init_image",
+                f"{mode} edits are not served by the {backend.name} backend of {service.family.title}; "
+                "send them to a GPU or CPU deployment (docs/serving.md)",
+            )
+        )
+    strength = backend.default_strength(mode) if source.strength is None else source.strength
+    if not 0.0 < strength <= 1.0:
+        raise UnsupportedRequest(("strength", "strength must be above 0 and at most 1"))
+    if int(params.steps * strength) < 1:
+        # diffusers runs int(steps x strength) of the steps: none would return the image unchanged or fail.
+        raise UnsupportedRequest(
+            (
+                "strength",
+                f"steps x strength is {params.steps * strength:g}; it must be at least 1 (more steps or more strength)",
+            )
+        )
+    return dataclasses.replace(params, edit=edit_input(source, (params.width, params.height), strength))

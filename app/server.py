@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 
-from app.api import adapters, generate, info, models, openai_images, probes
+from app.api import adapters, edits, generate, info, models, openai_images, probes
 from app.api.docs import install_offline_docs
 from app.api.errors import install_error_handlers, unexpected_error
 from app.api.fallback import install_api_fallback
@@ -29,6 +29,7 @@ from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
+from common.image_api_paths import IMAGES_EDITS_PATH
 from common.settings import SettingsError
 
 # Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
@@ -86,6 +87,7 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     app.include_router(generate.generate_router(settings))
     app.include_router(openai_images.images_router(settings))
     app.include_router(adapters.adapters_router())
+    app.include_router(edits.edits_router(settings))
     app.include_router(models.models_router())
     if jobs is not None:
         app.include_router(jobs_router(settings))
@@ -93,7 +95,13 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     ui = _build_ui(service) if settings.ui else None
     if ui is not None:
         app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
-    app.add_middleware(BodyLimitMiddleware, limits=settings.body_limits, refused_paths=(GRADIO_UPLOAD_PATH,))
+    # The edits route's multipart body carries image files: the larger bound MAX_UPLOAD_BYTES implies.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limits=settings.body_limits,
+        refused_paths=(GRADIO_UPLOAD_PATH,),
+        path_limits={IMAGES_EDITS_PATH: settings.edit_body_limits},
+    )
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any
     # http://localhost:* origin credentialed access to every route, /v1 included; it stands aside when

@@ -8,12 +8,14 @@ sign-in) is common/settings.py's `ServiceSettings`, the browser's sign-in its `B
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from common.http.body import BodyLimits
 from common.lora_keys import LoraSet, parse_lora_keys
 from common.model_store.layout import ImageSize, parse_sizes
 from common.settings import BrowserSignInSettings, read_settings
@@ -80,6 +82,22 @@ class Settings(BrowserSignInSettings):
     # adapter's delta swamps the model and the image turns to noise, so requests are bounded here.
     max_lora_scale: float = Field(
         2.0, gt=0.0, le=10.0, description="an adapter's scale must lie within -MAX_LORA_SCALE..MAX_LORA_SCALE"
+    )
+
+    # Image edits (app/edit_inputs.py): every upload is checked before it is decoded.
+    max_upload_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="the largest image or mask file an edit takes (POST /v1/images/edits; /v1/generate's and the "
+        "jobs' init_image and mask_image, within MAX_BODY_BYTES there); the edits route's body bound derives from it",
+    )
+    max_upload_pixels: int = Field(
+        4096 * 4096,
+        ge=64 * 64,
+        le=8192 * 8192,
+        description="the most pixels (width x height, read from the file's header) an uploaded image may "
+        "declare: a decompression bomb is refused before it is decoded",
     )
 
     # Batching and back-pressure.
@@ -195,6 +213,12 @@ class Settings(BrowserSignInSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False  # a host name: it may resolve to any address
+
+    @property
+    def edit_body_limits(self) -> BodyLimits:
+        """The body bound of POST /v1/images/edits: an image and a mask of MAX_UPLOAD_BYTES each (multipart
+        carries them as they are) plus MAX_BODY_BYTES for the other fields. Every other route keeps MAX_BODY_BYTES."""
+        return dataclasses.replace(self.body_limits, max_bytes=2 * self.max_upload_bytes + self.max_body_bytes)
 
     @property
     def neuron_sizes(self) -> tuple[ImageSize, ...] | None:

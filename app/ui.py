@@ -20,7 +20,7 @@ from app.api.schemas import make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import BatchResult, DeadlineExceeded, QueueFull, ShutdownCut
 from app.model_store.source import public_model_name
-from app.params import resolve_params
+from app.params import resolve_body
 from app.service import GenerationService, NotReady
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure, new_error_id
@@ -97,7 +97,7 @@ async def _generate_with_progress(
         try:
             if request_model is not None:
                 fields = request_model.model_validate(fields).model_dump()
-            params = resolve_params(service, **fields)
+            params = resolve_body(service, fields)  # the page sends no init image: nothing to decode
         except ValidationError as exc:
             status = 422
             raise _ui_error(describe_errors(exc.errors())[0]) from None

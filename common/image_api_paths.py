@@ -11,6 +11,7 @@ OPENAI_IMAGES_PREFIX: Final = "/v1/images/"
 IMAGES_GENERATIONS_PATH: Final = f"{OPENAI_IMAGES_PREFIX}generations"
 # The LoRA adapters a request may name (app/api/adapters.py).
 IMAGES_ADAPTERS_PATH: Final = f"{OPENAI_IMAGES_PREFIX}adapters"
+IMAGES_EDITS_PATH: Final = f"{OPENAI_IMAGES_PREFIX}edits"
 
 # The routes that ask the pool for images (the starting gate counts these as the demand that wakes a pool at zero,
 # starting_gate/demand.py): the API's own, its jobs, and the UI's queue join (gradio 6.31 routes.py

@@ -16,7 +16,7 @@ from app.api.dependencies import get_service
 from app.api.schemas import ErrorResponse, GenerateJSONResponse, make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
-from app.params import resolve_params
+from app.params import resolve_body
 from app.service import GenerationService, NotReady
 from app.settings import Settings
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected, unless_disconnected
@@ -110,7 +110,7 @@ def generate_router(settings: Settings) -> APIRouter:
         status, images = 500, 0
         try:
             try:
-                params = resolve_params(service, **body.model_dump())
+                params = await asyncio.to_thread(resolve_body, service, body.model_dump())
             except UnsupportedRequest as exc:
                 status = 422
                 return error_response(422, str(exc), detail=exc.detail)

@@ -81,6 +81,16 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
     Unknown fields are refused (OpenAI answers "Unknown parameter" too); the options in OPTIONS take any
     JSON here and are checked against their accepted values by the route, which names the reason.
     """
+    return create_model(
+        "ImagesGenerationRequest",
+        __config__=ConfigDict(strict=True, extra="forbid", json_schema_extra={"example": {"prompt": "a red fox"}}),
+        **images_request_fields(settings),
+    )
+
+
+def images_request_fields(settings: Settings) -> dict[str, Any]:
+    """The fields OpenAI's generations and edits share (prompt, model, n, size, the options), with this
+    service's own knobs, as pydantic field definitions."""
     fields: dict[str, Any] = {
         "prompt": prompt_field(settings),
         "model": (
@@ -131,11 +141,7 @@ def make_images_request(settings: Settings) -> type[BaseModel]:
     for name, option in OPTIONS.items():
         accepted = [*option.accepted, None]
         fields[name] = (Any, Field(None, description=f"accepted: {accepted}", json_schema_extra=option.json_schema()))
-    return create_model(
-        "ImagesGenerationRequest",
-        __config__=ConfigDict(strict=True, extra="forbid", json_schema_extra={"example": {"prompt": "a red fox"}}),
-        **fields,
-    )
+    return fields
 
 
 def parse_size(size: str | None) -> tuple[int, int] | None:

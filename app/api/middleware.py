@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,17 +46,24 @@ async def send_json_error(
 
 
 class BodyLimitMiddleware:
-    """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than `limits.max_bytes`.
+    """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than its path's limit:
+    `path_limits` for the routes that carry images (edits), `limits.max_bytes` for every other.
 
     The body is read with the shared bounded reader (common/http/body.py) before anything parses it, and
-    replayed to the app. Gradio's upload route is refused outright (403): the UI takes no files, and
-    uploads would be kept on the pod's disk.
+    replayed to the app. `refused_paths` are refused outright (403).
     """
 
-    def __init__(self, app: ASGIApp, limits: BodyLimits, refused_paths: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        app: ASGIApp,
+        limits: BodyLimits,
+        refused_paths: tuple[str, ...] = (),
+        path_limits: Mapping[str, BodyLimits] | None = None,
+    ):
         self.app = app
         self.limits = limits
         self.refused_paths = refused_paths
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,12 +74,13 @@ class BodyLimitMiddleware:
             await discard_body(receive, headers, self.limits)
             await send_json_error(send, 403, "this service accepts no file uploads")
             return
+        limits = self.path_limits.get(scope["path"].rstrip("/"), self.limits)
         try:
-            body = await read_body(receive, headers, self.limits)
+            body = await read_body(receive, headers, limits)
         except ClientDisconnected:
             return
         except BodyTooLarge:
-            message = f"request body larger than {self.limits.max_bytes} bytes"
+            message = f"request body larger than {limits.max_bytes} bytes"
             await send_json_error(send, 413, message, path=scope["path"])
             return
         whole = {"type": "http.request", "body": body, "more_body": False}

@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -21,10 +22,11 @@ from pydantic import BaseModel, ValidationError
 from app.api.dependencies import get_service
 from app.api.errors import describe_errors
 from app.api.generate import png_bytes
-from app.api.images_schemas import OPTIONS, ImageData, ImagesResponse, make_images_request, parse_size
+from app.api.images_schemas import OPTIONS, ImageData, ImagesResponse, Option, make_images_request, parse_size
 from app.api.openai_errors import openai_error
 from app.backends.base import GenerationParams, LoraRefused, UnsupportedRequest
 from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
+from app.edit_inputs import EditSource
 from app.jobs.routes import image_link
 from app.jobs.service import JobService
 from app.params import MAX_SEED, resolve_params
@@ -51,7 +53,7 @@ def _error_doc(text: str) -> dict[str, Any]:
     return {"description": text, "content": {"application/json": {"example": example}}}
 
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
+OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: _error_doc(text)
     for code, text in (
         (400, "invalid input, a size or option this deployment cannot serve, or url without a result store"),
@@ -70,22 +72,36 @@ def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        message, detail = describe_errors(exc.errors(include_input=False))
-        raise RequestRefused(message, param=detail[0]["field"] if detail else None) from None
+        raise _refusal(exc) from None
 
 
-def _check_options(body: dict[str, Any]) -> None:
+def parse_body(model: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+    """Already-read fields (a multipart form's) as the request model, or RequestRefused naming the first bad one."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise _refusal(exc) from None
+
+
+def _refusal(exc: ValidationError) -> RequestRefused:
+    message, detail = describe_errors(exc.errors(include_input=False))
+    return RequestRefused(message, param=detail[0]["field"] if detail else None)
+
+
+def check_options(body: dict[str, Any], options: Mapping[str, Option] = OPTIONS) -> None:
     """Refuse OpenAI options this service cannot honour, with the reason."""
-    for name, option in OPTIONS.items():
+    for name, option in options.items():
         value = body.get(name)
         if not option.takes(value):
             shown = f" {value!r}" if isinstance(value, str | int | bool) and len(repr(value)) <= 40 else ""
             raise RequestRefused(f"{name}{shown} is not supported here: {option.reason}", param=name)
 
 
-def _resolve(service: GenerationService, body: dict[str, Any]) -> list[GenerationParams]:
-    """The body as one GenerationParams per image: the first image's seed, then the next seeds (RequestRefused
-    for a model, size or bound this deployment does not serve)."""
+def resolve_group(
+    service: GenerationService, body: dict[str, Any], edit: EditSource | None = None
+) -> list[GenerationParams]:
+    """The body as one GenerationParams per image (each an edit of `edit` when given): the first image's seed,
+    then the next seeds (RequestRefused for a model, size or bound this deployment does not serve)."""
     served = service.model_name
     if body["model"] is not None and body["model"] != served:
         message = f"model {body['model']!r} is not served here; omit model or send {served!r} (GET /v1/models)"
@@ -107,6 +123,7 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
             height=height,
             seed=body["seed"],
             loras=body["loras"],
+            edit=edit,
         )
     except LoraRefused as exc:
         raise RequestRefused(str(exc), param="loras") from None
@@ -117,7 +134,7 @@ def _resolve(service: GenerationService, body: dict[str, Any]) -> list[Generatio
     return [dataclasses.replace(first, seed=(first.seed + i) % (MAX_SEED + 1)) for i in range(n)]
 
 
-def _link_store(body: dict[str, Any], request: Request) -> JobService | None:
+def link_store(body: dict[str, Any], request: Request) -> JobService | None:
     """The jobs service whose store keeps `url` answers' images, None for b64_json; RequestRefused for url
     without a store, before any image is drawn."""
     if body["response_format"] != "url":
@@ -151,6 +168,56 @@ async def _as_data(pngs: list[bytes], store: JobService | None, request: Request
     return data
 
 
+async def answer_images(
+    request: Request,
+    service: GenerationService,
+    settings: Settings,
+    group: list[GenerationParams],
+    store: JobService | None,
+    started: float,
+) -> tuple[int, int, Response]:
+    """Queue a resolved group, wait for its images and answer them as ImagesResponse (or an OpenAI-shaped error);
+    (status, images answered, response). Shared by the generations and edits routes."""
+    try:
+        results = await unless_disconnected(request.receive, service.generate_many(group))
+    except ClientDisconnected:
+        return CLIENT_CLOSED_REQUEST, 0, Response(status_code=CLIENT_CLOSED_REQUEST)
+    except NotReady as exc:
+        return 503, 0, openai_error(503, str(exc), code="not_ready", headers={"Retry-After": "5"})
+    except QueueFull:
+        message = "the queue is full; retry later"
+        return 429, 0, openai_error(429, message, code="queue_full", headers={"Retry-After": "1"})
+    except ShutdownCut as exc:
+        error_id = log_failure(log, "shutdown grace over before the images were ready", exc)
+        message = f"the service shut down before these images were ready; retry (error id {error_id})"
+        return 503, 0, openai_error(503, message, headers={"Retry-After": "1"})
+    except DeadlineExceeded:
+        message = f"no images within {settings.request_timeout_s:g} s"
+        return 504, 0, openai_error(504, message, code="timeout")
+    except Exception as exc:
+        error_id = log_failure(log, "generation failed", exc)
+        return 500, 0, openai_error(500, f"internal error while generating (error id {error_id})")
+    pngs = await asyncio.to_thread(lambda: [png_bytes(result.image) for result in results])
+    try:
+        data = await _as_data(pngs, store, request, settings.public_url)
+    except RequestRefused as refused:
+        error = openai_error(refused.status, refused.message, param=refused.param, code=refused.code)
+        return refused.status, 0, error
+    backend = service.backend.name if service.backend else "unknown"
+    request.state.backend = backend
+    request.state.batch_size = max(result.batch_size for result in results)
+    first = group[0]
+    answer = ImagesResponse(created=int(time.time()), data=data, size=f"{first.width}x{first.height}")
+    headers = {
+        "X-Seed": str(first.seed),
+        "X-Backend": backend,
+        "X-Batch-Size": ",".join(str(result.batch_size) for result in results),
+        "X-Latency-Ms": f"{(time.perf_counter() - started) * 1000.0:.1f}",
+    }
+    response = Response(answer.model_dump_json(exclude_none=True), media_type="application/json", headers=headers)
+    return 200, len(data), response
+
+
 def images_router(settings: Settings) -> APIRouter:
     """The router for POST /v1/images/generations, with a body model carrying this deployment's bounds."""
     router = APIRouter(tags=["openai"])
@@ -160,7 +227,7 @@ def images_router(settings: Settings) -> APIRouter:
     @router.post(
         IMAGES_GENERATIONS_PATH,
         response_model=ImagesResponse,
-        responses=_RESPONSES,
+        responses=OPENAI_ERROR_RESPONSES,
         openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}},
     )
     async def images_generations(
@@ -172,55 +239,14 @@ def images_router(settings: Settings) -> APIRouter:
         try:
             try:
                 body = _parse(request_model, await request.body()).model_dump()
-                _check_options(body)
-                group = _resolve(service, body)
-                store = _link_store(body, request)
+                check_options(body)
+                group = resolve_group(service, body)
+                store = link_store(body, request)
             except RequestRefused as refused:
                 status = refused.status
                 return openai_error(status, refused.message, param=refused.param, code=refused.code)
-            try:
-                results = await unless_disconnected(request.receive, service.generate_many(group))
-            except ClientDisconnected:
-                status = CLIENT_CLOSED_REQUEST
-                return Response(status_code=CLIENT_CLOSED_REQUEST)
-            except NotReady as exc:
-                status = 503
-                return openai_error(503, str(exc), code="not_ready", headers={"Retry-After": "5"})
-            except QueueFull:
-                status = 429
-                return openai_error(
-                    429, "the queue is full; retry later", code="queue_full", headers={"Retry-After": "1"}
-                )
-            except ShutdownCut as exc:
-                status = 503
-                error_id = log_failure(log, "shutdown grace over before the images were ready", exc)
-                message = f"the service shut down before these images were ready; retry (error id {error_id})"
-                return openai_error(503, message, headers={"Retry-After": "1"})
-            except DeadlineExceeded:
-                status = 504
-                return openai_error(504, f"no images within {settings.request_timeout_s:g} s", code="timeout")
-            except Exception as exc:
-                error_id = log_failure(log, "generation failed", exc)
-                return openai_error(500, f"internal error while generating (error id {error_id})")
-            pngs = await asyncio.to_thread(lambda: [png_bytes(result.image) for result in results])
-            try:
-                data = await _as_data(pngs, store, request, settings.public_url)
-            except RequestRefused as refused:
-                status = refused.status
-                return openai_error(status, refused.message, param=refused.param, code=refused.code)
-            backend = service.backend.name if service.backend else "unknown"
-            request.state.backend = backend
-            request.state.batch_size = max(result.batch_size for result in results)
-            first = group[0]
-            answer = ImagesResponse(created=int(time.time()), data=data, size=f"{first.width}x{first.height}")
-            headers = {
-                "X-Seed": str(first.seed),
-                "X-Backend": backend,
-                "X-Batch-Size": ",".join(str(result.batch_size) for result in results),
-                "X-Latency-Ms": f"{(time.perf_counter() - started) * 1000.0:.1f}",
-            }
-            status, images = 200, len(data)
-            return Response(answer.model_dump_json(exclude_none=True), media_type="application/json", headers=headers)
+            status, images, response = await answer_images(request, service, settings, group, store, started)
+            return response
         finally:
             service.record(status, (time.perf_counter() - started) * 1000.0, images)
 

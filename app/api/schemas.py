@@ -78,6 +78,39 @@ def guidance_field(settings: Settings, description: str) -> tuple[Any, Any]:
     )
 
 
+def strength_field(description: str) -> tuple[Any, Any]:
+    """An edit's strength: above 0, at most 1, finite, optional (the pipeline's default)."""
+    return float | None, Field(None, gt=0.0, le=1.0, allow_inf_nan=False, description=description)
+
+
+STRENGTH_DESCRIPTION = (
+    "with an image to edit: how far the result may go from it, above 0 to 1 (default: the family's edit "
+    "pipeline's, docs/api.md); steps x strength must be at least 1"
+)
+
+
+def edit_fields(settings: Settings) -> dict[str, tuple[Any, Any]]:
+    """/v1/generate's (and the jobs') edit fields: the image and mask as base64, the strength."""
+    base64_limit = -(-settings.max_upload_bytes // 3) * 4 + len("data:image/webp;base64,")
+    image = "PNG, JPEG or WebP as base64 (a data: URL too), at most MAX_UPLOAD_BYTES and MAX_UPLOAD_PIXELS"
+    return {
+        "init_image": (
+            str | None,
+            Field(None, max_length=base64_limit, description=f"an image to edit: {image}; the size defaults to its"),
+        ),
+        "mask_image": (
+            str | None,
+            Field(
+                None,
+                max_length=base64_limit,
+                description=f"with init_image: where to repaint (inpainting), {image}, the image's size; with alpha, "
+                "its fully transparent pixels are repainted (OpenAI's convention), without, its white ones",
+            ),
+        ),
+        "strength": strength_field(STRENGTH_DESCRIPTION),
+    }
+
+
 def make_generate_request(settings: Settings) -> type[BaseModel]:
     """The POST /v1/generate body model with this deployment's limits.
 
@@ -105,6 +138,7 @@ def make_generate_request(settings: Settings) -> type[BaseModel]:
         "height": (json_int(**size), Field(None, description=SIZE_DESCRIPTION)),
         "seed": (json_int(ge=0, le=MAX_SEED), Field(None, description="same seed, same image; default random")),
         "loras": loras_field(settings),
+        **edit_fields(settings),
     }
     return create_model(
         "GenerateRequest",

@@ -15,6 +15,27 @@ StepCallback = Callable[[int, int], None]
 """Called after each denoising step with (steps done, total steps)."""
 
 
+IMAGE_TO_IMAGE = "image-to-image"
+INPAINT = "inpaint"
+EditMode = str  # IMAGE_TO_IMAGE | INPAINT
+
+
+# eq=False: two edits are the same only if they are one object (images compare by identity, not pixels).
+@dataclass(frozen=True, eq=False)
+class EditInput:
+    """What an edit starts from: the image at the request's size, the mask (L, white = repaint) or None, and
+    how far from the image the result may go (diffusers' `strength`, 0..1)."""
+
+    image: Image
+    mask: Image | None
+    strength: float
+
+    @property
+    def mode(self) -> EditMode:
+        """INPAINT with a mask, IMAGE_TO_IMAGE without."""
+        return IMAGE_TO_IMAGE if self.mask is None else INPAINT
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     """One fully resolved image request (defaults filled in, bounds checked)."""
@@ -27,11 +48,15 @@ class GenerationParams:
     height: int
     seed: int
     loras: LoraSet = ()  # the LoRA adapters, sorted by name (app/loras.py)
+    edit: EditInput | None = None  # None: text to image
 
     @property
-    def batch_key(self) -> tuple[int, int, int, float | None, LoraSet]:
-        """Requests with equal keys can share one pipeline call: the adapters are set for the whole call."""
-        return (self.width, self.height, self.steps, self.guidance_scale, self.loras)
+    def batch_key(self) -> tuple[int, int, int, float | None, LoraSet, tuple[EditMode, float] | None]:
+        """Requests with equal keys can share one pipeline call: the adapters are set for the whole call, an edit's
+        pipeline is another one, and its strength is one argument for the whole call (images and masks go per
+        image)."""
+        edit = None if self.edit is None else (self.edit.mode, self.edit.strength)
+        return (self.width, self.height, self.steps, self.guidance_scale, self.loras, edit)
 
 
 def warm_up_params(steps: int, width: int, height: int, family: Family = SD) -> GenerationParams:
@@ -82,6 +107,17 @@ def pipeline_arguments(
     return arguments
 
 
+def edit_arguments(batch: Sequence[GenerationParams]) -> dict[str, Any]:
+    """The image-to-image or inpainting arguments of a batch of edits sharing a batch key (none for text to image)."""
+    edit = batch[0].edit
+    if edit is None:
+        return {}
+    arguments: dict[str, Any] = {"image": [p.edit.image for p in batch if p.edit], "strength": edit.strength}
+    if edit.mask is not None:
+        arguments["mask_image"] = [p.edit.mask for p in batch if p.edit]
+    return arguments
+
+
 class UnsupportedRequest(ValueError):
     """The backend cannot serve this request (e.g. a shape the model was not compiled for): a 422 whose `detail`
     names each field, like a validation error's."""
@@ -112,9 +148,14 @@ class Backend(Protocol):
     native_size: Size  # (width, height) used when a request names none
     sizes: tuple[Size, ...]  # the (width, height)s to offer (the UI's presets): the native size first
     bounds: SizeBounds  # the family's request bounds at this model's scale
+    edit_modes: frozenset[EditMode]  # the edits this backend runs (empty: text to image only)
 
     def check(self, params: GenerationParams) -> None:
         """Raise UnsupportedRequest when this backend cannot serve `params`."""
+        ...
+
+    def default_strength(self, mode: EditMode) -> float:
+        """The strength an edit of `mode` gets when the request names none (one of edit_modes)."""
         ...
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:

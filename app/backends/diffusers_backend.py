@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from PIL.Image import Image
 
-from app.backends.base import GenerationParams, StepCallback, pipeline_arguments, warm_up_params
+from app.backends.base import (
+    IMAGE_TO_IMAGE,
+    INPAINT,
+    EditMode,
+    GenerationParams,
+    StepCallback,
+    UnsupportedRequest,
+    edit_arguments,
+    pipeline_arguments,
+    warm_up_params,
+)
 from app.backends.lora_slots import LoraSlots
 from app.models.families import (
     FLUX2_KLEIN,
@@ -95,6 +106,28 @@ def denoiser(pipeline: Any) -> Any:
     return unet if unet is not None else pipeline.transformer
 
 
+def edit_pipelines(pipeline: Any) -> dict[EditMode, Any]:
+    """The image-to-image and inpainting pipelines of the loaded pipeline's family, made from its components
+    (diffusers' `from_pipe`: the same modules, no second copy of the weights); a mode whose family diffusers
+    has no such pipeline for is left out (its AutoPipeline mapping raises ValueError)."""
+    from diffusers import AutoPipelineForImage2Image, AutoPipelineForInpainting
+
+    pipelines: dict[EditMode, Any] = {}
+    for mode, auto in ((IMAGE_TO_IMAGE, AutoPipelineForImage2Image), (INPAINT, AutoPipelineForInpainting)):
+        try:
+            edit = auto.from_pipe(pipeline)
+        except ValueError:
+            continue
+        edit.set_progress_bar_config(disable=True)
+        pipelines[mode] = edit
+    return pipelines
+
+
+def call_parameters(pipeline: Any) -> Mapping[str, inspect.Parameter]:
+    """The parameters of a pipeline's `__call__` (what it takes, and its defaults)."""
+    return inspect.signature(pipeline.__call__).parameters
+
+
 class DiffusersBackend:
     """Runs batches on a loaded diffusers pipeline; any size on its family's grid is served."""
 
@@ -110,6 +143,8 @@ class DiffusersBackend:
         self.native_size: Size = self.sizes[0]
         self.bounds: SizeBounds = family.bounds_at(self.side)
         self.lora_slots = lora_slots or LoraSlots(pipeline, None, 1)
+        self._edit_pipelines = edit_pipelines(pipeline)
+        self.edit_modes: frozenset[EditMode] = frozenset(self._edit_pipelines)
 
     @property
     def device(self) -> str:
@@ -117,20 +152,31 @@ class DiffusersBackend:
         return str(self.pipeline.device)
 
     def check(self, params: GenerationParams) -> None:
-        """Every size the family's bounds admit (checked in app.params) works with a diffusers pipeline."""
+        """Every size the family's bounds admit (checked in app.params) works with a diffusers pipeline; an
+        edit needs its family's edit pipeline."""
+        if params.edit is not None and params.edit.mode not in self.edit_modes:
+            raise UnsupportedRequest(
+                ("init_image", f"{self.family.title} has no {params.edit.mode} pipeline in diffusers")
+            )
+
+    def default_strength(self, mode: EditMode) -> float:
+        """The strength diffusers' pipeline for `mode` defaults to (SD 0.8 / 1.0, SDXL 0.3 / 0.9999, Flux 0.6
+        in diffusers 0.42: image-to-image / inpainting)."""
+        return float(call_parameters(self._edit_pipelines[mode])["strength"].default)
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """One pipeline call for the whole batch, one seeded generator per image."""
         import torch
 
         self.lora_slots.activate(batch[0].loras)  # one adapter set per batch: it is part of the batch key
+        edit = batch[0].edit
+        pipeline = self.pipeline if edit is None else self._edit_pipelines[edit.mode]
+        arguments = {**pipeline_arguments(batch, on_step, self.family), **edit_arguments(batch)}
+        # SD's image-to-image pipeline takes no size (the image's is used: it comes at the request's size).
+        if "width" in call_parameters(pipeline):
+            arguments.update(width=batch[0].width, height=batch[0].height)
         with torch.inference_mode():
-            output = self.pipeline(
-                **pipeline_arguments(batch, on_step, self.family),
-                width=batch[0].width,
-                height=batch[0].height,
-                output_type="pil",
-            )
+            output = pipeline(**arguments, output_type="pil")
         return list(output.images)
 
     def warm_up(self, steps: int, size: Size) -> None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from PIL.Image import Image
 
 from app.backends.base import (
+    EditMode,
     GenerationParams,
     LoraRefused,
     StepCallback,
@@ -139,6 +140,10 @@ class NeuronBackend:
     family: Family
     fused_loras: LoraSet = ()  # the adapters fused into every compiled pipeline (NEURON_LORAS)
     name: str = field(default="neuron", init=False)
+    # Not built yet: optimum-neuron 0.4.5 documents NeuronStableDiffusion(XL)Img2ImgPipeline and
+    # ...InpaintPipeline (its SD export compiles a VAE encoder too), but this backend loads the text-to-image
+    # class only; edits are refused by name here and run on a GPU or CPU pool (docs/serving.md).
+    edit_modes: frozenset[EditMode] = field(default=frozenset(), init=False)
 
     def __post_init__(self) -> None:
         if not self.compiled:
@@ -153,11 +158,20 @@ class NeuronBackend:
         self.bounds = self.family.bounds  # within them, check() admits the compiled sizes only
 
     def check(self, params: GenerationParams) -> None:
-        """Only a compiled width and height can run, and only the adapters fused at compile time, at their scales."""
+        """Only a compiled width and height can run, only the adapters fused at compile time, at their scales, and
+        no edit."""
+        if params.edit is not None:
+            raise UnsupportedRequest(
+                ("init_image", "image edits are not served on the Neuron pool; send them to a GPU or CPU pool")
+            )
         check_size(self.sizes, params.width, params.height)
         problems = fused_lora_problems(params.loras, self.fused_loras)
         if problems:
             raise LoraRefused("; ".join(problems))
+
+    def default_strength(self, mode: EditMode) -> float:
+        """No edit runs here (edit_modes is empty)."""
+        raise UnsupportedRequest(("init_image", f"{mode} edits are not served on the Neuron pool"))
 
     def generate(self, batch: Sequence[GenerationParams], on_step: StepCallback | None = None) -> list[Image]:
         """Pad to the compiled batch of the batch's size, run once, and return only the real requests' images."""

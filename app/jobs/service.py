@@ -17,7 +17,7 @@ from app.jobs.model import (
 )
 from app.jobs.ports import IdempotencyConflict, JobQueue, JobStore
 from app.jobs.signing import UrlSigner
-from app.params import resolve_params
+from app.params import resolve_body
 from app.service import GenerationService
 from app.settings import Settings
 from common.logs import log_failure
@@ -75,7 +75,7 @@ class JobService:
         The seed is fixed here, so every attempt of a job draws the same image. The store raises
         StoreFull or StoreUnavailable when the record cannot be written.
         """
-        params = resolve_params(self.generation, **body)
+        params = await asyncio.to_thread(resolve_body, self.generation, body)
         fingerprint = request_fingerprint(body)
         now = time.time()
         record = JobRecord(

@@ -34,7 +34,7 @@ from app.batching import DeadlineExceeded, QueueFull, ShutdownCut
 from app.jobs.long_poll import LongPoll
 from app.jobs.model import TERMINAL_STATES, JobRecord, JobState
 from app.jobs.ports import Delivery, JobQueue, JobStore, Notifier
-from app.params import resolve_params
+from app.params import resolve_body
 from app.service import GenerationService, NotReady
 from app.settings import Settings
 from common.logs import log_failure
@@ -205,7 +205,7 @@ class JobWorker:
 
     async def _run(self, record: JobRecord) -> tuple[bytes, str]:
         """Generate the job's image through the shared batcher; PNG bytes and the backend's name."""
-        params = resolve_params(self.generation, **record.request)
+        params = await asyncio.to_thread(resolve_body, self.generation, record.request)
         # Requests that came in since the job was taken go first, but a job does not starve on a
         # pod that stays busy: after one visibility period it queues like a request.
         yield_until = time.monotonic() + self.visibility_s

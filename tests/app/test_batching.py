@@ -47,7 +47,7 @@ def test_incompatible_requests_run_in_separate_batches():
     asyncio.run(_with_batcher(backend, body))
     keys = sorted(tuple(p.batch_key for p in b) for b in backend.batches)
     assert len(backend.batches) == 3
-    assert ((64, 64, 2, 7.5, ()), (64, 64, 2, 7.5, ())) in keys
+    assert ((64, 64, 2, 7.5, (), None), (64, 64, 2, 7.5, (), None)) in keys
 
 
 def test_batch_limit_is_capped_by_the_backend():
