@@ -8,7 +8,7 @@ from typing import Any
 
 from PIL import Image
 
-from app.backends.base import GenerationParams, StepCallback
+from app.backends.base import IMAGE_TO_IMAGE, INPAINT, EditMode, GenerationParams, StepCallback
 from app.models.families import SD
 
 
@@ -18,6 +18,7 @@ class FakeBackend:
     name = "cpu"
     family = SD
     bounds = SD.bounds
+    edit_modes: frozenset[EditMode] = frozenset({IMAGE_TO_IMAGE, INPAINT})  # as the CPU backend of SD
 
     def __init__(self, max_batch_size: int = 8, native_size: tuple[int, int] = (64, 64), delay_s: float = 0.0):
         self.max_batch_size = max_batch_size
@@ -41,6 +42,9 @@ class FakeBackend:
             if on_step:
                 on_step(step + 1, batch[0].steps)
         return [Image.new("RGB", (p.width, p.height), (p.seed % 256, 0, 0)) for p in batch]
+
+    def default_strength(self, mode: EditMode) -> float:
+        return 0.8  # SD's image-to-image default in diffusers 0.42
 
     def warm_up(self, steps: int, size: tuple[int, int]) -> None:
         pass

@@ -7,6 +7,7 @@ and the pytest integration against the real built-in model, where no generated i
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from tests.app.jobs_server import JobsServer, serve_jobs
 from tests.app.live_server import LiveServer
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_EXAMPLES = 50  # per operation and phase: about 10 s on two cores
 
 
@@ -79,12 +81,15 @@ def whole_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsServer]:
 
 
 def test_schemathesis_cli_with_all_checks_finds_nothing(whole_app: JobsServer, tmp_path: Path):
-    command = [SCHEMATHESIS, "run", f"{whole_app.url}/openapi.json", "--checks", "all", "-n", str(MAX_EXAMPLES)]
-    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    config = REPO_ROOT / "tests" / "support" / "schemathesis.toml"  # an edit's images: see its comments
+    command = [SCHEMATHESIS, "--config-file", str(config), "run", f"{whole_app.url}/openapi.json"]
+    command += ["--checks", "all", "-n", str(MAX_EXAMPLES)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}  # the config's hooks module
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     # Exit status 0: no check failed (a warning, such as "image links need a signature it cannot
     # forge", does not count); 1 lists each failure with a curl line to reproduce it.
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "Tested: 11" in run.stdout  # every operation, jobs, the Images API and its adapters list included
+    assert "Tested: 12" in run.stdout  # every operation: jobs, the Images API, its edits and adapters included
 
 
 def test_an_integral_float_is_an_integer_as_the_schema_says(whole_app: JobsServer):
