@@ -48,7 +48,7 @@ from cdk.serving.service_identity import (
     write_statement,
 )
 from common import metric_names
-from common.image_api_paths import IMAGES_GENERATIONS_PATH
+from common.image_api_paths import GENERATE_PATH, IMAGES_EDITS_PATH, IMAGES_GENERATIONS_PATH, JOBS_PATH
 from common.model_store.layout import is_s3_uri, loras_prefix, s3_uri, weights_location
 from routing_controller.decision import normalize
 
@@ -57,10 +57,12 @@ WEIGHTED_ACTION_NAME: Final = "weighted"
 ROUTING_CONTROLLER_NAME: Final = "sd-routing-controller"
 # Everything the other workloads' exact paths do not take: the UI, /v1/generate, /v1/jobs, the Images API.
 PATHS: Final = ("/",)
-# The POSTs whose bodies are prompts, left alone by the WAF's common rule set (cdk/front_door/waf.py): OpenAI's
-# Images API, whose callers expect the service's own body limit (MAX_BODY_BYTES) and its OpenAI-shaped 413, not
-# the rule set's 8 KB block and bare 403.
-PROMPT_PATHS: Final = (IMAGES_GENERATIONS_PATH,)
+# The POSTs whose bodies are prompts and images, left alone by the WAF's common rule set (cdk/front_door/waf.py),
+# whose body rules block any body over 8 KB with a bare 403: OpenAI's Images API (its callers expect the service's
+# own body limits and its OpenAI-shaped 413), its edits (an image and a mask of up to MAX_UPLOAD_BYTES each), and
+# /v1/generate and /v1/jobs, whose edits carry their images as base64 (within MAX_BODY_BYTES). The service bounds
+# and checks every upload before it decodes it (app/edit_inputs.py).
+PROMPT_PATHS: Final = (IMAGES_GENERATIONS_PATH, IMAGES_EDITS_PATH, GENERATE_PATH, JOBS_PATH)
 
 
 def routing_weights(cfg: ServingConfig, accelerators: Sequence[Accelerator]) -> dict[str, int] | None:

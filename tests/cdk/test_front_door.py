@@ -15,7 +15,7 @@ from cdk.front_door.sign_in import CONFIG_MAP_NAME
 from cdk.front_door.waf import COMMON_RULE_SET, MANAGED_RULE_GROUPS, RATE_RULE_NAME
 from cdk.llm.routes import LLM_PROMPT_PATHS
 from common.auth import env
-from common.image_api_paths import IMAGES_GENERATIONS_PATH
+from common.image_api_paths import GENERATE_PATH, IMAGES_EDITS_PATH, IMAGES_GENERATIONS_PATH, JOBS_PATH
 from tests.cdk.conftest import DEFAULT_CONTEXT, resources_of, service_deployments
 
 LBC = "alb.ingress.kubernetes.io/"
@@ -109,13 +109,14 @@ def test_the_web_acl_has_the_rate_rule_and_the_managed_rule_groups(serving, capa
             statement = rules[group]["Statement"]["ManagedRuleGroupStatement"]
             scope = statement.pop("ScopeDownStatement", None)
             assert statement == {"VendorName": "AWS", "Name": group}
-            # The common rule set leaves the prompts alone (its body rules block any body over 8 KB and bodies that
-            # quote code): a statement matching every path but the Images API's POST and, with LLM serving, the
-            # POSTs whose bodies are prompts or texts to embed.
+            # The common rule set leaves the prompts and images alone (its body rules block any body over 8 KB and
+            # bodies that quote code): a statement matching every path but the image routes' POSTs (an edit's image
+            # is larger than 8 KB) and, with LLM serving, the POSTs whose bodies are prompts or texts to embed.
             if group == COMMON_RULE_SET:
                 inside = scope["NotStatement"]["Statement"]
                 matches = inside["OrStatement"]["Statements"] if "OrStatement" in inside else [inside]
-                expected = {IMAGES_GENERATIONS_PATH, *(LLM_PROMPT_PATHS if view.llm is not None else ())}
+                image_posts = {IMAGES_GENERATIONS_PATH, IMAGES_EDITS_PATH, GENERATE_PATH, JOBS_PATH}
+                expected = {*image_posts, *(LLM_PROMPT_PATHS if view.llm is not None else ())}
                 searched = [m["ByteMatchStatement"]["SearchString"] for m in matches]
                 assert sorted(searched) == sorted(expected)
                 if view.llm is not None:
