@@ -268,3 +268,9 @@ VLLM_NVIDIA_VLLM_VERSION: Final = "0.27.1"
 # Verified: aws-neuron/aws-neuron-sdk@85e68631b51b libraries/nxd-inference/developer_guides/model-reference.rst
 # (Qwen2.5, NeuronQwen2ForCausalLM, compatible checkpoint https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct).
 LLM_DEFAULT_MODEL_ID: Final = "Qwen/Qwen2.5-1.5B-Instruct"
+
+# vLLM's router (`llmRouter`, cdk/llm/router.py): the newest release on PyPI; its Rust router ships in the wheel.
+# Verified: PyPI vllm-router==0.1.17 (`pip index versions vllm-router`: 0.1.17 newest; installed into
+# .cache/vllm-router-venv, whose `vllm-router --help` lists the flags cdk/llm/router.py passes). llm_router/
+# requirements.lock installs it; tests/cdk/test_llm_router.py ties the lock to this pin.
+VLLM_ROUTER_VERSION: Final = "0.1.17"

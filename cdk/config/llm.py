@@ -65,6 +65,21 @@ _SERVED_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
 _TOOL_PARSER = r"[a-z0-9][a-z0-9_.-]{0,63}"
 # `llmToolCallParser` = none: vLLM starts without auto tool choice (a model whose template knows no tools).
 NO_TOOL_PARSER: Final = "none"
+# `llmRouter`: vLLM's router (vllm-router, cdk/llm/router.py) in front of each pool's pods, by one of its policies
+# (`vllm-router --help` at VLLM_ROUTER_VERSION lists both names), or off: the load balancer reaches the pods' gateways.
+ROUTER_KEY: Final = "llmRouter"
+ROUTER_OFF: Final = "off"
+ROUTER_POLICIES: Final = ("power_of_two", "cache_aware")
+# Why cache_aware cannot serve a pool yet, per accelerator. The policy posts each request to a worker's render route
+# (/v1/chat/completions/render, /v1/completions/render). vLLM 0.13.0 (the Neuron image) has no such route (none in
+# the PyPI wheel's vllm/entrypoints); 0.27.1 (the NVIDIA image) registers it for every generating model with no flag
+# (vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers, called from openai/api_server.py; no
+# --enable-scale-out in that wheel), but the router's workers are the pods' gateways, which forward only the OpenAI
+# routes (llm_gateway/routes.py) and check sign-in on each.
+CACHE_AWARE_BLOCKERS: Final = {
+    "neuron": "vLLM 0.13.0 in the Neuron image has no render route",
+    "nvidia": "the pod's gateway does not forward vLLM 0.27.1's render routes",
+}
 
 
 def _suffix(accelerator: str) -> str:
@@ -182,6 +197,7 @@ class LlmConfig:
     benchmark_output_tokens: int  # ... and answer length (both within llmMaxModelLen)
     benchmark_timeout_s: int  # the benchmark Job's deadline
     per_accelerator: Mapping[str, LlmAccelerator]
+    router: str | None = None  # llmRouter: the router's policy in front of each pool (None: off)
 
     @property
     def neuron_devices(self) -> int:
@@ -263,6 +279,7 @@ class LlmConfig:
             benchmark_output_tokens=ctx.integer("llmBenchmarkOutputTokens", minimum=2, maximum=1_048_576),
             benchmark_timeout_s=ctx.integer("llmBenchmarkTimeoutSeconds", minimum=300, maximum=86400),
             per_accelerator=per_acc,
+            router=_read_router(ctx, accelerators),
         )
         shape = cfg.benchmark_input_tokens + cfg.benchmark_output_tokens
         if shape > cfg.max_model_len:
@@ -276,6 +293,20 @@ class LlmConfig:
                 f"= {cfg.max_num_seqs}: the gateway would refuse requests the engine has room for"
             )
         return cfg
+
+
+def _read_router(ctx: Context, accelerators: Sequence[str]) -> str | None:
+    """`llmRouter`: off (the default), or the router's policy; a policy no enabled pool can serve stops the synth."""
+    value = ctx.string(ROUTER_KEY, ROUTER_OFF, allowed=(ROUTER_OFF, *ROUTER_POLICIES))
+    if value == ROUTER_OFF:
+        return None
+    if value == "cache_aware":
+        reasons = "; ".join(f"{acc}: {CACHE_AWARE_BLOCKERS[acc]}" for acc in accelerators)
+        raise ConfigError(
+            f"setting '{ROUTER_KEY}' = 'cache_aware' cannot serve these pools ({reasons}): use 'power_of_two' "
+            "(docs/llm-serving.md, 'In-pool routing')"
+        )
+    return str(value)
 
 
 def _read_instance(

@@ -4,10 +4,12 @@ docs/guide/ingress/annotations.md at LBC v3.2.2; the controller's policy in aws-
 aws-eks-v2/lib/addons/alb-iam_policy-v3.2.2.json, grants wafv2:AssociateWebACL).
 
 Rules, in order: (cloudfront route with an allow-list) block callers outside ingressAllowedCidrs and
-ingressAllowedIpv6Cidrs; a per-client rate limit (wafRateLimit per wafRateWindowSeconds); (cloudfront
-route) the same limit per source address for requests that did not come through CloudFront; AWS managed
-rule groups AWSManagedRulesCommonRuleSet and AWSManagedRulesKnownBadInputsRuleSet (AWS WAF Developer
-Guide, "Baseline rule groups").
+ingressAllowedIpv6Cidrs; block the paths of vLLM's router's unauthenticated admin routes (`llmRouter`,
+cdk/llm/router.py ADMIN_PATHS: no service of ours serves them, and the Ingress routes only the OpenAI paths to the
+router; this holds if a route is ever widened); a per-client rate limit (wafRateLimit per
+wafRateWindowSeconds); (cloudfront route) the same limit per source address for requests that did not come
+through CloudFront; AWS managed rule groups AWSManagedRulesCommonRuleSet and
+AWSManagedRulesKnownBadInputsRuleSet (AWS WAF Developer Guide, "Baseline rule groups").
 
 On the cloudfront route the ALB sees CloudFront's VPC-origin addresses, so the client is read from
 `VIEWER_IP_HEADER`, which CloudFront's viewer-request function sets to the viewer's address whatever the
@@ -32,12 +34,14 @@ from constructs import Construct
 
 from cdk.config.serving import ServingConfig
 from cdk.front_door.edge import VIEWER_IP_HEADER
+from cdk.llm.router import ADMIN_PATHS
 
 COMMON_RULE_SET: Final = "AWSManagedRulesCommonRuleSet"
 MANAGED_RULE_GROUPS: Final = (COMMON_RULE_SET, "AWSManagedRulesKnownBadInputsRuleSet")
 RATE_RULE_NAME: Final = "per-client-rate"
 UNFORWARDED_RATE_RULE_NAME: Final = "per-source-rate-without-viewer-header"
 ALLOW_LIST_RULE_NAME: Final = "outside-allow-list"
+ROUTER_ADMIN_RULE_NAME: Final = "router-admin-paths"
 
 
 def _visibility(name: str) -> dict[str, Any]:
@@ -96,6 +100,33 @@ def outside_paths(paths: Sequence[str]) -> dict[str, Any]:
     return {"notStatement": {"statement": inside}}
 
 
+def starts_with_any(prefixes: Sequence[str]) -> dict[str, Any]:
+    """A statement that matches a request whose path starts with one of `prefixes` (/workers/{url} too)."""
+    matches = [
+        {
+            "byteMatchStatement": {
+                "fieldToMatch": {"uriPath": {}},
+                "positionalConstraint": "STARTS_WITH",
+                "searchString": prefix,
+                # Decoded first, so /%77orkers is /workers.
+                "textTransformations": [{"priority": 0, "type": "URL_DECODE"}],
+            }
+        }
+        for prefix in prefixes
+    ]
+    return matches[0] if len(matches) == 1 else {"orStatement": {"statements": matches}}
+
+
+def router_admin_rule() -> dict[str, Any]:
+    """Block the router's admin routes at the door, whatever the Ingress routes."""
+    return {
+        "name": ROUTER_ADMIN_RULE_NAME,
+        "action": {"block": {}},
+        "statement": starts_with_any(ADMIN_PATHS),
+        "visibilityConfig": _visibility(ROUTER_ADMIN_RULE_NAME),
+    }
+
+
 def _rate_rule(name: str, statement: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
@@ -118,6 +149,7 @@ class ServingWebAcl(Construct):
         behind_cloudfront = cfg.front_door.route == "cloudfront"
         if behind_cloudfront and (cfg.allowed_cidrs or cfg.front_door.allowed_ipv6_cidrs):
             rules.append(self._allow_list_rule(cfg))
+        rules.append(router_admin_rule())
         rules.append(_rate_rule(RATE_RULE_NAME, rate_statement(cfg)))
         if behind_cloudfront:
             rules.append(_rate_rule(UNFORWARDED_RATE_RULE_NAME, unforwarded_rate_statement(cfg)))

@@ -39,3 +39,15 @@ LLM_GATEWAY_IMAGE: Final = SmallImage(
     base_image=versions.LLM_GATEWAY_BASE_IMAGE,
     description="the LLM gateway image",
 )
+
+# The router's image (llm_router/Dockerfile, `llmRouter` on): the pinned vllm-router wheel on the gateway's base.
+LLM_ROUTER_BUILDSPEC = "buildspecs/llm-router.yml"
+LLM_ROUTER_IMAGE: Final = SmallImage(
+    kind="llm-router",
+    build="llmRouter",
+    construct_prefix="LlmRouter",
+    buildspec=LLM_ROUTER_BUILDSPEC,
+    excludes=["*", ".*", "!llm_router", "!llm_router/**", "!buildspecs", f"!{LLM_ROUTER_BUILDSPEC}"],
+    base_image=versions.LLM_GATEWAY_BASE_IMAGE,
+    description="the LLM router image",
+)

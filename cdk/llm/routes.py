@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Final
 
 from cdk.accelerators import Accelerator
@@ -27,11 +28,27 @@ LLM_PROMPT_PATHS: Final = LLM_PATHS[1:]
 LLM_PREFIX_PATHS: Final = ("/v1/models/",)
 
 
-def llm_pools(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> tuple[Pool, ...]:
-    """The LLM Deployments/Services (llm-neuron, llm-gpu) by weight, keyed like the routes' weights."""
-    return pools(accelerators, weights, deployment_name)
+def llm_pools(
+    accelerators: Sequence[Accelerator],
+    weights: dict[str, int],
+    front: Callable[[Accelerator], str] = deployment_name,
+) -> tuple[Pool, ...]:
+    """The LLM Deployments (llm-neuron, llm-gpu) by weight, each behind the Service `front` names (its own, or its
+    router's with `llmRouter` on), keyed like the routes' weights."""
+    routed = [a for a in accelerators if front(a) in weights]
+    # The controller reads ready capacity off the pool's own Deployment, whichever Service is in front of it.
+    return tuple(
+        replace(pool, deployment=deployment_name(acc))
+        for acc, pool in zip(routed, pools(accelerators, weights, front), strict=True)
+    )
 
 
-def llm_routing(accelerators: Sequence[Accelerator], weights: dict[str, int]) -> RoutedAction:
+def llm_routing(
+    accelerators: Sequence[Accelerator],
+    weights: dict[str, int],
+    front: Callable[[Accelerator], str] = deployment_name,
+) -> RoutedAction:
     """The OpenAI routes' instance: `llm-routing-controller` moving the `llm-weighted` action."""
-    return RoutedAction(name=ROUTING_CONTROLLER_NAME, action=LLM_ACTION_NAME, pools=llm_pools(accelerators, weights))
+    return RoutedAction(
+        name=ROUTING_CONTROLLER_NAME, action=LLM_ACTION_NAME, pools=llm_pools(accelerators, weights, front)
+    )

@@ -19,7 +19,7 @@ image service's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from aws_cdk import CfnOutput
@@ -34,10 +34,10 @@ from cdk.config.serving import WEIGHTED_MODES, ServingConfig
 from cdk.constructs.image_builds import SmallImage
 from cdk.constructs.pod_identity import PodIdentityRole
 from cdk.front_door.routes import Routes
-from cdk.llm import benchmark_job, workload
+from cdk.llm import benchmark_job, router, workload
 from cdk.llm import compile_job as lcj
 from cdk.llm.dashboard import LlmDashboardInputs
-from cdk.llm.images import LLM_GATEWAY_IMAGE
+from cdk.llm.images import LLM_GATEWAY_IMAGE, LLM_ROUTER_IMAGE
 from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.routes import (
     CAPACITY_SERVICE_NAME,
@@ -84,6 +84,11 @@ def staging_args(llm: LlmConfig) -> list[str]:
     ]
 
 
+def front_service(llm: LlmConfig) -> Callable[[Accelerator], str]:
+    """The Service the load balancer sends a pool's requests to: its router's with `llmRouter` on, else its own."""
+    return router.router_name if llm.router else deployment_name
+
+
 def cost_weights(llm: LlmConfig, accelerators: Sequence[Accelerator]) -> dict[str, int]:
     """LLM Service -> weight out of WEIGHT_TOTAL, proportional to 1 / price per request on each accelerator."""
     per = llm.per_accelerator
@@ -92,7 +97,8 @@ def cost_weights(llm: LlmConfig, accelerators: Sequence[Accelerator]) -> dict[st
         a.name: CostInput(per[a.name].price_per_hour, 60.0 / per[a.name].requests_per_minute) for a in accelerators
     }
     weights = weights_from_cost(costs, WEIGHT_TOTAL)
-    return {deployment_name(a): weights[a.name] for a in accelerators}
+    front = front_service(llm)
+    return {front(a): weights[a.name] for a in accelerators}
 
 
 def network_policy(cfg: ServingConfig, load_balancer_cidrs: Sequence[str]) -> Manifest:
@@ -120,8 +126,8 @@ class LlmServing(Workload):
         ]
 
     def images(self) -> Sequence[SmallImage]:
-        """The LLM gateway's image (the gateway, and the pods' model fetch)."""
-        return (LLM_GATEWAY_IMAGE,)
+        """The LLM gateway's image (the gateway, and the pods' model fetch), and the router's with `llmRouter` on."""
+        return (LLM_GATEWAY_IMAGE, LLM_ROUTER_IMAGE) if self.llm.router else (LLM_GATEWAY_IMAGE,)
 
     def neuron_devices_per_pod(self) -> int:
         """The LLM's Neuron pods' devices (its tensor parallel degree's)."""
@@ -137,6 +143,9 @@ class LlmServing(Workload):
         self.construct = Construct(ctx.scope, CONSTRUCT_ID)
         self.accelerators = tuple(ctx.platform.accelerators)
         self.gateway_image = gateway_image
+        self.router_image = ctx.platform.small_image_uris.get(LLM_ROUTER_IMAGE.kind) if llm.router else None
+        if llm.router and self.router_image is None:
+            raise ValueError("llmRouter needs the LLM router image from the platform")
         self.bucket = ctx.store.bucket
         self.region = ctx.scope.region
         self.weights_prefix = weights_prefix(llm.model_id)
@@ -195,17 +204,21 @@ class LlmServing(Workload):
 
     def service_manifests(self, ctx: DeployContext) -> Sequence[ManifestSpec]:
         """What the Ingress refers to and the pods need at creation, per accelerator, plus the NetworkPolicies."""
-        objects: list[Manifest] = [
-            network_policy(self.cfg, ctx.load_balancer_cidrs),
-            benchmark_job.allow_from_benchmark(self.cfg),
-        ]
+        # With the router on, the load balancer reaches the routers and they the gateways.
+        policies = (
+            router.network_policies(self.cfg, ctx.load_balancer_cidrs)
+            if self.llm.router
+            else [network_policy(self.cfg, ctx.load_balancer_cidrs)]
+        )
+        objects: list[Manifest] = [*policies, benchmark_job.allow_from_benchmark(self.cfg)]
         for acc in self.accelerators:
             account, svc, budget, _ = self._manifests(acc)
             objects += [account, svc, budget]
+            if self.llm.router:
+                objects += router.service_manifests(acc, self.cfg)
         if self.weights is None:
-            objects.append(
-                service(CAPACITY_SERVICE_NAME, dict(workload.APP_LABEL), self.cfg, labels=workload.APP_LABEL)
-            )
+            front = router.ROUTER_LABEL if self.llm.router else workload.APP_LABEL
+            objects.append(service(CAPACITY_SERVICE_NAME, dict(front), self.cfg, labels=front))
         return [ManifestSpec("LlmServices", objects)]
 
     def routes(self, ctx: StageContext) -> Routes:
@@ -227,7 +240,7 @@ class LlmServing(Workload):
             return None
         return RoutingControllerSpec(
             construct_prefix="Llm",
-            routed=llm_routing(self.accelerators, self.weights),
+            routed=llm_routing(self.accelerators, self.weights, front_service(self.llm)),
             description="LLM routing controller: publish the RoutingWeight metric",
         )
 
@@ -260,10 +273,13 @@ class LlmServing(Workload):
         return LlmDashboardInputs.from_config(self.llm, namespace=view.namespace)
 
     def pod_objects(self, acc: Accelerator) -> list[Manifest]:
-        """The Deployment, its ScaledObject and the benchmark's CronJob on `acc`."""
+        """The Deployment, its ScaledObject and the benchmark's CronJob on `acc`; its router's with `llmRouter` on."""
         *_, deployment = self._manifests(acc)
         bench = benchmark_job.cronjob(acc, self.llm, self.cfg, image=self.gateway_image, signed_in=self.signed_in)
-        return [deployment, scaled_object(acc, self.llm, self.cfg, self.region), bench]
+        objects = [deployment, scaled_object(acc, self.llm, self.cfg, self.region), bench]
+        if self.llm.router and self.router_image is not None:
+            objects.append(router.deployment(acc, self.llm.router, self.cfg, image=self.router_image))
+        return objects
 
     def pod_dependencies(self, acc: Accelerator) -> list[Construct]:
         """What `acc`'s pods need first: their role, the staged weights, and on Neuron the compile Job."""
