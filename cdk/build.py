@@ -23,6 +23,7 @@ from cdk.config.profiles import apply_profile
 from cdk.platform_checks import add_nag_checks
 from cdk.platform_handle import PlatformHandle
 from cdk.platform_stacks import PlatformStacks
+from cdk.stacks.cluster_additions_stack import ClusterAdditionsStack
 from cdk.stacks.cluster_stack import ClusterStack
 from cdk.stacks.images_stack import ImagesStack
 from cdk.stacks.network_stack import NetworkStack
@@ -72,19 +73,32 @@ def mark_example(stacks: Sequence[cdk.Stack], config: AppConfig) -> None:
 
 
 def build_platform(app: cdk.App, config: AppConfig, workloads: Sequence[Workload]) -> PlatformStacks:
-    """Create the network, cluster and image stacks for the config and what its workloads need of them."""
+    """Create the network, cluster and image stacks for the config and what its workloads need of them; on a
+    team's cluster (existingClusterName) the stack of what we add to it in place of the network and cluster."""
     env = environment(config)
     network = None
-    if config.vpc_id is None:
-        network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
-    cluster = ClusterStack(
-        app,
-        f"{STACK_PREFIX}Cluster",
-        config=config,
-        vpc=network.vpc if network else None,
-        neuron_devices_per_pod=max(w.neuron_devices_per_pod() for w in workloads),
-        env=env,
-    )
+    neuron_devices = max(w.neuron_devices_per_pod() for w in workloads)
+    cluster: ClusterStack | ClusterAdditionsStack
+    if config.existing_cluster is not None:
+        cluster = ClusterAdditionsStack(
+            app,
+            f"{STACK_PREFIX}ClusterAdditions",
+            config=config,
+            existing=config.existing_cluster,
+            neuron_devices_per_pod=neuron_devices,
+            env=env,
+        )
+    else:
+        if config.vpc_id is None:
+            network = NetworkStack(app, f"{STACK_PREFIX}Network", config=config, env=env)
+        cluster = ClusterStack(
+            app,
+            f"{STACK_PREFIX}Cluster",
+            config=config,
+            vpc=network.vpc if network else None,
+            neuron_devices_per_pod=neuron_devices,
+            env=env,
+        )
     images = ImagesStack(
         app, f"{STACK_PREFIX}Images", config=config, workload_images=[i for w in workloads for i in w.images()], env=env
     )
@@ -96,7 +110,7 @@ def build_platform(app: cdk.App, config: AppConfig, workloads: Sequence[Workload
         image_uris=dict(images.image_uris),
         routing_controller_image=images.routing_controller_image,
         small_image_uris=dict(images.builds.small_image_uris),
-        keda_operator_role=cluster.keda.operator_role,
+        keda_operator_role=cluster.keda.operator_role if cluster.keda is not None else None,
     )
     return PlatformStacks(env=env, network=network, cluster=cluster, images=images, handle=handle)
 

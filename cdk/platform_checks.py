@@ -7,6 +7,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
@@ -21,6 +22,8 @@ from cdk.nag import (
     region_and_account,
 )
 from cdk.platform_stacks import PlatformStacks
+from cdk.stacks.cluster_additions_stack import ClusterAdditionsStack
+from cdk.stacks.cluster_stack import ClusterStack
 
 REQUIRED_LOG_TYPES = frozenset({"api", "audit", "authenticator"})
 
@@ -72,6 +75,11 @@ def acknowledge_platform(platform: PlatformStacks) -> None:
 
 def _acknowledge_cluster(platform: PlatformStacks) -> None:
     stack = platform.cluster
+    if isinstance(stack, ClusterAdditionsStack):
+        # Its kubectl handler runs as the team's imported role: only the provider framework's findings are ours.
+        _acknowledge_kubectl_provider(stack.kubectl_provider, own_role=False)
+        _acknowledge_add_ons(stack)
+        return
     cluster = stack.cluster
     acknowledge(
         cluster.role,
@@ -80,7 +88,20 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
     )
 
     # aws_eks_v2's kubectl provider: CDK-owned Lambda and provider framework.
-    provider = cluster.node.find_child("KubectlProvider")
+    _acknowledge_kubectl_provider(cluster.node.find_child("KubectlProvider"), own_role=True)
+
+    node_roles = [stack.system_node_role]
+    if stack.node_groups is not None:
+        node_roles.append(stack.node_groups.node_role)
+    for role in node_roles:
+        for policy in WORKER_NODE_POLICIES:
+            acknowledge(role, f"IAM4[{MANAGED_POLICY}{policy}]", NODE_POLICIES_REASON)
+    _acknowledge_add_ons(stack)
+
+
+def _acknowledge_kubectl_provider(provider: IConstruct, *, own_role: bool) -> None:
+    """aws_eks_v2's kubectl provider: CDK-owned Lambda and provider framework; `own_role`: the handler's role is
+    the one CDK makes (not a team's imported role), with its registry read policies."""
     handler = provider.node.find_child("Handler")
     kubectl_reasons = {
         "IAM4[" + MANAGED_POLICY + "service-role/AWSLambdaBasicExecutionRole]": LAMBDA_BASIC_REASON,
@@ -90,17 +111,18 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
     }
     for rule, reason in kubectl_reasons.items():
         acknowledge(provider, rule, reason)
-    acknowledge(
-        handler,
-        f"IAM4[{MANAGED_POLICY}AmazonEC2ContainerRegistryReadOnly]",
-        "the kubectl handler pulls Helm charts from ECR OCI registries; read-only",
-    )
-    acknowledge(
-        handler,
-        'IAM4[Policy::{"Fn::If":["' + _ecr_public_condition(handler) + '",{"Fn::Join":["",["arn:",{"Ref":'
-        '"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
-        "the kubectl handler pulls the Karpenter and Neuron charts from public ECR; read-only",
-    )
+    if own_role:
+        acknowledge(
+            handler,
+            f"IAM4[{MANAGED_POLICY}AmazonEC2ContainerRegistryReadOnly]",
+            "the kubectl handler pulls Helm charts from ECR OCI registries; read-only",
+        )
+        acknowledge(
+            handler,
+            'IAM4[Policy::{"Fn::If":["' + _ecr_public_condition(handler) + '",{"Fn::Join":["",["arn:",{"Ref":'
+            '"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
+            "the kubectl handler pulls the Karpenter and Neuron charts from public ECR; read-only",
+        )
     acknowledge(handler, "L1", "CDK pins the kubectl handler's runtime to the one its kubectl layer is built for")
     acknowledge(
         provider,
@@ -108,14 +130,17 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
         "the provider framework invokes any version of the kubectl handler function it owns",
     )
 
-    node_roles = [stack.system_node_role]
+
+def _acknowledge_add_ons(stack: ClusterStack | ClusterAdditionsStack) -> None:
+    """The add-ons' findings: on our own cluster, or those installed on a team's (None where expected)."""
     if stack.karpenter is not None:
-        node_roles.append(stack.karpenter.node_role)
         acknowledge(
             stack.karpenter.node_role,
             f"IAM4[{MANAGED_POLICY}AmazonSSMManagedInstanceCore]",
             "Session Manager access to accelerated nodes for debugging drivers, instead of SSH keys",
         )
+        for policy in WORKER_NODE_POLICIES:
+            acknowledge(stack.karpenter.node_role, f"IAM4[{MANAGED_POLICY}{policy}]", NODE_POLICIES_REASON)
         acknowledge(
             stack.karpenter.queue,
             "SQS3",
@@ -173,15 +198,25 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
             f"IAM5[Resource::arn:<AWS::Partition>:ssm:{region}::parameter/aws/service/*]",
             "reads the public AWS-owned AMI parameters that resolve the pinned al2023 alias",
         )
-    if stack.node_groups is not None:
-        node_roles.append(stack.node_groups.node_role)
-    for role in node_roles:
-        for policy in WORKER_NODE_POLICIES:
-            acknowledge(role, f"IAM4[{MANAGED_POLICY}{policy}]", NODE_POLICIES_REASON)
-
     acknowledge_aws_custom_resource_provider(stack)
+    if stack.load_balancer_controller is not None:
+        _acknowledge_load_balancer_controller(stack.load_balancer_controller.identity.role)
+    if stack.keda is not None:
+        acknowledge(
+            stack.keda.operator_role,
+            "IAM5[Resource::*]",
+            "cloudwatch:GetMetricData/GetMetricStatistics/ListMetrics support no resource-level permissions "
+            "(AWS Service Authorization Reference); read-only",
+        )
+    if stack.cloudwatch is not None:
+        acknowledge(
+            stack.cloudwatch.agent_role,
+            f"IAM4[{MANAGED_POLICY}CloudWatchAgentServerPolicy]",
+            "the policy AWS documents for the amazon-cloudwatch-observability add-on's agent",
+        )
 
-    alb_role = stack.load_balancer_controller.identity.role
+
+def _acknowledge_load_balancer_controller(alb_role: iam.IRole) -> None:
     acknowledge(
         alb_role,
         "IAM5[Resource::*]",
@@ -205,17 +240,6 @@ def _acknowledge_cluster(platform: PlatformStacks) -> None:
             "the controller's published policy: load balancers, listeners and target groups it creates "
             "have generated names; writes are conditioned on the elbv2.k8s.aws/cluster tag",
         )
-    acknowledge(
-        stack.keda.operator_role,
-        "IAM5[Resource::*]",
-        "cloudwatch:GetMetricData/GetMetricStatistics/ListMetrics support no resource-level permissions "
-        "(AWS Service Authorization Reference); read-only",
-    )
-    acknowledge(
-        stack.cloudwatch.agent_role,
-        f"IAM4[{MANAGED_POLICY}CloudWatchAgentServerPolicy]",
-        "the policy AWS documents for the amazon-cloudwatch-observability add-on's agent",
-    )
 
 
 def _ecr_public_condition(handler: IConstruct) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 
 from cdk.platform_handle import PlatformHandle
+from cdk.stacks.cluster_additions_stack import ClusterAdditionsStack
 from cdk.stacks.cluster_stack import ClusterStack
 from cdk.stacks.images_stack import ImagesStack
 from cdk.stacks.network_stack import NetworkStack
@@ -18,7 +19,7 @@ class PlatformStacks:
 
     env: cdk.Environment
     network: NetworkStack | None  # None when an existing VPC is looked up (inside the cluster stack)
-    cluster: ClusterStack
+    cluster: ClusterStack | ClusterAdditionsStack  # the additions to a team's cluster (existingClusterName)
     images: ImagesStack
     handle: PlatformHandle
 

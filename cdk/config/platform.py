@@ -20,6 +20,7 @@ from cdk.accelerators import ACCELERATORS, Accelerator
 from cdk.config.access import AccessConfig
 from cdk.config.context import ConfigError, Context
 from cdk.config.environment import DeployEnvironment, resolve_base_image, resolve_environment
+from cdk.config.existing_cluster import ExistingClusterConfig
 from cdk.config.llm import LlmConfig
 from cdk.config.observability import ObservabilityConfig
 from cdk.config.pool_capacity import PoolUse, pool_rooms
@@ -98,6 +99,8 @@ class AppConfig:
     observability: ObservabilityConfig  # what the cluster and VPC log (the observability bill)
     serving: ServingConfig  # what runs on the cluster: routing, workloads, scaling, alarms
     llm: LlmConfig | None  # LLM serving (llmEnabled), None when off
+    # The team's cluster to serve on (existingClusterName), None for a cluster of our own.
+    existing_cluster: ExistingClusterConfig | None = None
 
     @property
     def account(self) -> str:
@@ -135,6 +138,15 @@ class AppConfig:
             "kubernetesVersion", versions.KUBERNETES_VERSION, allowed=versions.SUPPORTED_KUBERNETES_VERSIONS
         )
         provisioner = ctx.string("nodeProvisioner", allowed=("karpenter", "managed"))
+        existing = ExistingClusterConfig.from_context(values)
+        if existing is not None:
+            # Its name is the one every consumer of clusterName reads (policies, tags, dashboards).
+            cluster_name = existing.name
+            if provisioner != "karpenter":
+                raise ConfigError(
+                    "setting 'nodeProvisioner' = 'managed' is invalid with existingClusterName: our capacity on a "
+                    "team's cluster is Karpenter NodePools of our own (nodeProvisioner=karpenter)"
+                )
         enabled = ctx.string_list("accelerators", allowed=tuple(ACCELERATORS))
         environment = resolve_environment(values, environ or {})
         capacity = tuple(
@@ -221,6 +233,7 @@ class AppConfig:
             observability=ObservabilityConfig.from_context(ctx),
             serving=replace(serving, pool_rooms=rooms),
             llm=llm,
+            existing_cluster=existing,
         )
 
 

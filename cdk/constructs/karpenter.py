@@ -37,7 +37,7 @@ INTERRUPTION_EVENTS: dict[str, events.EventPattern] = {
 class Karpenter(Construct):
     """Everything Karpenter needs to launch and retire accelerated nodes for this cluster."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, cluster_name: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, cluster_name: str) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
 

@@ -26,9 +26,20 @@ def node_class_name(capacity: AcceleratorCapacity) -> str:
 
 
 def ec2_node_class_manifest(
-    capacity: AcceleratorCapacity, *, cluster_name: str, instance_profile: str, security_group_id: str
+    capacity: AcceleratorCapacity,
+    *,
+    cluster_name: str,
+    instance_profile: str | None,
+    security_group_id: str,
+    node_role: str | None = None,
 ) -> dict[str, Any]:
-    """The EC2NodeClass: pinned AL2023 AMI alias, private subnets by tag, encrypted gp3 root, IMDSv2 only."""
+    """The EC2NodeClass: pinned AL2023 AMI alias, private subnets by tag, encrypted gp3 root, IMDSv2 only.
+
+    The nodes' identity is our instance profile, or on a team's cluster whose Karpenter is theirs
+    (`node_role`) the role their controller may pass: an EC2NodeClass takes one of `role` and
+    `instanceProfile` (karpenter.sh/docs/concepts/nodeclasses, "spec.role").
+    """
+    identity = {"role": node_role} if node_role is not None else {"instanceProfile": instance_profile}
     return {
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
@@ -36,7 +47,7 @@ def ec2_node_class_manifest(
         "spec": {
             # AL2023 picks the Neuron or NVIDIA accelerated variant from the instance type.
             "amiSelectorTerms": [{"alias": versions.AL2023_AMI_ALIAS}],
-            "instanceProfile": instance_profile,
+            **identity,
             "subnetSelectorTerms": [{"tags": {KARPENTER_DISCOVERY_TAG: cluster_name}}],
             "securityGroupSelectorTerms": [{"id": security_group_id}],
             "metadataOptions": {
@@ -115,18 +126,30 @@ def node_pool_manifest(capacity: AcceleratorCapacity) -> dict[str, Any]:
 
 
 def manifests_for(
-    capacity: AcceleratorCapacity, *, cluster_name: str, instance_profile: str, security_group_id: str
+    capacity: AcceleratorCapacity,
+    *,
+    cluster_name: str,
+    instance_profile: str | None,
+    security_group_id: str,
+    node_role: str | None = None,
+    owner_labels: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The EC2NodeClass and NodePool of one accelerator, in apply order."""
-    return [
+    """The EC2NodeClass and NodePool of one accelerator, in apply order; `owner_labels` on both (a team's
+    cluster: they say whose the objects are)."""
+    objects = [
         ec2_node_class_manifest(
             capacity,
             cluster_name=cluster_name,
             instance_profile=instance_profile,
             security_group_id=security_group_id,
+            node_role=node_role,
         ),
         node_pool_manifest(capacity),
     ]
+    if owner_labels:
+        for item in objects:
+            item["metadata"]["labels"] = dict(owner_labels)
+    return objects
 
 
 class AcceleratorNodePools(Construct):
@@ -140,10 +163,15 @@ class AcceleratorNodePools(Construct):
         cluster: eks.ICluster,
         capacity: tuple[AcceleratorCapacity, ...],
         cluster_name: str,
-        instance_profile: str,
+        instance_profile: str | None,
         security_group_id: str,
-        karpenter_chart: Construct,
+        karpenter_chart: Construct | None,
+        node_role: str | None = None,
+        owner_labels: dict[str, str] | None = None,
     ) -> None:
+        """`karpenter_chart`: ours, applied first (None: the team's Karpenter runs already). With `owner_labels`
+        (a team's cluster) the objects are created, never applied over: a NodePool of the same name that is
+        not ours fails the deploy instead of being taken over."""
         super().__init__(scope, construct_id)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         for item in capacity:
@@ -156,9 +184,12 @@ class AcceleratorNodePools(Construct):
                     cluster_name=cluster_name,
                     instance_profile=instance_profile,
                     security_group_id=security_group_id,
+                    node_role=node_role,
+                    owner_labels=owner_labels,
                 ),
-                overwrite=True,
+                overwrite=not owner_labels,
             )
             # The CRDs come with the Karpenter chart.
-            manifest.node.add_dependency(karpenter_chart)
+            if karpenter_chart is not None:
+                manifest.node.add_dependency(karpenter_chart)
             self.manifests[item.name] = manifest

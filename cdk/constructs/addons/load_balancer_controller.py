@@ -56,7 +56,8 @@ class LoadBalancerController(Construct):
     annotation; the role is bound to it by a Pod Identity association, which the chart waits for.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, agent: eks.Addon) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, agent: eks.Addon | None) -> None:
+        """`agent`: the Pod Identity agent add-on to wait for, None where the team's cluster runs its own."""
         super().__init__(scope, construct_id)
         region = Stack.of(self).region
         if Token.is_unresolved(region):
@@ -74,7 +75,8 @@ class LoadBalancerController(Construct):
         # A managed-style policy beside the role (not inline), as the controller's role had before.
         for statement in controller_statements(versions.ALB_CONTROLLER_VERSION):
             self.identity.role.add_to_principal_policy(statement)
-        self.identity.association.node.add_dependency(agent)
+        if agent is not None:
+            self.identity.association.node.add_dependency(agent)
         self._skip_published_policy_findings()
 
         self.service_account = eks.KubernetesManifest(
@@ -120,7 +122,9 @@ class LoadBalancerController(Construct):
             },
         )
         # Credentials (the association, served by the agent) and the service account before any pod.
-        self.chart.node.add_dependency(self.identity.association, agent, self.service_account)
+        self.chart.node.add_dependency(self.identity.association, self.service_account)
+        if agent is not None:
+            self.chart.node.add_dependency(agent)
 
     def _skip_published_policy_findings(self) -> None:
         for policy in self.identity.node.find_all():

@@ -1,0 +1,117 @@
+"""What the serving stack relies on in a cluster, as objects a check can read: one `Prerequisite` per add-on.
+
+On a team's cluster (existingClusterName) each one is installed by us or expected (cdk/config/existing_cluster.py);
+an expected one is checked at deploy time (the additions stack's prerequisite check) and by `make verify`, both
+from this table, and a missing one fails with one line naming it and the setting that installs ours.
+No aws-cdk-lib import here: verify/ reads it without starting Node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from cdk.config.existing_cluster import ADD_ON_SETTINGS
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One object the prerequisite puts in the cluster: `kubectl get <resource> <name> [-n namespace]`, and the
+    API version it must serve when it is a CustomResourceDefinition (the version our manifests use)."""
+
+    resource: str  # kubectl's plural: customresourcedefinitions, ingressclasses, daemonsets
+    name: str
+    namespace: str | None = None
+    serves: str | None = None  # a CRD's spec.versions[].name that must be served
+    controller: str | None = None  # an IngressClass's spec.controller
+
+    @property
+    def api_path(self) -> str:
+        """The object's path on the Kubernetes API."""
+        groups = {
+            "customresourcedefinitions": "/apis/apiextensions.k8s.io/v1",
+            "ingressclasses": "/apis/networking.k8s.io/v1",
+            "daemonsets": "/apis/apps/v1",
+        }
+        where = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{groups[self.resource]}{where}/{self.resource}/{self.name}"
+
+    def problem(self, found: dict[str, object] | None) -> str | None:
+        """What is wrong with the object as read (None when it will do); `found` None: it does not exist."""
+        if found is None:
+            where = f" in {self.namespace}" if self.namespace else ""
+            return f"no {self.resource.removesuffix('es').removesuffix('s')} {self.name}{where}"
+        spec = found.get("spec") if isinstance(found.get("spec"), dict) else {}
+        assert isinstance(spec, dict)
+        if self.serves is not None:
+            versions = spec.get("versions") or []
+            served = {v.get("name") for v in versions if isinstance(v, dict) and v.get("served")}
+            if self.serves not in served:
+                return f"{self.name} serves {sorted(str(v) for v in served)}, not {self.serves}"
+        if self.controller is not None and spec.get("controller") != self.controller:
+            return f"ingressclass {self.name} is {spec.get('controller')!r}, not {self.controller}"
+        return None
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """One add-on the serving stack relies on, its setting and the objects that show it runs."""
+
+    name: str  # the short name ADD_ON_SETTINGS keys
+    what: str
+    probes: tuple[Probe, ...]
+
+    @property
+    def setting(self) -> str:
+        """The setting that chooses install or expect."""
+        return ADD_ON_SETTINGS[self.name]
+
+    def message(self, problem: str) -> str:
+        """The one line a failed check reports."""
+        return f"{self.what} ({self.name}) is expected but {problem}: install it, or set {self.setting}=install"
+
+
+def _crd(name: str, version: str) -> Probe:
+    return Probe("customresourcedefinitions", name, serves=version)
+
+
+# The API versions are the ones our manifests use: NodePool karpenter.sh/v1 and EC2NodeClass karpenter.k8s.aws/v1
+# (cdk/constructs/node_pools.py), ScaledObject/TriggerAuthentication keda.sh/v1alpha1 (cdk/serving/scaling.py),
+# the Ingress's class `alb` (cdk/front_door/ingress.py) of the controller `ingress.k8s.aws/alb` (the controller's
+# docs, docs/guide/ingress/ingress_class.md). DaemonSet names as cdk/node_fit.py sources them.
+PREREQUISITES: Final[tuple[Prerequisite, ...]] = (
+    Prerequisite(
+        "karpenter",
+        "Karpenter v1",
+        (_crd("nodepools.karpenter.sh", "v1"), _crd("ec2nodeclasses.karpenter.k8s.aws", "v1")),
+    ),
+    Prerequisite(
+        "load-balancer-controller",
+        "the AWS Load Balancer Controller",
+        (Probe("ingressclasses", "alb", controller="ingress.k8s.aws/alb"),),
+    ),
+    Prerequisite(
+        "keda",
+        "KEDA",
+        (_crd("scaledobjects.keda.sh", "v1alpha1"), _crd("triggerauthentications.keda.sh", "v1alpha1")),
+    ),
+    Prerequisite(
+        "nvidia-device-plugin",
+        "the NVIDIA device plugin",
+        (Probe("daemonsets", "nvidia-device-plugin", namespace="kube-system"),),
+    ),
+    Prerequisite(
+        "neuron", "the Neuron device plugin", (Probe("daemonsets", "neuron-device-plugin", namespace="kube-system"),)
+    ),
+    Prerequisite(
+        "pod-identity-agent",
+        "the EKS Pod Identity agent",
+        (Probe("daemonsets", "eks-pod-identity-agent", namespace="kube-system"),),
+    ),
+    Prerequisite(
+        "cloudwatch-agent",
+        "the CloudWatch agent (Container Insights)",
+        (Probe("daemonsets", "cloudwatch-agent", namespace="amazon-cloudwatch"),),
+    ),
+)
+BY_NAME: Final = {p.name: p for p in PREREQUISITES}

@@ -1,0 +1,186 @@
+"""Serving on a team's cluster (existingClusterName): the settings, and one synth of that mode beside the default.
+
+The synth takes the default synth's settings (DEFAULT_OVERRIDES) plus the import's, so its serving stack can be
+compared with the default one object for object.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from cdk.config import AppConfig, ConfigError
+from tests.cdk.conftest import (
+    DEFAULT_CONTEXT,
+    DEFAULT_OVERRIDES,
+    VARIANT_ACCOUNT,
+    VARIANT_REGION,
+    VARIANT_VPC,
+    Synth,
+    synth,
+)
+from tests.cdk.manifests import manifests
+
+EXISTING: dict[str, Any] = {
+    "account": VARIANT_ACCOUNT,
+    "region": VARIANT_REGION,
+    "vpcId": VARIANT_VPC,
+    "ingressSubnetGroup": "Public",  # DEFAULT_OVERRIDES' front door is internet-facing
+    "existingClusterName": "team-cluster",
+    "existingClusterSecurityGroupId": "sg-0123456789abcdef0",
+    "existingClusterKubectlRoleArn": "arn:aws:iam::123456789012:role/team-eks-admin",
+    "existingClusterNodeRoleName": "KarpenterNodeRole-team-cluster",
+    "existingClusterKeda": "install",  # one add-on installed, the others expected
+}
+# A compile Job's name ends in a hash of what it compiles, which includes the region's image URI.
+INPUT_HASH = re.compile(r"-[0-9a-f]{10}$")
+# Resources whose replacement loses what users have: their logical ids must not move.
+STATEFUL_TYPES = {
+    "AWS::S3::Bucket",
+    "AWS::SQS::Queue",
+    "AWS::Cognito::UserPool",
+    "AWS::KMS::Key",
+    "AWS::Logs::LogGroup",
+}
+
+
+def config_of(overrides: dict[str, Any]) -> AppConfig:
+    """The AppConfig of cdk.json's context with `overrides`."""
+    return AppConfig.from_context({**DEFAULT_CONTEXT, **overrides}, {})
+
+
+@pytest.mark.parametrize(
+    "missing", ["existingClusterSecurityGroupId", "existingClusterKubectlRoleArn", "existingClusterNodeRoleName"]
+)
+def test_a_missing_attribute_stops_the_synth_naming_it(missing):
+    values = {k: v for k, v in EXISTING.items() if k != missing}
+    with pytest.raises(ConfigError, match=f"'{missing}' is required with existingClusterName"):
+        config_of(values)
+
+
+def test_the_node_role_is_not_asked_for_when_karpenter_is_ours():
+    values = {k: v for k, v in EXISTING.items() if k != "existingClusterNodeRoleName"}
+    existing = config_of({**values, "existingClusterKarpenter": "install"}).existing_cluster
+    assert existing is not None and existing.node_role_name is None and existing.installs("karpenter")
+
+
+def test_add_ons_are_expected_unless_a_setting_installs_them():
+    existing = config_of(EXISTING).existing_cluster
+    assert existing is not None
+    assert existing.installs("keda")
+    assert set(existing.expected) == {
+        "karpenter",
+        "load-balancer-controller",
+        "nvidia-device-plugin",
+        "neuron",
+        "pod-identity-agent",
+        "cloudwatch-agent",
+    }
+
+
+def test_add_on_settings_without_the_cluster_are_refused():
+    with pytest.raises(ConfigError, match="'existingClusterKeda' applies only with existingClusterName"):
+        config_of({"existingClusterKeda": "install"})
+
+
+def test_a_bad_add_on_mode_is_refused():
+    with pytest.raises(ConfigError, match="existingClusterKeda"):
+        config_of({**EXISTING, "existingClusterKeda": "upgrade"})
+
+
+@pytest.fixture(scope="module")
+def existing_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The one synth of this mode per session (cdk-nag runs in it and fails it on a finding)."""
+    return synth(tmp_path_factory.mktemp("cdk-existing"), {**DEFAULT_OVERRIDES, **EXISTING})
+
+
+def resources_of(s: Synth, type_: str) -> list[tuple[str, str]]:
+    """(stack, logical id) of every resource of one type."""
+    return [
+        (stack, lid) for stack, t in s.raw_templates.items() for lid, r in t["Resources"].items() if r["Type"] == type_
+    ]
+
+
+def test_no_network_no_cluster_only_what_is_installed(existing_synth: Synth):
+    assert sorted(existing_synth.raw_templates) == ["SdOnEksClusterAdditions", "SdOnEksImages", "SdOnEksServing"]
+    for type_ in ("AWS::EKS::Cluster", "AWS::EC2::VPC", "AWS::EKS::Nodegroup", "AWS::EKS::Addon"):
+        assert resources_of(existing_synth, type_) == [], type_
+    charts = [
+        r["Properties"]["Chart"]
+        for t in existing_synth.raw_templates.values()
+        for r in t["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    ]
+    assert charts == ["keda"]  # the one add-on set to install
+
+
+def test_the_serving_stack_serves_as_in_a_default_synth(existing_synth: Synth, platform_synth: Synth):
+    def objects(s: Synth) -> list[tuple[str, str]]:
+        serving = manifests(s.raw_templates["SdOnEksServing"])
+        return sorted((m["kind"], INPUT_HASH.sub("", m["metadata"]["name"])) for m in serving)
+
+    assert objects(existing_synth) == objects(platform_synth)
+    kinds = {kind for kind, _ in objects(existing_synth)}
+    assert {"Deployment", "Ingress", "ScaledObject"} <= kinds
+
+
+def test_stateful_resources_keep_their_logical_ids(existing_synth: Synth, platform_synth: Synth):
+    def stateful(s: Synth) -> list[str]:
+        return sorted(
+            lid for lid, r in s.raw_templates["SdOnEksServing"]["Resources"].items() if r["Type"] in STATEFUL_TYPES
+        )
+
+    assert stateful(existing_synth) == stateful(platform_synth)
+    assert stateful(existing_synth)
+
+
+def test_node_pools_are_ours_and_created_never_applied_over(existing_synth: Synth, platform_synth: Synth):
+    additions = existing_synth.raw_templates["SdOnEksClusterAdditions"]
+    pools = [m for m in manifests(additions) if m["kind"] in ("NodePool", "EC2NodeClass")]
+    default = [m for m in manifests(platform_synth.raw_templates["SdOnEksCluster"]) if m["kind"] == "NodePool"]
+    assert sorted(p["metadata"]["name"] for p in pools if p["kind"] == "NodePool") == sorted(
+        p["metadata"]["name"] for p in default
+    )
+    for pool in pools:
+        assert pool["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "sd-on-eks"
+    for node_class in (p for p in pools if p["kind"] == "EC2NodeClass"):
+        assert node_class["spec"]["role"] == "KarpenterNodeRole-team-cluster"
+        assert "instanceProfile" not in node_class["spec"]
+    for resource in additions["Resources"].values():
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+            assert resource["Properties"].get("Overwrite") is not True
+
+
+# Kinds the API serves cluster-wide (not in a namespace), among those our manifests use.
+CLUSTER_SCOPED = {"Namespace", "NodePool", "EC2NodeClass", "ClusterRole", "ClusterRoleBinding", "IngressClass"}
+
+
+def test_every_cluster_scoped_object_is_ours(existing_synth: Synth):
+    """What `cdk destroy` of the serving and additions stacks deletes cluster-wide: each object and its owner."""
+    owners = {}
+    for stack in ("SdOnEksServing", "SdOnEksClusterAdditions"):
+        for m in manifests(existing_synth.raw_templates[stack]):
+            if m["kind"] in CLUSTER_SCOPED:
+                owners[(m["kind"], m["metadata"]["name"])] = stack
+    namespace = existing_synth.config.serving.namespace
+    for (kind, name), stack in owners.items():
+        if kind in ("NodePool", "EC2NodeClass"):
+            assert stack == "SdOnEksClusterAdditions" and name in {a.name for a in existing_synth.config.accelerators}
+        elif kind == "Namespace":
+            assert name == namespace
+        else:  # RBAC for our own controllers: named after our namespace
+            assert name.startswith(f"{namespace}-"), (kind, name)
+    assert ("Namespace", namespace) in owners
+    # Nothing touches the cluster's access: no access entry for a person, no aws-auth.
+    assert resources_of(existing_synth, "AWS::EKS::AccessEntry") == []
+    assert not any(
+        m["metadata"]["name"] == "aws-auth" for t in existing_synth.raw_templates.values() for m in manifests(t)
+    )
+
+
+def test_the_stack_says_what_of_the_cluster_it_uses(existing_synth: Synth):
+    outputs = existing_synth.raw_templates["SdOnEksClusterAdditions"]["Outputs"]
+    assert "sg-0123456789abcdef0" in str(outputs["ClusterResources"]["Value"])
+    assert "karpenter" in outputs["ExpectedPrerequisites"]["Value"]
