@@ -14,9 +14,8 @@ from cdk.constructs import kubectl_tunnel
 from cdk.costs import prices
 from cdk.costs.kms_keys import customer_managed_keys
 from cdk.costs.observability_bill import observability_usd_per_month
+from cdk.front_door.waf import rule_count as waf_rule_count
 
-# The serving web ACL's rules: two managed rule groups, up to two rate rules and the allow-list (cdk/front_door/waf.py).
-WAF_RULES = 4
 # The system node group sets no disk and no launch template (cdk/constructs/cluster.py), so EKS's defaults apply:
 # "The default disk size is 20 GiB for Linux" (EKS CreateNodegroup diskSize; aws_eks_v2.NodegroupOptions.disk_size
 # in aws-cdk-lib 2.275.0), and a gp2 volume: "by default, only volumes with gp2 volume type are provisioned for
@@ -78,7 +77,7 @@ def cost_at_rest(config: AppConfig, kept_up: Iterable[tuple[str, float]]) -> Cos
     if config.access.kubectl_tunnel:
         lines.append(_kubectl_tunnel_line())
     lines.append(CostLine("ALB", prices.ALB_HOUR.usd))
-    waf = prices.WAF_WEB_ACL_MONTH.usd + WAF_RULES * prices.WAF_RULE_MONTH.usd
+    waf = prices.WAF_WEB_ACL_MONTH.usd + waf_rule_count(config.serving) * prices.WAF_RULE_MONTH.usd
     lines.append(CostLine("WAF web ACL and its rules", waf / prices.HOURS_PER_MONTH))
     lines.extend(CostLine(item, usd_per_hour) for item, usd_per_hour in kept_up)
     keys = len(customer_managed_keys(config))

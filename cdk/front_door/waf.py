@@ -136,6 +136,14 @@ def _rate_rule(name: str, statement: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def rule_count(cfg: ServingConfig) -> int:
+    """How many rules `ServingWebAcl` puts in the web ACL for `cfg` (each is billed per month: cdk/costs)."""
+    behind_cloudfront = cfg.front_door.route == "cloudfront"
+    allow_list = behind_cloudfront and bool(cfg.allowed_cidrs or cfg.front_door.allowed_ipv6_cidrs)
+    rate_rules = 2 if behind_cloudfront else 1
+    return int(allow_list) + 1 + rate_rules + len(MANAGED_RULE_GROUPS)  # 1: the router's admin paths
+
+
 class ServingWebAcl(Construct):
     """A REGIONAL web ACL for the serving ALB; `arn` goes into the Ingress annotation."""
 

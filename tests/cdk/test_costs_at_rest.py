@@ -14,6 +14,7 @@ from cdk.constructs import kubectl_tunnel
 from cdk.costs.__main__ import main
 from cdk.costs.at_rest import SYSTEM_NODE_DISK_GIB, SYSTEM_NODE_DISK_TYPE, CostAtRest, cost_at_rest
 from cdk.costs.kms_keys import customer_managed_keys
+from cdk.front_door.waf import rule_count as waf_rule_count
 from tests.cdk.conftest import REPO_ROOT, Synth, resources_of
 
 # The README's trial, cdk.json with the alb-https front door and the LLM, and the variant (an existing VPC, weights
@@ -39,6 +40,15 @@ def test_the_kms_keys_priced_are_the_synths_keys(name: str, request: pytest.Fixt
     counted = Counter(f"{STACK_PREFIX}{key.stack}" for key in customer_managed_keys(synth.config))
     assert counted == synthesized
     assert f"{sum(synthesized.values())} x KMS customer managed key" in items(cost_of(synth))
+
+
+@pytest.mark.parametrize("name", SYNTHS)
+def test_the_web_acls_rules_priced_are_the_synths(name: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(name)
+    acls = [acl for t in synth.raw_templates.values() for acl in resources_of(t, "AWS::WAFv2::WebACL").values()]
+    serving = [acl for acl in acls if acl["Properties"]["Scope"] == "REGIONAL"]
+    (acl,) = serving
+    assert waf_rule_count(synth.config.serving) == len(acl["Properties"]["Rules"])
 
 
 @pytest.mark.parametrize("name", SYNTHS)
