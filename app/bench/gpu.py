@@ -1,12 +1,12 @@
 """`python -m app.bench gpu`: the headline figures on one H100/H200, eager bf16, headline first (`make bench-gpu`).
 
 In this order, within `--budget-s`: SD 2.1-base 512x512 50 steps at batch 1 and 8, SDXL 1024x1024 30 steps at
-batch 1 and FLUX.1-schnell 1024x1024 4 steps at batch 1, each on a full-size pipeline with random weights built
-from the published configs (app/bench/gpu_models.py: no download), eager bf16 with SDPA attention (diffusers'
-default). Then, while the budget lasts, the speed ladder at batch 1 (app/backends/cuda_tuning.py's settings, one
-more per rung: plain attention below the eager row, fused QKV, channels-last, the step cache where the family has
-one, one compile mode), every family's eager rungs before any compile. One pipeline is on the device at a time,
-freed before the next is built.
+batch 1, FLUX.1-schnell and FLUX.2 [klein] 4B 1024x1024 4 steps at batch 1, each on a full-size pipeline with
+random weights built from the published configs (app/bench/gpu_models.py: no download), eager bf16 with SDPA
+attention (diffusers' default). Then, while the budget lasts, the speed ladder at batch 1
+(app/backends/cuda_tuning.py's settings, one more per rung: plain attention below the eager row, fused QKV,
+channels-last, the step cache where the family has one, one compile mode), every family's eager rungs before any
+compile. One pipeline is on the device at a time, freed before the next is built.
 
 The section it writes (into `--results-file`, rewritten after every pipeline, so a run stopped half-way still
 leaves what it measured) holds each figure with the device, driver, torch and diffusers versions, and the cost
@@ -80,6 +80,12 @@ FULL_SHAPES: dict[str, Shape] = {
     "sd21-base": Shape(512, 512, 50, (1, 8)),
     "sdxl-base": Shape(1024, 1024, 30, (1,)),
     "flux-schnell": Shape(1024, 1024, 4, (1,)),
+    # Its share of the budget, from its size: the 3.9 B transformer over 4,096 image and 512 prompt tokens counts
+    # 34.8 TFLOP a step on the meta device (torch's FlopCounterMode), Qwen3-4B's 512-token prompt 3.9: about 150
+    # TFLOP a call with the VAE decode, a fifth of a second at an H100's dense bf16 peak and under a second at a
+    # quarter of it; 4 calls and the build (8 B parameters drawn on the device, like FLUX.1-schnell's 16.6 B
+    # before it) add well under a minute to the headline.
+    "flux2-klein-4b": Shape(1024, 1024, 4, (1,)),
 }
 # The dry run: the same batches at a size every family accepts (Flux: a multiple of 16), two steps.
 DRY_SHAPES: dict[str, Shape] = {name: Shape(64, 64, 2, shape.batches) for name, shape in FULL_SHAPES.items()}
@@ -364,6 +370,11 @@ def ladder_table(rows: Sequence[Row]) -> str:
     return format_table(["model", "rung", "applied steps", "s/image", "x eager", "status"], table_rows)
 
 
+def _titles() -> str:
+    titles = [model.title for model in MODELS.values()]
+    return ", ".join(titles[:-1]) + " and " + titles[-1]
+
+
 def section(rows: Sequence[Row], ctx: Context, args: argparse.Namespace, elapsed_s: float) -> str:
     """The whole results section: provenance, the headline table, the ladder table."""
     what = "tiny configs on the CPU, two steps: a check of the path, not a measurement" if ctx.dry_run else None
@@ -378,7 +389,7 @@ def section(rows: Sequence[Row], ctx: Context, args: argparse.Namespace, elapsed
         title,
         "",
         f"- Measured {ctx.started:%Y-%m-%d %H:%M} UTC at commit {ctx.commit}; driver {ctx.driver}; {ctx.versions}.",
-        "- Pipelines: SD 2.1-base, SDXL base 1.0 and FLUX.1-schnell built from their published configs "
+        f"- Pipelines: {_titles()} built from their published configs "
         "(`app/bench/gpu_configs/`, sources in `app/bench/gpu_models.py`) with random weights, on the device in "
         'bf16, one at a time; `output_type="pt"`: the VAE decode is timed, no PNG or PIL conversion (random weights '
         "may give NaN pixels, which change no timing).",

@@ -4,8 +4,8 @@ Each benchmark model is a folder under `gpu_configs/` laid out as a diffusers mo
 `model_index.json` and each component's `config.json` (the scheduler's `scheduler_config.json`), copied from the
 sources in `MODELS`. The pipeline is built component by component on the target device (so a 12 B transformer
 never passes through host memory), cast to the benchmark's dtype at once (so only one component is ever in fp32),
-and given our own offline tokenizers (app/models): their ids fit the published vocabularies, whose embedding
-tables stay full size. Random weights cost the same FLOPs as the real ones; their images are noise.
+and given our own offline tokenizers (app/models: CLIP, T5 and Qwen): their ids fit the published vocabularies,
+whose embedding tables stay full size. Random weights cost the same FLOPs as the real ones; their images are noise.
 
 The dry run builds the same folders with `BenchModel.dry_overrides` applied: the same classes and code path at
 widths that run on a CPU in seconds.
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.models.qwen_tokenizer_files import build_qwen_tokenizer
 from app.models.t5_tokenizer_files import build_t5_tokenizer
 from app.models.tokenizer_files import load_tokenizer, write_tokenizer_files
 
@@ -31,6 +32,11 @@ LEFT_OUT = ("safety_checker", "feature_extractor")
 
 _TINY_CLIP = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
 _TINY_VAE = {"block_out_channels": [32, 32, 32, 32], "layers_per_block": 1}
+# FLUX.2 [klein] stacks the hidden states of its encoder's layers 9, 18 and 27 (Flux2KleinPipeline's
+# text_encoder_out_layers), so the tiny encoder keeps 28 layers, and the transformer's joint_attention_dim is three
+# times the encoder's width.
+_TINY_QWEN3_LAYERS = 28
+_TINY_QWEN3_WIDTH = 16
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,41 @@ MODELS: dict[str, BenchModel] = {
                 "text_encoder_2": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4},
             },
         ),
+        BenchModel(
+            "flux2-klein-4b",
+            "FLUX.2 [klein] 4B",
+            "black-forest-labs/FLUX.2-klein-4B: every file as a test fixture pinned to the Hub revision e7b7dc27 "
+            "writes it (a Rust worker's FLUX fixture, found by its configs' text; bookkeeping keys _diffusers_version "
+            "and _name_or_path absent there and here). Cross-checked: transformer/ equals the klein-4b config of "
+            "github:huggingface/diffusers scripts/convert_flux2_to_diffusers.py @207bae7 (5 double and 20 single "
+            "blocks of 24 x 128, joint_attention_dim 7680, no guidance embedding); vae/ equals AutoencoderKLFlux2's "
+            "defaults in diffusers 0.42.1 (which that script converts into) but for force_upcast, which the class "
+            "does not take; text_encoder/ is Qwen/Qwen3-4B's config (36 layers of 2560, 32/8 heads, vocabulary "
+            "151,936, tied embeddings) with transformers 5's layer_types; scheduler/ (dynamic shifting, shift 3.0) "
+            "as the fixture writes it, the script taking FLUX.2's from FLUX.1-dev's folder. model_index.json names "
+            "Qwen2TokenizerFast: our own byte-level Qwen tokenizer stands in (app/models/qwen_tokenizer_files.py)",
+            {
+                "transformer": {
+                    "num_layers": 1,
+                    "num_single_layers": 1,
+                    "attention_head_dim": 16,
+                    "num_attention_heads": 2,
+                    "axes_dims_rope": [4, 4, 4, 4],  # sums to attention_head_dim
+                    "joint_attention_dim": 3 * _TINY_QWEN3_WIDTH,
+                },
+                "vae": _TINY_VAE,
+                "text_encoder": {
+                    "hidden_size": _TINY_QWEN3_WIDTH,
+                    "intermediate_size": 32,
+                    "num_attention_heads": 2,
+                    "num_key_value_heads": 2,
+                    "head_dim": 8,
+                    "num_hidden_layers": _TINY_QWEN3_LAYERS,
+                    "max_window_layers": _TINY_QWEN3_LAYERS,
+                    "layer_types": ["full_attention"] * _TINY_QWEN3_LAYERS,
+                },
+            },
+        ),
     )
 }
 
@@ -168,6 +209,9 @@ def component_names(model: BenchModel) -> list[str]:
 
 
 def _tokenizer(class_name: str, tokenizer_dir: Path, max_sequence_length: int | None) -> Any:
+    if class_name.startswith("Qwen2Tokenizer"):
+        # A folder of its own: its vocab.json is not the CLIP tokenizer's beside it.
+        return build_qwen_tokenizer(tokenizer_dir / "qwen")
     if class_name == "CLIPTokenizer":
         return load_tokenizer(tokenizer_dir, 77)  # CLIP's fixed prompt length (max_position_embeddings)
     if class_name.startswith("T5Tokenizer"):

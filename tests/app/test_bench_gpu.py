@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -39,6 +40,12 @@ PUBLISHED = {
     ("sdxl-base", "unet"): (2.6e9, 0.02),
     ("flux-schnell", "transformer"): (11.9e9, 0.01),
     ("flux-schnell", "text_encoder_2"): (4.7e9, 0.02),
+    # FLUX.2 [klein] 4B: the "4B" of its name and model card for the transformer (3,875,544,576 here); Qwen3-4B's
+    # card "Number of Parameters: 4.0B" (embeddings tied); the FLUX.2 VAE's 84,046,115 as counted in the klein-9B
+    # folder's safetensors (a tt-metal reference loader's docstring: 251 tensors), the family's one VAE.
+    ("flux2-klein-4b", "transformer"): (4.0e9, 0.04),
+    ("flux2-klein-4b", "text_encoder"): (4.0e9, 0.01),
+    ("flux2-klein-4b", "vae"): (84_046_115, None),
 }
 
 
@@ -115,11 +122,13 @@ def test_the_dry_run_through_the_device_command_writes_its_section(tmp_path):
         ("SD 2.1-base", "8"),
         ("SDXL base 1.0", "1"),
         ("FLUX.1-schnell", "1"),
+        ("FLUX.2 [klein] 4B", "1"),
     ]
     pinned = {
         "SD 2.1-base": ("g6.xlarge", "L4"),
         "SDXL base 1.0": ("g6.xlarge", "L4"),
         "FLUX.1-schnell": ("g6e.xlarge", "L40S"),
+        "FLUX.2 [klein] 4B": ("g6.2xlarge", "L4"),  # cdk/image/presets.py: host memory for loading, an L4's GPU
     }
     for row in headline:
         instance, target_gpu = pinned[row["model"]]
@@ -140,7 +149,7 @@ def test_the_dry_run_through_the_device_command_writes_its_section(tmp_path):
     assert any(r["rung"].startswith("+compile") for r in rungs)
 
     rows = json.loads((out / "bench-gpu.json").read_text(encoding="utf-8"))
-    assert sum(1 for r in rows if r["status"] == "measured") == 4
+    assert sum(1 for r in rows if r["status"] == "measured") == 5
     assert "SD 2.1-base" in (out / "bench-gpu.log").read_text(encoding="utf-8")
 
 
@@ -166,6 +175,29 @@ def test_nan_images_from_random_weights_are_timed_without_an_image_conversion(mo
 def test_the_ladder_measures_the_step_cache_eager_and_only_where_the_family_has_one():
     groups = gpu.plan(ladder=True, compile_mode="default")
     cached = [g.model for g in groups if g.rung.name == "+step_cache"]
-    assert cached == ["flux-schnell"]  # the UNet families have none in diffusers
+    assert cached == ["flux-schnell"]  # the UNet families have none in diffusers; klein crashes in it (below)
     order = [g.rung.name for g in groups if g.model == "flux-schnell" and not g.headline]
     assert order.index("+step_cache") < order.index("+compile default")  # eager rungs before any compile
+
+    klein = [g.rung.name for g in groups if g.model == "flux2-klein-4b"]
+    assert klein == ["eager (SDPA)", "+fuse_qkv", "+channels_last", "+compile default"]
+
+
+def test_the_first_block_cache_still_fails_on_klein_so_its_ladder_has_no_step_cache_rung():
+    """When diffusers fixes it, this fails: give klein its +step_cache rung (app/backends/step_cache.py)."""
+    from app.backends.step_cache import enable_step_cache, unsupported_reason
+    from app.bench.gpu_models import build_pipeline
+
+    assert unsupported_reason("Flux2Transformer2DModel") is not None
+    with tempfile.TemporaryDirectory() as tokenizer_dir:
+        pipe = build_pipeline(
+            MODELS["flux2-klein-4b"],
+            device=torch.device("cpu"),
+            dtype=torch.float32,
+            tokenizer_dir=Path(tokenizer_dir),
+            max_sequence_length=512,
+            dry=True,
+        )
+    enable_step_cache(pipe.transformer, 0.05)
+    with pytest.raises(TypeError):  # diffusers 0.42.1: "unsupported operand type(s) for -: 'Tensor' and 'list'"
+        pipe(prompt="a lighthouse", height=64, width=64, num_inference_steps=2, guidance_scale=1.0, output_type="pt")
