@@ -82,7 +82,7 @@ FULL_SHAPES: dict[str, Shape] = {
     "flux-schnell": Shape(1024, 1024, 4, (1,)),
     # Its share of the budget, from its size: the 3.9 B transformer over 4,096 image and 512 prompt tokens counts
     # 34.8 TFLOP a step on the meta device (torch's FlopCounterMode), Qwen3-4B's 512-token prompt 3.9: about 150
-    # TFLOP a call with the VAE decode, a fifth of a second at an H100's dense bf16 peak and under a second at a
+    # TFLOP a call with the VAE decode, 0.15 s at an H100's dense bf16 peak and under a second at a
     # quarter of it; 4 calls and the build (8 B parameters drawn on the device, like FLUX.1-schnell's 16.6 B
     # before it) add well under a minute to the headline.
     "flux2-klein-4b": Shape(1024, 1024, 4, (1,)),
