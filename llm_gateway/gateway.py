@@ -1,6 +1,6 @@
 """The gateway's ASGI application: probes, sign-in, limits, and the forwarding of the OpenAI paths to vLLM.
 
-Plain ASGI (no web framework): the gateway reads the request, decides, and forwards bytes to vLLM through httpx
+Plain ASGI (no web framework): the gateway reads the request, decides, and forwards bytes to vLLM through aiohttp
 (llm_gateway/engine_client.py). A generation runs beside two watchers, the client's disconnect and the drain's
 cut; whichever ends first decides. Cancelling the forwarding closes the upstream connection, and vLLM aborts a
 request whose connection closes, so a client that goes away stops its generation (and frees its KV cache).
@@ -17,7 +17,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
@@ -33,7 +33,14 @@ from common.version import VERSION
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
-from llm_gateway.engine_client import CONNECT_FAILURES, NOT_SENT, AnswerTooLarge, get_within, read_within
+from llm_gateway.engine_client import (
+    CONNECT_FAILURES,
+    AnswerTooLarge,
+    EngineClient,
+    EngineError,
+    get_within,
+    read_within,
+)
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.lookups import LookupLimit
 from llm_gateway.metrics_bridge import MetricsBridge
@@ -104,7 +111,7 @@ class Gateway:
         self,
         settings: GatewaySettings,
         *,
-        http: httpx.AsyncClient,
+        http: EngineClient,
         verifier: TokenVerifier | None,
         publisher: Publisher | None = None,
     ) -> None:
@@ -206,7 +213,7 @@ class Gateway:
             return
         try:
             status = await self._engine_health()
-        except (httpx.TransportError, AnswerTooLarge, TimeoutError) as exc:
+        except (EngineError, AnswerTooLarge, TimeoutError) as exc:
             await send_error(send, 503, f"the engine does not answer yet ({type(exc).__name__})")
             return
         if status != 200:
@@ -263,17 +270,17 @@ class Gateway:
         try:
             async with asyncio.timeout(timeout_s):
                 return await get_within(self.http, path, self.settings.max_engine_body_bytes)
-        except TimeoutError:
-            log.warning("engine lookup timed out", extra={"path": path, "timeout_s": timeout_s})
-            message = f"the engine did not answer within {timeout_s:g} s ({path}); retry shortly"
-            await send_error(send, 503, message, headers=self._retry_after)
-            return None
         except AnswerTooLarge as exc:
             log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
             await send_error(send, 502, f"{exc}: the gateway stopped reading it")
             return None
-        except httpx.TransportError as exc:
+        except EngineError as exc:
             message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
+            await send_error(send, 503, message, headers=self._retry_after)
+            return None
+        except TimeoutError:
+            log.warning("engine lookup timed out", extra={"path": path, "timeout_s": timeout_s})
+            message = f"the engine did not answer within {timeout_s:g} s ({path}); retry shortly"
             await send_error(send, 503, message, headers=self._retry_after)
             return None
         finally:
@@ -489,12 +496,12 @@ class Gateway:
         try:
             response = await self._open_upstream(path, body, headers)
             try:  # a cancelled forwarding closes the response, and with it the connection: vLLM aborts
-                record.status = status = response.status_code
+                record.status = status = response.status
                 if status == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
                     await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
                 else:
                     content = await read_within(response, self.settings.max_engine_body_bytes)
-                    await response.aclose()  # the connection is free before the client's write, which may wait
+                    response.close()  # no-op once read: the connection went back to the pool at the body's end
                     if status == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
@@ -506,8 +513,8 @@ class Gateway:
                     reply.finished = True
                 record.outcome = "completed" if status < 400 else "rejected"
             finally:
-                await response.aclose()
-        except (httpx.TransportError, AnswerTooLarge) as exc:
+                response.close()  # an unfinished answer closes its connection: vLLM aborts the request
+        except (EngineError, AnswerTooLarge) as exc:
             record.outcome = "upstream_error"
             if isinstance(exc, AnswerTooLarge):
                 log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
@@ -518,28 +525,33 @@ class Gateway:
             if reply.streaming:
                 await send({"type": "http.response.body", "body": sse_error_event(502, message), "more_body": False})
             elif not reply.started:
-                # Nothing sent (no connection, none free): the engine is busy or restarting, and a retry may find
-                # it (503, Retry-After). A connection that broke mid-request is the engine's failure (502).
-                record.status = 503 if isinstance(exc, NOT_SENT) else 502
+                # Nothing sent (no connection, or none free in time): the engine is busy or restarting, and a retry
+                # may find it (503, Retry-After). A connection that broke mid-request is the engine's failure (502).
+                record.status = 503 if isinstance(exc, CONNECT_FAILURES) else 502
                 retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
                 await send_error(send, record.status, message, headers=retry_after if record.status == 503 else [])
 
-    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """vLLM's response to the request, its body still to read. A connect that fails is tried once more: nothing
         was sent, and a single lost SYN (a full accept queue on a busy engine) costs a retransmit of 1 s or more."""
-        request = self.http.build_request("POST", path, content=body, headers=headers)
         try:
-            return await self.http.send(request, stream=True)
+            return await self.http.request("POST", path, body, headers)
         except CONNECT_FAILURES as exc:
             log.warning("engine connect failed; trying once more", extra=_cause(exc))
-            return await self.http.send(request, stream=True)
+            return await self.http.request("POST", path, body, headers)
 
     async def _stream(
-        self, response: httpx.Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
+        self,
+        response: aiohttp.ClientResponse,
+        record: RequestRecord,
+        reply: Reply,
+        send: Send,
+        *,
+        client_wants_usage: bool,
     ) -> None:
-        """Forward a stream: each piece as httpx reads it (one read of the socket, when this asks for it: a client
-        that reads slowly slows the engine's socket), its whole events written at once where the client's socket
-        takes them, else through `send`, which waits under the delivery bound."""
+        """Forward a stream: each piece is all the body that has come since the last (a reader that lags takes
+        several events at once), its whole events written at once where the client's socket takes them, else
+        through `send`, which waits under the delivery bound (and meanwhile the engine's socket is not read)."""
         events = EventStream(
             record,
             client_wants_usage=client_wants_usage,
@@ -560,7 +572,7 @@ class Gateway:
         )
         reply.started = reply.streaming = True
         write_nowait = reply.write_nowait
-        pieces = response.aiter_raw()
+        pieces = response.content.iter_any()
         out = b""
         piece = await self._first_piece(pieces, send)
         while piece is not None:
@@ -572,61 +584,53 @@ class Gateway:
                 await send({"type": "http.response.body", "body": out, "more_body": True})
             out = b""
             piece = await anext(pieces, None)
-        await response.aclose()  # the connection is free before the last write, which may wait for the client
+        response.close()  # no-op at the body's end (the connection is back in the pool); else the connection closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
         await send({"type": "http.response.body", "body": out + events.rest(), "more_body": False})
 
     async def _first_piece(self, pieces: AsyncIterator[bytes], send: Send) -> bytes | None:
         """The stream's first piece (None: the body ended without one); a heartbeat goes out every HEARTBEAT_S while
-        none has come (a request waiting in the engine's queue sends nothing for as long as it waits). The read runs
-        as a task of its own, which the heartbeats do not interrupt: a read cancelled half-way closes its
-        connection."""
-        first = asyncio.ensure_future(anext(pieces, None))
-        try:
-            while True:
-                done, _ = await asyncio.wait((first,), timeout=self.settings.heartbeat_s)
-                if done:
-                    return first.result()
+        none has come (a request waiting in the engine's queue sends nothing for as long as it waits). A wait that
+        times out loses nothing: what comes later waits in the response's buffer."""
+        while True:
+            try:
+                async with asyncio.timeout(self.settings.heartbeat_s):
+                    return await anext(pieces, None)
+            except TimeoutError:
                 await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
-        finally:
-            if not first.done():
-                first.cancel()
-                await asyncio.wait((first,))  # the read unwinds (its connection closed) before the response closes
 
     async def _after_last_event(self, pieces: AsyncIterator[bytes], last: bytes, reply: Reply, send: Send) -> bytes:
         """Wait for the end of the engine's body after the stream's last event (`last`), so the connection goes back
-        to the pool; what is left to send with the response's end. vLLM ends its body right after its `[DONE]`: an
-        end that comes within LAST_EVENT_WAIT_S goes out with `last`, in one write. Otherwise `last` goes out now,
-        handing over the slots and stopping the clock, and the end is waited for (BODY_END_WAIT_S at most)."""
-        end = asyncio.ensure_future(_read_to_end(pieces))
+        to the pool; what is left to send with the response's end. vLLM ends its body right after its `[DONE]`
+        (usually in the same read): an end that comes within LAST_EVENT_WAIT_S goes out with `last`, in one write.
+        Otherwise `last` goes out now, handing over the slots and stopping the clock, and the end is waited for
+        (BODY_END_WAIT_S at most)."""
         try:
-            done, _ = await asyncio.wait((end,), timeout=LAST_EVENT_WAIT_S)
-            if not done:
-                reply.last_event = True
-                await send({"type": "http.response.body", "body": last, "more_body": True})
-                reply.finished = True  # the client has its whole answer, whether or not it waits for the end
-                last = b""
-                await asyncio.wait((end,))
-            end.result()
-        finally:
-            if not end.done():
-                end.cancel()
-                await asyncio.wait((end,))  # the read unwinds (its connection closed) before the response closes
-        return last
+            async with asyncio.timeout(LAST_EVENT_WAIT_S):
+                await _read_to_end(pieces)
+            return last
+        except TimeoutError:
+            pass
+        reply.last_event = True
+        await send({"type": "http.response.body", "body": last, "more_body": True})
+        reply.finished = True  # the client has its whole answer, whether or not it waits for the end
+        with suppress(TimeoutError):
+            async with asyncio.timeout(BODY_END_WAIT_S):
+                await _read_to_end(pieces)
+        return b""
 
 
 async def _read_to_end(pieces: AsyncIterator[bytes]) -> None:
-    """Read a stream's body after its last event to its end (usually in already), dropping what comes, so its
-    connection can serve another request. An engine that does not end the body within BODY_END_WAIT_S, sends more
-    than AFTER_LAST_EVENT_BYTES, or breaks the connection loses it; the client's answer is whole either way."""
+    """Read a stream's body after its last event to its end, dropping what comes, so its connection can serve
+    another request. An engine that sends more than AFTER_LAST_EVENT_BYTES, or breaks the connection, loses it (the
+    response is closed unfinished); the client's answer is whole either way."""
     dropped = 0
-    with suppress(httpx.TransportError, TimeoutError):
-        async with asyncio.timeout(BODY_END_WAIT_S):
-            async for piece in pieces:
-                dropped += len(piece)
-                if dropped > AFTER_LAST_EVENT_BYTES:
-                    return
+    with suppress(EngineError):
+        async for piece in pieces:
+            dropped += len(piece)
+            if dropped > AFTER_LAST_EVENT_BYTES:
+                return
 
 
 def _retrieve_outcome(check: asyncio.Future[int]) -> None:

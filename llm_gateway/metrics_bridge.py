@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import httpx
-
 from common import metric_names as m
 from common.metrics.recorder import MetricsRecorder
-from llm_gateway.engine_client import AnswerTooLarge, get_within
+from llm_gateway.engine_client import AnswerTooLarge, EngineClient, EngineError, get_within
 from llm_gateway.engine_metrics import read_engine_metrics
 from llm_gateway.routes import UPSTREAM_METRICS_PATH
 from llm_gateway.usage import RequestRecord
@@ -34,7 +32,7 @@ CLIENT_OUTCOMES = frozenset({"client_gone", "slow_client"})
 class MetricsBridge:
     """Records into one MetricsRecorder; the flusher drains and publishes it."""
 
-    def __init__(self, recorder: MetricsRecorder, http: httpx.AsyncClient) -> None:
+    def __init__(self, recorder: MetricsRecorder, http: EngineClient) -> None:
         self.recorder = recorder
         self._http = http
         self._engine_unreadable = False
@@ -71,7 +69,7 @@ class MetricsBridge:
             async with asyncio.timeout(SAMPLE_TIMEOUT_S):
                 status, _, content = await get_within(self._http, UPSTREAM_METRICS_PATH, MAX_METRICS_BYTES)
             problem = None if status == 200 else f"{UPSTREAM_METRICS_PATH} answered {status}"
-        except (httpx.TransportError, AnswerTooLarge, TimeoutError) as exc:
+        except (EngineError, AnswerTooLarge, TimeoutError) as exc:
             problem = str(exc) or type(exc).__name__
         if problem is not None:
             if not self._engine_unreadable:

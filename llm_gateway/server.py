@@ -13,7 +13,7 @@ from common.auth.tokens import TokenVerifier
 from common.http.protocol import server_config
 from common.http.server import DrainingServer
 from common.metrics.flusher import make_publisher
-from llm_gateway.engine_client import engine_client
+from llm_gateway.engine_client import EngineClient
 from llm_gateway.errors import error_body
 from llm_gateway.gateway import Gateway
 from llm_gateway.settings import GatewaySettings
@@ -23,9 +23,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway:
     """The gateway for `settings`: its upstream client, the token verifier when AUTH=cognito, and the
     metrics publisher METRICS names."""
     verifier = TokenVerifier(settings.auth_issuer, settings.auth_client_id_list) if settings.auth == "cognito" else None
-    return Gateway(
-        settings, http=engine_client(settings), verifier=verifier, publisher=make_publisher(settings.metrics)
-    )
+    return Gateway(settings, http=EngineClient(settings), verifier=verifier, publisher=make_publisher(settings.metrics))
 
 
 def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
