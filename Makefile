@@ -12,7 +12,7 @@ export PATH := $(NODE_BIN):$(PATH)
 export GRADIO_ANALYTICS_ENABLED := False
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run run-llm run-llm-embed native-relay test test-fast lint synth costs deploy kubectl-tunnel verify bench bench-families bench-gpu bench-gpu-wheels bench-llm bench-llm-cluster clean lock
+.PHONY: run run-llm run-llm-embed test test-fast lint synth costs deploy kubectl-tunnel verify bench bench-families bench-gpu bench-gpu-wheels bench-llm bench-llm-cluster clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,21 +50,16 @@ run: $(VENV)/.local-installed
 ## Serve the OpenAI-compatible LLM API on http://127.0.0.1:8000/v1 and a chat page on http://127.0.0.1:8000/:
 ## a tiny built-in model on vLLM's CPU engine, behind the LLM gateway (the first run builds vLLM's environment
 ## under .cache/: several minutes).
-run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed native-relay
+run-llm: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 $(BIN)/python -m llm_local
 
 ## The same, with the tiny model as an embedding model (tiny-llama-embed) on /v1/embeddings.
-run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed native-relay
+run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 	HOST=127.0.0.1 ENGINE_TASK=embed $(BIN)/python -m llm_local
-
-# The gateway's relay in C (llm_gateway/native), for this venv's Python; without a C compiler the gateway serves with
-# its Python relay (the same bytes, more CPU per token) and the build says why.
-native-relay: | $(BIN)/python
-	-@$(BIN)/python -m llm_gateway.native.build
 
 ## Lint and run the whole test suite, offline, over both cores: the tests that share a session's synth, sandbox
 ## stacks, contract venv or vLLM engine on one worker, every other module whole on either (tests/support/tiers.py).
-test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed native-relay
+test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 

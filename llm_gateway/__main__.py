@@ -12,7 +12,7 @@ def main() -> int:
     from common.http.protocol import ensure_descriptors
     from common.logs import configure_logging
     from common.settings import SettingsError
-    from llm_gateway.server import build_gateway, build_server, relay_in_use
+    from llm_gateway.server import build_gateway, build_server
     from llm_gateway.settings import load_settings
 
     try:
@@ -33,7 +33,6 @@ def main() -> int:
             "url": f"http://{settings.host}:{settings.port}/",
             "upstream": settings.upstream_url,
             "auth": settings.auth,
-            "relay": relay_in_use(gateway, settings),
         },
     )
     try:

@@ -1,9 +1,9 @@
 """The gateway's ASGI application: probes, sign-in, limits, and the forwarding of the OpenAI paths to vLLM.
 
-Plain ASGI (no web framework): the gateway reads the request, decides, and forwards bytes. A generation
-runs as its own task beside two watchers, the client's disconnect and the drain's cut; whichever ends
-first decides. Cancelling the forwarding task closes the upstream connection, and vLLM aborts a request
-whose connection closes, so a client that goes away stops its generation (and frees its KV cache).
+Plain ASGI (no web framework): the gateway reads the request, decides, and forwards bytes to vLLM through aiohttp
+(llm_gateway/engine_client.py). A generation runs beside two watchers, the client's disconnect and the drain's
+cut; whichever ends first decides. Cancelling the forwarding closes the upstream connection, and vLLM aborts a
+request whose connection closes, so a client that goes away stops its generation (and frees its KV cache).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import AsyncIterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
+
+import aiohttp
 
 from common.auth.tokens import TokenVerifier
 from common.http.asgi import Message, Receive, Scope, Send
@@ -28,10 +30,17 @@ from common.metrics.publishers import Publisher
 from common.metrics.recorder import MetricsRecorder
 from common.probe_paths import HEALTH_PATH, READINESS_PATH
 from common.version import VERSION
-from llm_gateway import native
 from llm_gateway.admission import Admission, Ticket
 from llm_gateway.auth import CHALLENGE, check_caller
 from llm_gateway.chat_page import send_page
+from llm_gateway.engine_client import (
+    CONNECT_FAILURES,
+    AnswerTooLarge,
+    EngineClient,
+    EngineError,
+    get_within,
+    read_within,
+)
 from llm_gateway.errors import send_error, sse_error_event
 from llm_gateway.lookups import LookupLimit
 from llm_gateway.metrics_bridge import MetricsBridge
@@ -51,7 +60,6 @@ from llm_gateway.routes import (
 from llm_gateway.settings import GatewaySettings
 from llm_gateway.structured_outputs import check_structured_outputs
 from llm_gateway.unserved import is_unserved, unserved_body
-from llm_gateway.upstream import AnswerTooLarge, ConnectError, Response, Upstream, UpstreamError
 from llm_gateway.usage import EventStream, RequestRecord, with_usage_asked
 
 log = logging.getLogger("llm_gateway")
@@ -67,10 +75,15 @@ GET_ONLY = {HEALTH_PATH: "GET", READINESS_PATH: "GET"}
 FINISHED_WRITE_DELAY_S = 0.02
 """Ended requests are logged and counted this long after they end, together: streams that end at once are followed
 at once by their clients' next requests, whose forwarding then does not wait behind the bookkeeping."""
-UPSTREAM_IDLE_MARGIN_S = 1.0
-"""An idle upstream connection is let go this long before the engine's keep-alive (UPSTREAM_KEEP_ALIVE_S) ends."""
-UPSTREAM_WRITE_TIMEOUT_S = 30.0
-"""How long the engine may take to read a request's bytes."""
+HEALTH_BODY_BYTES = 64 * 1024
+"""The most of the engine's /health answer read (vLLM's is empty)."""
+LAST_EVENT_WAIT_S = 0.005
+"""How long a stream's last event waits for the end of the engine's body, to go out with the response's end."""
+BODY_END_WAIT_S = 1.0
+"""After a stream's last event (`[DONE]`), how long the gateway waits for the engine's body to end (vLLM ends it
+right after), so the connection goes back to the pool; an engine that does not end it loses the connection."""
+AFTER_LAST_EVENT_BYTES = 64 * 1024
+"""Bytes after a stream's last event are dropped; past this many the connection is closed instead."""
 
 
 class DeliveryTooSlow(Exception):
@@ -79,9 +92,9 @@ class DeliveryTooSlow(Exception):
 
 @dataclass
 class Reply:
-    """Whether the response's status line went out (after that, errors can only end the stream), whether
-    its last event is being handed over (the engine is done with it: its admission slot is free), whether
-    its last byte went out (a client that then hangs up got the whole answer), and how long its writes have
+    """Whether the response's status line went out (after that, errors can only end the stream), whether it is a
+    stream, whether its last event is being handed over (the engine is done with it: its admission slot is free),
+    whether its last event went out (a client that then hangs up got the whole answer), and how long its writes have
     waited for the client to read, in all."""
 
     started: bool = False
@@ -89,68 +102,7 @@ class Reply:
     last_event: bool = False
     finished: bool = False
     waited_s: float = 0.0
-    write_nowait: BodyNowait | None = None  # the server's write without a task switch, if it has one
-
-
-class _StreamRelay:
-    """A stream's events written to the client from the upstream's read callback, with no task switch per token
-    (the gateway's cost per token is mostly the switches). The last event, and any the client's socket cannot take
-    now, are kept in `pending` and handed back to the task, which sends them through `send`: it releases the
-    admission slot, stops the clock, and waits for a slow reader under the write bound.
-
-    With the compiled llm_gateway/native module (`native`), the upstream's decoder writes the events this would
-    have written unchanged (whole JSON chunks without a usage) itself, and calls this only for the others. It starts
-    only once this has forwarded an event and stamped the first token: both stay this relay's own."""
-
-    def __init__(
-        self, events: EventStream, record: RequestRecord, write_nowait: BodyNowait, native: ModuleType | None
-    ) -> None:
-        self._events = events
-        self._write = write_nowait
-        self.pending = b""
-        self.forwarded = False  # an event went out: the stream has begun, heartbeats are over
-        parts = None if native is None else write_nowait.parts()
-        self.native = None if parts is None else native.EventRelay(self, events, record, *parts)
-
-    def __call__(self, piece: bytes) -> bool:
-        out = self._events.feed(piece)
-        if not out:
-            return True
-        if self._events.done or not self._write(out):
-            self.pending = out
-            return False
-        self.forwarded = True
-        return True
-
-
-def _relaying(relay: _StreamRelay | None) -> dict[str, Any]:
-    """`Response.next_piece`'s arguments that hand the stream's pieces to `relay` (and its C part) while it waits."""
-    return {} if relay is None else {"relay": relay, "native_relay": relay.native}
-
-
-def upstream_client(settings: GatewaySettings) -> Upstream:
-    """The HTTP client to vLLM (llm_gateway/upstream.py): no read timeout (a queued or long generation is not a
-    failure) and no compression (bytes pass as they come).
-
-    As many connections are kept alive as the admission bound lets run, plus room for the probes: with fewer kept
-    than in flight, each request beyond them closed its connection and the next opened a new one, a stream of
-    connects to an engine whose loop is busy (where the rare ConnectTimeout under load came from). Idle ones are
-    let go UPSTREAM_IDLE_MARGIN_S before vLLM's own keep-alive (UPSTREAM_KEEP_ALIVE_S) closes them, so the gateway
-    does not send on a connection the engine is closing. With NATIVE_RELAY on and llm_gateway/native built, chunked
-    bodies are decoded, and plain stream events written, in C."""
-    return Upstream(
-        settings.upstream_url,
-        connect_timeout_s=settings.upstream_connect_timeout_s,
-        write_timeout_s=UPSTREAM_WRITE_TIMEOUT_S,
-        idle_s=settings.upstream_keep_alive_s - UPSTREAM_IDLE_MARGIN_S,
-        max_idle=settings.max_concurrent_requests + 8,
-        native=native.load() if settings.native_relay else None,
-    )
-
-
-def _connect_failed(exc: UpstreamError) -> bool:
-    """True when no connection to the engine was made, so nothing of the request was sent and a retry is safe."""
-    return isinstance(exc, ConnectError)
+    write_nowait: BodyNowait | None = None  # the server's write without a wait, if it has one
 
 
 class Gateway:
@@ -160,7 +112,7 @@ class Gateway:
         self,
         settings: GatewaySettings,
         *,
-        http: Upstream,
+        http: EngineClient,
         verifier: TokenVerifier | None,
         publisher: Publisher | None = None,
     ) -> None:
@@ -177,6 +129,7 @@ class Gateway:
         self._flusher: asyncio.Task[None] | None = None
         self._finished: list[RequestRecord] = []
         self._finished_timer: asyncio.TimerHandle | None = None
+        self._health: asyncio.Future[int] | None = None  # the engine's /health check in flight, if one is
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Dispatch one ASGI connection event; a failure of ours is a JSON 500 with an error id, not a traceback."""
@@ -260,19 +213,27 @@ class Gateway:
             await send_error(send, 503, "shutting down")
             return
         try:
-            async with asyncio.timeout(READINESS_TIMEOUT_S):
-                response = await self.http.get(UPSTREAM_HEALTH_PATH)
-                try:
-                    await response.read()
-                finally:
-                    await response.aclose()
-        except (UpstreamError, TimeoutError) as exc:
+            status = await self._engine_health()
+        except (EngineError, AnswerTooLarge, TimeoutError) as exc:
             await send_error(send, 503, f"the engine does not answer yet ({type(exc).__name__})")
             return
-        if response.status_code != 200:
-            await send_error(send, 503, f"the engine is not healthy (its /health answered {response.status_code})")
+        if status != 200:
+            await send_error(send, 503, f"the engine is not healthy (its /health answered {status})")
             return
         await _send_json(send, 200, {"status": "ready"})
+
+    async def _engine_health(self) -> int:
+        """The status of the engine's /health. Probes that come while a check runs share its answer: however many
+        come, the checks hold one engine connection (settings.ENGINE_PROBE_CONNECTIONS)."""
+        if self._health is None or self._health.done():
+            self._health = asyncio.ensure_future(self._check_engine())
+            self._health.add_done_callback(_retrieve_outcome)
+        return await asyncio.shield(self._health)
+
+    async def _check_engine(self) -> int:
+        async with asyncio.timeout(READINESS_TIMEOUT_S):
+            status, _, _ = await get_within(self.http, UPSTREAM_HEALTH_PATH, HEALTH_BODY_BYTES)
+        return status
 
     async def _forward_get(self, path: str, send: Send) -> None:
         answer = await self._lookup(path, send)
@@ -295,7 +256,7 @@ class Gateway:
         card = retrieve(self.image_models.add_to(content), wanted)
         await _send_whole(send, card.status, _JSON, card.body)
 
-    async def _lookup(self, path: str, send: Send) -> tuple[int, dict[str, str], bytes] | None:
+    async def _lookup(self, path: str, send: Send) -> tuple[int, Mapping[str, str], bytes] | None:
         """The engine's answer to GET `path` (status, headers, body), or None when the gateway answered instead: a
         429 past MAX_CONCURRENT_LOOKUPS, a 503 past LOOKUP_TIMEOUT_S or without an engine, a 502 for an answer
         over MAX_ENGINE_BODY_BYTES. Unlike generations, GETs pass no admission: without their own bound, a flood of
@@ -309,27 +270,22 @@ class Gateway:
             return None
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self.http.get(path)
-                try:
-                    content = await response.read(self.settings.max_engine_body_bytes)
-                finally:
-                    await response.aclose()
+                return await get_within(self.http, path, self.settings.max_engine_body_bytes)
+        except AnswerTooLarge as exc:
+            log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
+            await send_error(send, 502, f"{exc}: the gateway stopped reading it")
+            return None
+        except EngineError as exc:
+            message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
+            await send_error(send, 503, message, headers=self._retry_after)
+            return None
         except TimeoutError:
             log.warning("engine lookup timed out", extra={"path": path, "timeout_s": timeout_s})
             message = f"the engine did not answer within {timeout_s:g} s ({path}); retry shortly"
             await send_error(send, 503, message, headers=self._retry_after)
             return None
-        except AnswerTooLarge as exc:
-            log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
-            await send_error(send, 502, f"{exc}: the gateway stopped reading it")
-            return None
-        except UpstreamError as exc:
-            message = f"the engine is not reachable ({type(exc).__name__}); retry shortly"
-            await send_error(send, 503, message, headers=self._retry_after)
-            return None
         finally:
             self.lookups.give_back()
-        return response.status_code, response.headers, content
 
     async def _generation(
         self,
@@ -389,20 +345,19 @@ class Gateway:
                 await send(message)
                 return
             more = message.get("more_body", False)
-            # The slot is free once the answer's last event is handed over (its sequences are done in the engine),
-            # before uvicorn can start this connection's next request or the client can open another.
             if reply.last_event or not more:
+                # The slot is free once the answer's last event is handed over (its sequences are done in the
+                # engine), before uvicorn can start this connection's next request or the client can open another;
+                # the clock stops then too (a client may leave on `[DONE]`).
                 self.admission.release(ticket)
                 if record.ended is None:
-                    # The clock stops as the last event is handed over, not after the upstream's clean-up: a client
-                    # may leave on `[DONE]`, so the latency is what the client waited, never more.
                     record.ended = time.monotonic()
-            if not more:  # the last piece: its slots are free, and WRITE_TIMEOUT_S bounds its wait
+            if not more:  # the last piece: WRITE_TIMEOUT_S bounds its wait
                 await send(message)
                 return
             # The server's send waits only while the client's buffers are full: the time spent in it is the time
-            # the client held the answer back (the relay's writes, which never wait, cost no clock). One wait can
-            # last long (a slow reader drains a full buffer slowly), so it is cut when the budget runs out.
+            # the client held the answer back (the writes without a wait cost no clock). One wait can last long (a
+            # slow reader drains a full buffer slowly), so it is cut when the budget runs out.
             started = time.monotonic()
             try:
                 async with asyncio.timeout(delivery_wait_s - reply.waited_s):
@@ -546,26 +501,25 @@ class Gateway:
         try:
             response = await self._open_upstream(path, body, headers)
             try:  # a cancelled forwarding closes the response, and with it the connection: vLLM aborts
-                record.status = status = response.status_code
-                if response.status_code == 200 and response.headers.get("content-type", "").startswith(
-                    "text/event-stream"
-                ):
+                record.status = status = response.status
+                if status == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
                     await self._stream(response, record, reply, send, client_wants_usage=client_wants_usage)
                 else:
-                    content = await response.read(self.settings.max_engine_body_bytes)
-                    if response.status_code == 200:
+                    content = await read_within(response, self.settings.max_engine_body_bytes)
+                    response.close()  # no-op once read: the connection went back to the pool at the body's end
+                    if status == 200:
                         record.take_usage(_json_field(content, "usage"))
                     reply.started = True
-                    if is_unserved(response.status_code, content):  # this engine's model does not serve `path`
+                    if is_unserved(status, content):  # this engine's model does not serve `path`
                         record.status = status = 404
                         await _send_whole(send, status, _JSON, unserved_body(path))
                     else:
-                        await _send_whole(send, response.status_code, response.headers, content)
+                        await _send_whole(send, status, response.headers, content)
                     reply.finished = True
                 record.outcome = "completed" if status < 400 else "rejected"
             finally:
-                await response.aclose()
-        except UpstreamError as exc:
+                response.close()  # an unfinished answer closes its connection: vLLM aborts the request
+        except (EngineError, AnswerTooLarge) as exc:
             record.outcome = "upstream_error"
             if isinstance(exc, AnswerTooLarge):
                 log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
@@ -576,24 +530,33 @@ class Gateway:
             if reply.streaming:
                 await send({"type": "http.response.body", "body": sse_error_event(502, message), "more_body": False})
             elif not reply.started:
-                # No connection: the engine is busy or restarting, and a retry may find it (503, Retry-After). A
-                # connection that broke mid-request is the engine's failure (502).
-                record.status = 503 if _connect_failed(exc) else 502
+                # Nothing sent (no connection, or none free in time): the engine is busy or restarting, and a retry
+                # may find it (503, Retry-After). A connection that broke mid-request is the engine's failure (502).
+                record.status = 503 if isinstance(exc, CONNECT_FAILURES) else 502
                 retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
                 await send_error(send, record.status, message, headers=retry_after if record.status == 503 else [])
 
-    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> Response:
+    async def _open_upstream(self, path: str, body: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """vLLM's response to the request, its body still to read. A connect that fails is tried once more: nothing
         was sent, and a single lost SYN (a full accept queue on a busy engine) costs a retransmit of 1 s or more."""
         try:
             return await self.http.request("POST", path, body, headers)
-        except ConnectError as exc:
+        except CONNECT_FAILURES as exc:
             log.warning("engine connect failed; trying once more", extra=_cause(exc))
             return await self.http.request("POST", path, body, headers)
 
     async def _stream(
-        self, response: Response, record: RequestRecord, reply: Reply, send: Send, *, client_wants_usage: bool
+        self,
+        response: aiohttp.ClientResponse,
+        record: RequestRecord,
+        reply: Reply,
+        send: Send,
+        *,
+        client_wants_usage: bool,
     ) -> None:
+        """Forward a stream: each piece is all the body that has come since the last (a reader that lags takes
+        several events at once), its whole events written at once where the client's socket takes them, else
+        through `send`, which waits under the delivery bound (and meanwhile the engine's socket is not read)."""
         events = EventStream(
             record,
             client_wants_usage=client_wants_usage,
@@ -613,45 +576,72 @@ class Gateway:
             }
         )
         reply.started = reply.streaming = True
-        relay = (
-            None if reply.write_nowait is None else _StreamRelay(events, record, reply.write_nowait, self.http.native)
-        )
-        last = b""
-        piece = await self._first_piece(response, reply, events, send, relay)
+        write_nowait = reply.write_nowait
+        pieces = response.content.iter_any()
+        out = b""
+        piece = await self._first_piece(pieces, send)
         while piece is not None:
             out = events.feed(piece)
-            if relay is not None and relay.pending:
-                out, relay.pending = relay.pending + out, b""
-            if response.complete:
-                # The body's last piece (vLLM's `[DONE]` usually comes with the body's end): its events and the
-                # response's end go out in one write, and the client's wait for the end is not one turn longer.
-                last = out
+            if events.done:
+                out = await self._after_last_event(pieces, out, reply, send)
                 break
-            if out:
-                reply.last_event = events.done
+            if out and (write_nowait is None or not write_nowait(out)):
                 await send({"type": "http.response.body", "body": out, "more_body": True})
-                reply.finished = events.done  # a client may leave on `[DONE]`, before the upstream closes
-            piece = await response.next_piece(**({} if events.done else _relaying(relay)))
+            out = b""
+            piece = await anext(pieces, None)
+        response.close()  # no-op at the body's end (the connection is back in the pool); else the connection closes
         # Every upstream event is forwarded: a client that leaves now (on `[DONE]`) got the whole answer.
         reply.finished = True
-        await send({"type": "http.response.body", "body": last + events.rest(), "more_body": False})
+        await send({"type": "http.response.body", "body": out + events.rest(), "more_body": False})
 
-    async def _first_piece(
-        self, response: Response, reply: Reply, events: EventStream, send: Send, relay: _StreamRelay | None
-    ) -> bytes | None:
-        """The stream's first piece; a heartbeat goes out every HEARTBEAT_S while none has come (a request waiting
-        in the engine's queue sends nothing for as long as it waits). The first events go through the relay like
-        the rest, from the read callback: under load, waking this task would put the first token behind every
-        other stream's reads of that turn of the loop. b"" once the relay has forwarded something (the stream has
-        begun) or handed the stream back."""
+    async def _first_piece(self, pieces: AsyncIterator[bytes], send: Send) -> bytes | None:
+        """The stream's first piece (None: the body ended without one); a heartbeat goes out every HEARTBEAT_S while
+        none has come (a request waiting in the engine's queue sends nothing for as long as it waits). A wait that
+        times out loses nothing: what comes later waits in the response's buffer."""
         while True:
             try:
-                return await response.next_piece(self.settings.heartbeat_s, **_relaying(relay))
+                async with asyncio.timeout(self.settings.heartbeat_s):
+                    return await anext(pieces, None)
             except TimeoutError:
-                if relay is not None and relay.forwarded:
-                    return b""
-                reply.last_event = events.done
                 await send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
+
+    async def _after_last_event(self, pieces: AsyncIterator[bytes], last: bytes, reply: Reply, send: Send) -> bytes:
+        """Wait for the end of the engine's body after the stream's last event (`last`), so the connection goes back
+        to the pool; what is left to send with the response's end. vLLM ends its body right after its `[DONE]`
+        (usually in the same read): an end that comes within LAST_EVENT_WAIT_S goes out with `last`, in one write.
+        Otherwise `last` goes out now, handing over the slots and stopping the clock, and the end is waited for
+        (BODY_END_WAIT_S at most)."""
+        try:
+            async with asyncio.timeout(LAST_EVENT_WAIT_S):
+                await _read_to_end(pieces)
+            return last
+        except TimeoutError:
+            pass
+        reply.last_event = True
+        await send({"type": "http.response.body", "body": last, "more_body": True})
+        reply.finished = True  # the client has its whole answer, whether or not it waits for the end
+        with suppress(TimeoutError):
+            async with asyncio.timeout(BODY_END_WAIT_S):
+                await _read_to_end(pieces)
+        return b""
+
+
+async def _read_to_end(pieces: AsyncIterator[bytes]) -> None:
+    """Read a stream's body after its last event to its end, dropping what comes, so its connection can serve
+    another request. An engine that sends more than AFTER_LAST_EVENT_BYTES, or breaks the connection, loses it (the
+    response is closed unfinished); the client's answer is whole either way."""
+    dropped = 0
+    with suppress(EngineError):
+        async for piece in pieces:
+            dropped += len(piece)
+            if dropped > AFTER_LAST_EVENT_BYTES:
+                return
+
+
+def _retrieve_outcome(check: asyncio.Future[int]) -> None:
+    """Mark a health check's failure as seen (its probes may all have gone): no "never retrieved" log line."""
+    if not check.cancelled():
+        check.exception()
 
 
 def _model_path_method(path: str) -> str | None:
@@ -659,7 +649,7 @@ def _model_path_method(path: str) -> str | None:
     return "GET" if path.startswith(MODEL_PATH_PREFIX) and len(path) > len(MODEL_PATH_PREFIX) else None
 
 
-def _cause(exc: UpstreamError) -> dict[str, str]:
+def _cause(exc: Exception) -> dict[str, str]:
     """An upstream failure as log fields: its class and what it says."""
     return {"cause": type(exc).__name__, "detail": str(exc) or repr(exc.__cause__ or exc.__context__)}
 
@@ -681,11 +671,11 @@ def _json_field(content: bytes, name: str) -> Any:
     return payload.get(name) if isinstance(payload, dict) else None
 
 
-def _response_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+def _response_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.encode(), headers[name].encode("latin-1")) for name in FORWARDED_RESPONSE_HEADERS if name in headers]
 
 
-async def _send_whole(send: Send, status: int, headers: dict[str, str], content: bytes) -> None:
+async def _send_whole(send: Send, status: int, headers: Mapping[str, str], content: bytes) -> None:
     await send(
         {
             "type": "http.response.start",

@@ -16,13 +16,15 @@ import logging
 
 from common import metric_names as m
 from common.metrics.recorder import MetricsRecorder
+from llm_gateway.engine_client import AnswerTooLarge, EngineClient, EngineError, get_within
 from llm_gateway.engine_metrics import EngineReading, counter_increase, read_engine_metrics
 from llm_gateway.routes import UPSTREAM_METRICS_PATH
-from llm_gateway.upstream import Upstream, UpstreamError
 from llm_gateway.usage import RequestRecord
 
 log = logging.getLogger(__name__)
 SAMPLE_TIMEOUT_S = 2.0
+MAX_METRICS_BYTES = 16 * 1024 * 1024
+"""The most of vLLM's /metrics read (a few hundred KiB with its histograms)."""
 # Outcomes that are the server's failure even when the status line said 200 (a stream ended by an error event).
 FAILED_OUTCOMES = frozenset({"upstream_error", "cut", "timed_out"})
 # Outcomes the client decided (it left, or read too slowly and was cut): their times say when, not how fast we were.
@@ -32,7 +34,7 @@ CLIENT_OUTCOMES = frozenset({"client_gone", "slow_client"})
 class MetricsBridge:
     """Records into one MetricsRecorder; the flusher drains and publishes it."""
 
-    def __init__(self, recorder: MetricsRecorder, http: Upstream) -> None:
+    def __init__(self, recorder: MetricsRecorder, http: EngineClient) -> None:
         self.recorder = recorder
         self._http = http
         self._engine_unreadable = False
@@ -68,16 +70,13 @@ class MetricsBridge:
         """
         try:
             async with asyncio.timeout(SAMPLE_TIMEOUT_S):
-                response = await self._http.get(UPSTREAM_METRICS_PATH)
-                try:
-                    content = await response.read()
-                finally:
-                    await response.aclose()
-            if response.status_code != 200:
-                raise UpstreamError(f"{UPSTREAM_METRICS_PATH} answered {response.status_code}")
-        except (UpstreamError, TimeoutError) as exc:
+                status, _, content = await get_within(self._http, UPSTREAM_METRICS_PATH, MAX_METRICS_BYTES)
+            problem = None if status == 200 else f"{UPSTREAM_METRICS_PATH} answered {status}"
+        except (EngineError, AnswerTooLarge, TimeoutError) as exc:
+            problem = str(exc) or type(exc).__name__
+        if problem is not None:
             if not self._engine_unreadable:
-                log.warning("vLLM's metrics cannot be read (%s); its gauges are left out until they can", exc)
+                log.warning("vLLM's metrics cannot be read (%s); its gauges are left out until they can", problem)
             self._engine_unreadable = True
             return
         if self._engine_unreadable:

@@ -9,14 +9,13 @@ error event and vLLM aborts them) and uvicorn gets the reserve to send those las
 
 from __future__ import annotations
 
-import logging
-
 from common.auth.tokens import TokenVerifier
 from common.http.protocol import server_config
 from common.http.server import DrainingServer
 from common.metrics.flusher import make_publisher
+from llm_gateway.engine_client import EngineClient
 from llm_gateway.errors import error_body
-from llm_gateway.gateway import Gateway, upstream_client
+from llm_gateway.gateway import Gateway
 from llm_gateway.settings import GatewaySettings
 
 
@@ -24,9 +23,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway:
     """The gateway for `settings`: its upstream client, the token verifier when AUTH=cognito, and the
     metrics publisher METRICS names."""
     verifier = TokenVerifier(settings.auth_issuer, settings.auth_client_id_list) if settings.auth == "cognito" else None
-    return Gateway(
-        settings, http=upstream_client(settings), verifier=verifier, publisher=make_publisher(settings.metrics)
-    )
+    return Gateway(settings, http=EngineClient(settings), verifier=verifier, publisher=make_publisher(settings.metrics))
 
 
 def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
@@ -43,16 +40,3 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> DrainingServer:
         proxy_headers=False,
     )
     return DrainingServer(config, gateway.admission, settings.shutdown_grace_s)
-
-
-def relay_in_use(gateway: Gateway, settings: GatewaySettings) -> str:
-    """Which relay serves the streams, for the start-up line: "native" or "python". When NATIVE_RELAY is on but the
-    module is not built for this Python, a warning says so and how to build it."""
-    if gateway.http.native is not None:
-        return "native"
-    if settings.native_relay:
-        logging.getLogger("llm_gateway").warning(
-            "NATIVE_RELAY is on but llm_gateway/native is not built for this Python (python -m "
-            "llm_gateway.native.build): the Python relay serves"
-        )
-    return "python"

@@ -13,6 +13,10 @@ from pydantic import Field, model_validator
 from common.settings import ServiceSettings, read_settings
 from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
 
+ENGINE_PROBE_CONNECTIONS = 4
+"""Connections to vLLM beyond generations and lookups: the readiness check (one at a time, shared by the probes
+that come meanwhile) and the metrics sampling, with room to spare."""
+
 Accelerator = Literal["neuron", "nvidia", "cpu"]  # common.metric_names.ACCELERATORS
 
 
@@ -102,18 +106,13 @@ class GatewaySettings(ServiceSettings):
         "json_schema, tool_choice required or named); where it does not (the Neuron plugin: "
         "llm_gateway/structured_outputs.py) such requests get a 400 that says so",
     )
-    native_relay: bool = Field(
-        True,
-        description="decode the engine's streams and write their events in C (llm_gateway/native, built into the "
-        "image; `python -m llm_gateway.native.build` elsewhere): the same bytes as the Python path for less CPU per "
-        "token. Where it is not built the Python path serves, and the start-up log says so",
-    )
 
     @property
     def engine_connections(self) -> int:
-        """The most connections to vLLM open at once: the generations admitted and the lookups in flight, as many kept
-        idle (llm_gateway/gateway.py upstream_client), and room for the readiness checks."""
-        return 2 * self.max_concurrent_requests + self.max_concurrent_lookups + 16
+        """The most connections to vLLM open at once, the engine client's pool size (llm_gateway/engine_client.py):
+        one per generation admitted and per lookup in flight, and ENGINE_PROBE_CONNECTIONS for the readiness checks
+        and the metrics sampling."""
+        return self.max_concurrent_requests + self.max_concurrent_lookups + ENGINE_PROBE_CONNECTIONS
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_gateway.upstream import AnswerTooLarge
+from llm_gateway.engine_client import AnswerTooLarge
 
 SSE_SEPARATOR = b"\n\n"  # vLLM ends every event with a blank line (`yield f"data: {data}\n\n"`)
 _DATA_PREFIX = b"data: "
@@ -111,9 +111,8 @@ class EventStream:
         self._client_wants_usage = client_wants_usage
         self._first_token_marker = _DELTA_TYPE if responses_api else None
         self._max_event_bytes = max_event_bytes
-        # An unfinished event: its first piece (what llm_gateway/native reads: the relay writes nothing while it is
-        # set), and the later pieces kept apart, joined once the event ends (joining on every read copied the whole
-        # event each time).
+        # An unfinished event: its first piece, and the later pieces kept apart, joined once the event ends (joining
+        # on every read copied the whole event each time).
         self._pending = b""
         self._pending_more: list[bytes] = []
         self._pending_size = 0

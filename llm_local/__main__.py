@@ -33,7 +33,7 @@ def main() -> int:
     from common.settings import SettingsError
     from llm_gateway.engine_address import UNIX_SCHEME, socket_path_problem
     from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_S
-    from llm_gateway.server import build_gateway, build_server, relay_in_use
+    from llm_gateway.server import build_gateway, build_server
     from llm_gateway.settings import load_settings
     from llm_local.engine import (
         EMBEDDING_MODEL_NAME,
@@ -110,7 +110,6 @@ def main() -> int:
                 "url": f"http://{settings.host}:{settings.port}/v1",
                 "model": engine_options.served_model_name,
                 "seconds": round(time.monotonic() - started, 1),
-                "relay": relay_in_use(gateway, settings),
             },
         )
         build_server(gateway, settings).run()

@@ -16,10 +16,10 @@ other candidate. At each stream count every target runs once per round, the orde
 that drift falls on all; the table gives medians over the rounds of the per-round differences to direct: TTFT
 p50 and p99 added, tokens/s as a share of direct, and the proxy's CPU time per 1,000 tokens (/proc, its child
 processes included). Then a full-speed run (a stand-in that streams as fast as it can) gives tokens/s per core
-of proxy CPU time.
+of proxy CPU time, and with --router each proxy's against the router's, for information: at the deployed rate
+(a few hundred tokens a second per pod) a few per cent of a proxy core either way is noise (issue 39).
 
-Targets: added TTFT p50 <= 2 ms and p99 <= 5 ms, tokens/s >= 99.8 % of direct, and at full speed at least the
-router's tokens/s per proxy core.
+Targets: added TTFT p50 <= 2 ms and p99 <= 5 ms, tokens/s >= 99.8 % of direct (the paced rows).
 """
 
 from __future__ import annotations
@@ -369,7 +369,7 @@ def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[lis
             errors_cell = f"{errors} ({refused} 429)" if refused else errors
             tokens_per_s = statistics.median(r.tokens_per_s for r in mine)
             if target.name == DIRECT:
-                rows.append([streams, target.name, tokens_per_s, "n/a", "n/a", "n/a", "", errors_cell, ""])
+                rows.append([streams, target.name, tokens_per_s, "n/a", "n/a", "n/a", "", errors_cell])
                 continue
             cores = statistics.median(r.cpu_s / r.wall_s for r in mine)
             kernel = statistics.median(r.cpu_system_s / r.cpu_s if r.cpu_s > 0 else math.nan for r in mine)
@@ -377,12 +377,9 @@ def full_speed_rows(args: argparse.Namespace, targets: list[Target]) -> list[lis
             if ROUTER in per_core and target.name != ROUTER:
                 ratio = statistics.median(p / r for p, r in zip(per_core[target.name], per_core[ROUTER], strict=True))
             versus = "" if ratio is None else f"{ratio:.1%}"
-            met = ""
-            if target.name == GATEWAY:
-                met = "n/a (no router)" if ratio is None else ("yes" if ratio >= 1.0 else "no")
             median_per_core = statistics.median(per_core[target.name])
             rows.append(
-                [streams, target.name, tokens_per_s, cores, f"{kernel:.0%}", median_per_core, versus, errors_cell, met]
+                [streams, target.name, tokens_per_s, cores, f"{kernel:.0%}", median_per_core, versus, errors_cell]
             )
             print(f"  {target.name}: {tokens_per_s:,.0f} tok/s, {cores:.2f} proxy cores, per core {versus or '-'} of "
                   "the router's", file=sys.stderr)  # fmt: skip
@@ -419,7 +416,8 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             "bounded by the client's and stand-in's core; tokens per second of proxy CPU time is the proxy's own "
             "figure, and its share of system time the part spent in the kernel (the socket reads and writes). Per "
             "core, of the router's: the median over the rounds of the proxy's tokens per core over the router's in "
-            "the same round. Target: at least the router's (100%).",
+            "the same round, for information (no target: at the deployed rate a few per cent of a proxy core "
+            "either way is noise).",
             full,
         ]
     )
@@ -450,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     full_table = table(
         ["streams", "target", "tok/s", "proxy CPU (cores)", "of it in the kernel", "tok/s per proxy core",
-         "per core, of the router's", "errors", "within target (per core >= router's)"],
+         "per core, of the router's", "errors"],
         full,
     ) if full else "(skipped: --full-speed-streams '')"  # fmt: skip
     text = section(args, command, started, (started_load, load_average()), paced_table, full_table)

@@ -27,7 +27,7 @@ LLM_GATEWAY_EXCLUDES = [
     f"!{LLM_GATEWAY_BUILDSPEC}",
     "**/__pycache__",
     "**/*.pyc",
-    "**/*.so",  # a relay compiled here (llm_gateway/native): the image compiles its own, for its Python
+    "**/*.so",  # nothing compiled on this machine: the image installs its wheels from its lock
 ]
 
 LLM_GATEWAY_IMAGE: Final = SmallImage(

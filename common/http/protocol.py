@@ -32,10 +32,11 @@ third of h11's added time to first token at 64 streams) and adds:
   (503 otherwise), so /health and /readiness always answer.
 - Only HTTP/1.0 and 1.1: llhttp parses an HTTP/0.9 request line, which gets a 400 here.
 
-A streamed response may also write its body without a task switch: scope["extensions"][BODY_NOWAIT] is a
+A streamed response may also write its body without awaiting `send`: scope["extensions"][BODY_NOWAIT] is a
 `BodyNowait`, a callable that writes one piece of a started chunked body now and returns True, or returns False
 (writing nothing) when the piece must go through `send` (the client is not reading, or has gone), which keeps the
-write bound.
+write bound. The LLM gateway writes each token so: no coroutine and no timer per token, a wait only when the
+client's socket is full.
 
 Protocol errors are answered in the service's JSON error shape (`server_config`'s `error_body`), not uvicorn's
 plain text. A head refused behind a pipelined request is answered after that request's response.
@@ -440,14 +441,6 @@ class BodyNowait:
             return False
         self._transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
         return True
-
-    def parts(self) -> tuple[Callable[[bytes], object], Any, Any] | None:
-        """For a writer in C that checks what `__call__` checks (llm_gateway/native): the transport's write,
-        uvicorn's flow control (`write_paused`) and the request cycle (`disconnected`, `response_complete`,
-        `response_started`, `chunked_encoding`); None for a HEAD request, whose body is never written."""
-        if self._head:
-            return None
-        return self._transport.write, self._flow, self._cycle
 
 
 def ensure_descriptors(settings: ServiceSettings, upstream_connections: int = 0) -> None:

@@ -4,9 +4,6 @@ stopped with SIGTERM at the end of the session, engine included)."""
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
-
 import openai
 import pytest
 
@@ -31,20 +28,3 @@ def client_for(url: str, api_key: str = "unused-locally") -> openai.OpenAI:
 def client(gateway: GatewayProcess) -> openai.OpenAI:
     """The official `openai` client, through the default gateway."""
     return client_for(gateway.url)
-
-
-@pytest.fixture(scope="session")
-def relay_module() -> ModuleType:
-    """The gateway's relay in C (llm_gateway/native) built for this Python, as `make test` and the image build it;
-    without a C compiler its tests are skipped, except under CI."""
-    from llm_gateway import native
-    from llm_gateway.native.build import build
-
-    problem = build()
-    if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but llm_gateway/native does not build: {problem}")
-        pytest.skip(f"llm_gateway/native does not build here: {problem}")
-    module = native.load()
-    assert module is not None
-    return module

@@ -193,4 +193,49 @@ def test_the_open_file_budget_counts_the_engine_connections() -> None:
     )
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: MAX_CONNECTIONS=600 and 152 upstream connections need 816 open files"), line
+    assert line.startswith("error: MAX_CONNECTIONS=600 and 76 upstream connections need 740 open files"), line
+
+
+# The engine client's own bounds: it reads the engine's socket only as the client takes the answer, and however many
+# probes come, the readiness checks hold one engine connection.
+def test_a_client_that_does_not_read_holds_back_the_engine_not_the_gateways_memory(tmp_path: Path):
+    sent = [0]
+
+    def endless_stream(method: str, path: str, sock: socket.socket) -> None:
+        """Whole small events, as fast as the gateway takes them, counted as they leave."""
+        sock.sendall(SSE_HEAD)
+        piece = chunk(b'data: {"choices":[{"index":0,"text":" tok"}]}\n\n' * 64)
+        while sent[0] < FLOOD_BYTES:
+            sock.sendall(piece)
+            sent[0] += len(piece)
+
+    # No bound cuts the client while it sits (WRITE_TIMEOUT_S, DELIVERY_WAIT_S): only the backpressure holds.
+    patient = {"WRITE_TIMEOUT_S": "120", "DELIVERY_WAIT_S": "120"}
+    with run_scripted_engine(endless_stream) as engine, run_gateway(engine.url, tmp_path, patient) as gateway:
+        before = memory_mib(gateway, "VmRSS")
+        with connect(gateway, rcvbuf=4096) as sock:
+            sock.sendall(request("POST", "/v1/completions", completion(stream=True)))
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            # The engine fills the socket buffers between it and the client, and then waits.
+            wait_until(lambda: sent[0] > 0, 15, "the engine to start")
+            settled, last = 0, -1
+            while settled < 3:  # the same count three times, a second apart: the engine's writes are stuck
+                time.sleep(1.0)
+                settled, last = (settled + 1, last) if sent[0] == last else (0, sent[0])
+            held = sent[0]
+            peak = memory_mib(gateway, "VmHWM")
+    # Loopback socket buffers hold a few MiB each way (tcp_wmem, tcp_rmem); the gateway itself one read or so.
+    assert held < FLOOD_BYTES // 2, f"the engine wrote {held / MIB:.0f} MiB to a client that read nothing"
+    assert peak - before < 24, f"{before:.0f} MiB before, peak {peak:.0f} MiB"
+
+
+def test_a_flood_of_readiness_probes_holds_one_engine_connection(silent_engine: ScriptedEngine, tmp_path: Path):
+    probes = 24
+    with run_gateway(silent_engine.url, tmp_path) as gateway:
+        answers = ask_concurrently(gateway, request("GET", "/readiness"), probes)
+        health = exchange(gateway, request("GET", "/health"))
+    assert statuses(health) == [200]
+    assert [statuses(answer) for answer, _ in answers] == [[503]] * probes
+    assert all("does not answer yet" in str(openai_error(answer)["message"]) for answer, _ in answers)
+    # The probes that came while a check waited shared it; later ones (the machine is slow) start at most a few more.
+    assert silent_engine.connections <= 3, silent_engine.connections

@@ -50,7 +50,7 @@ def test_an_engine_not_listening_yet_is_a_503_to_retry_and_then_served(socket_pa
         assert readiness.status_code == 503 and "does not answer yet" in readiness.json()["error"]["message"]
         refused = httpx.post(f"{gateway.url}/v1/completions", json=COMPLETION, timeout=30)
         assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
-        assert "not reachable (ConnectError)" in refused.json()["error"]["message"]
+        assert "not reachable (UnixClientConnectorError)" in refused.json()["error"]["message"]
         with run_standin(uds=str(socket_path)):
             assert httpx.get(f"{gateway.url}/readiness", timeout=30).status_code == 200
             assert httpx.post(f"{gateway.url}/v1/completions", json=COMPLETION, timeout=30).status_code == 200

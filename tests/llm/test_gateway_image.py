@@ -5,13 +5,10 @@ in a read-only sandbox with no network."""
 
 from __future__ import annotations
 
-import atexit
-import functools
 import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -45,7 +42,6 @@ VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
 PYPI = "https://pypi.org/simple"
 GATEWAY_UID = 10001
-NATIVE_STAGE = "native-relay"
 
 
 def stages() -> list[list[tuple[str, str]]]:
@@ -65,18 +61,12 @@ def instructions() -> list[tuple[str, str]]:
     return stages()[-1]
 
 
-def native_stage() -> list[tuple[str, str]]:
-    """The stage that compiles llm_gateway/native."""
-    (stage,) = [stage for stage in stages() if stage[0] == ("FROM", f"${{BASE_IMAGE}} AS {NATIVE_STAGE}")]
-    return stage
-
-
 def copies_into_workdir(stage: list[tuple[str, str]] | None = None) -> dict[str, str]:
     """Repository path -> path under WORKDIR, for each source of each COPY from the build context into the WORKDIR
     of `stage` (the image's own by default)."""
     found = {}
     for keyword, rest in instructions() if stage is None else stage:
-        if keyword != "COPY" or rest.startswith(f"--from={NATIVE_STAGE} "):
+        if keyword != "COPY":
             continue
         assert not rest.startswith("--"), f"COPY {rest}: flags are not expected here"
         *sources, destination = rest.split()
@@ -93,20 +83,6 @@ def copies_into_workdir(stage: list[tuple[str, str]] | None = None) -> dict[str,
 
 def test_copies_its_packages_and_the_shared_runtime_whole():
     assert copies_into_workdir() == {package: package for package in IMAGE_PACKAGES}
-
-
-def test_the_relay_in_c_is_compiled_on_the_same_base_and_only_the_module_is_copied():
-    stage = native_stage()
-    assert copies_into_workdir(stage) == {
-        "llm_gateway/__init__.py": "llm_gateway/__init__.py",
-        "llm_gateway/native": "llm_gateway/native",
-    }
-    runs = [rest for keyword, rest in stage if keyword == "RUN"]
-    assert runs[-1] == "python -m llm_gateway.native.build"  # exits 1 (failing the build) when it cannot compile
-    assert "apt-get install -y --no-install-recommends gcc libc6-dev" in runs[0]
-    from_stage = [rest for keyword, rest in instructions() if keyword == "COPY" and rest.startswith("--from=")]
-    workdir = dict(stage)["WORKDIR"]
-    assert from_stage == [f"--from={NATIVE_STAGE} {workdir}/llm_gateway/native/_relay.*.so llm_gateway/native/"]
 
 
 def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_path):
@@ -126,17 +102,14 @@ def test_build_context_holds_exactly_the_copied_packages_and_the_buildspec(tmp_p
     assert {f for f in files if f.startswith("common/")} == shared
     assert {"llm_gateway/Dockerfile", "llm_gateway/requirements.lock", "llm_gateway/__main__.py"} <= files
     assert {"model_fetch/__main__.py", "llm_bench/__main__.py"} <= files
-    assert not [f for f in files if "__pycache__" in f or f.endswith((".pyc", ".so"))]  # the image compiles its own
+    assert not [f for f in files if "__pycache__" in f or f.endswith((".pyc", ".so"))]  # nothing built here
     assert BUILDSPEC == REPO_ROOT / LLM_GATEWAY_BUILDSPEC
 
 
 def test_base_image_is_the_pinned_python_and_a_build_argument():
     assert _instructions(DOCKERFILE)[0] == ("ARG", "BASE_IMAGE")
-    # The compiled module's Python is the image's: both stages stand on the one base.
-    assert [stage[0] for stage in stages()] == [
-        ("FROM", f"${{BASE_IMAGE}} AS {NATIVE_STAGE}"),
-        ("FROM", "${BASE_IMAGE}"),
-    ]
+    # One stage: the gateway is Python and its wheels, nothing is compiled in the build (no C, no compiler).
+    assert [stage[0] for stage in stages()] == [("FROM", "${BASE_IMAGE}")]
     repository, tag = versions.LLM_GATEWAY_BASE_IMAGE.rsplit(":", 1)
     assert repository == "public.ecr.aws/docker/library/python"
     assert tag.startswith(f"{versions.LLM_GATEWAY_PYTHON}-slim")
@@ -289,30 +262,9 @@ def test_the_lock_installs_a_consistent_environment(image_python):
     assert installed == set(read_lock(LOCK).pins)
 
 
-@functools.cache
-def native_modules(image_python: Path) -> tuple[Path, ...]:
-    """Run the native stage as Docker would, with the image's Python (once per session): its copies into a folder
-    of its own (its WORKDIR), then its RUN steps after the compiler's install (this machine has gcc and the
-    headers). What it compiled, which the image's COPY --from takes."""
-    stage = native_stage()
-    build = Path(tempfile.mkdtemp(prefix="native-relay-stage-"))
-    atexit.register(shutil.rmtree, build, True)
-    _copy_into(build, copies_into_workdir(stage))
-    env = {**os.environ, "PATH": f"{image_python.parent}:{os.environ['PATH']}"}
-    for run in [rest for keyword, rest in stage if keyword == "RUN"][1:]:
-        done = subprocess.run(shlex.split(run), cwd=build, env=env, capture_output=True, text=True, check=False)
-        assert done.returncode == 0, f"{run}:\n{done.stdout}{done.stderr}"
-    (copy,) = [rest for keyword, rest in instructions() if keyword == "COPY" and rest.startswith("--from=")]
-    pattern = copy.split()[1].removeprefix(dict(stage)["WORKDIR"] + "/")
-    return tuple(sorted(build.glob(pattern)))
-
-
-def image_files(target: Path, image_python: Path) -> None:
-    """Copy what the image holds in its WORKDIR, and nothing else, to `target`: the build context's files and the
-    native stage's module, compiled for `image_python`."""
+def image_files(target: Path) -> None:
+    """Copy what the image holds in its WORKDIR, and nothing else, to `target`: the build context's files."""
     _copy_into(target, copies_into_workdir())
-    for module in native_modules(image_python):
-        shutil.copy2(module, target / "llm_gateway" / "native" / module.name)
 
 
 def _copy_into(target: Path, copies: dict[str, str]) -> None:
@@ -330,8 +282,7 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     if unusable:
         _skip_or_fail(unusable)
     files = tmp_path / "srv"
-    assert [module.name.split("-")[:2] for module in native_modules(image_python)] == [["_relay.cpython", "312"]]
-    image_files(files, image_python)
+    image_files(files)
     stage = dockerfile_stage(DOCKERFILE, None)
     port = 8000
     plan = {
@@ -381,4 +332,3 @@ def test_the_image_files_and_the_lock_start_the_gateway(image_python, tmp_path):
     assert '"message": "Finished server process' in outcome.log, outcome
     first = json.loads(outcome.log.splitlines()[0])  # the shared JSON log format (common/logs.py)
     assert first["message"] == "serving" and first["url"] == f"http://127.0.0.1:{port}/"
-    assert first["relay"] == "native"  # the module the native stage compiled loads in the image's Python
