@@ -5,7 +5,7 @@ aws-eks-v2/lib/addons/alb-iam_policy-v3.2.2.json, grants wafv2:AssociateWebACL).
 
 Rules, in order: (cloudfront route with an allow-list) block callers outside ingressAllowedCidrs and
 ingressAllowedIpv6Cidrs; block the paths of vLLM's router's unauthenticated admin routes (`llmRouter`,
-cdk/llm/router.py ADMIN_PATHS: no service of ours serves them, and the Ingress routes only the OpenAI paths to the
+ROUTER_ADMIN_PATHS: no service of ours serves them, and the Ingress routes only the OpenAI paths to the
 router; this holds if a route is ever widened); a per-client rate limit (wafRateLimit per
 wafRateWindowSeconds); (cloudfront route) the same limit per source address for requests that did not come
 through CloudFront; AWS managed rule groups AWSManagedRulesCommonRuleSet and
@@ -34,13 +34,29 @@ from constructs import Construct
 
 from cdk.config.serving import ServingConfig
 from cdk.front_door.edge import VIEWER_IP_HEADER
-from cdk.llm.router import ADMIN_PATHS
 
 COMMON_RULE_SET: Final = "AWSManagedRulesCommonRuleSet"
 MANAGED_RULE_GROUPS: Final = (COMMON_RULE_SET, "AWSManagedRulesKnownBadInputsRuleSet")
 RATE_RULE_NAME: Final = "per-client-rate"
 UNFORWARDED_RATE_RULE_NAME: Final = "per-source-rate-without-viewer-header"
 ALLOW_LIST_RULE_NAME: Final = "outside-allow-list"
+# vLLM's router's routes besides the OpenAI ones (cdk/llm/router.py), on the same port with no authentication: the
+# strings of the 0.1.17 wheel's vllm_router_rs.abi3.so and the answers of a running router (GET /list_workers,
+# /workers, /get_loads are 200).
+ROUTER_ADMIN_PATHS: Final = (
+    "/add_worker",
+    "/remove_worker",
+    "/list_workers",
+    "/workers",
+    "/get_loads",
+    "/flush_cache",
+    "/get_model_info",
+    "/get_server_info",
+    "/scheduling/diagnostics",
+    "/finish_session",
+    "/start_profile",
+    "/stop_profile",
+)
 ROUTER_ADMIN_RULE_NAME: Final = "router-admin-paths"
 
 
@@ -122,7 +138,7 @@ def router_admin_rule() -> dict[str, Any]:
     return {
         "name": ROUTER_ADMIN_RULE_NAME,
         "action": {"block": {}},
-        "statement": starts_with_any(ADMIN_PATHS),
+        "statement": starts_with_any(ROUTER_ADMIN_PATHS),
         "visibilityConfig": _visibility(ROUTER_ADMIN_RULE_NAME),
     }
 

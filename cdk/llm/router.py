@@ -45,22 +45,6 @@ GATEWAY_FROM_ROUTER_POLICY: Final = "allow-llm-gateway-from-router"
 # while it runs; /readiness is 503 ("no healthy workers available") until one of the pool's pods is added.
 LIVENESS_PATH: Final = "/liveness"
 ROUTER_READINESS_PATH: Final = "/readiness"
-# Its routes besides the OpenAI ones, on the same port with no authentication: the strings of the 0.1.17 wheel's
-# vllm_router_rs.abi3.so and the answers of a running router (GET /list_workers, /workers, /get_loads are 200).
-ADMIN_PATHS: Final = (
-    "/add_worker",
-    "/remove_worker",
-    "/list_workers",
-    "/workers",
-    "/get_loads",
-    "/flush_cache",
-    "/get_model_info",
-    "/get_server_info",
-    "/scheduling/diagnostics",
-    "/finish_session",
-    "/start_profile",
-    "/stop_profile",
-)
 # Seconds between the router's checks of each worker's /readiness (its default, 60, would keep an unready pod routed
 # for a minute), and its whole-request bound, as the gateway's.
 HEALTH_CHECK_INTERVAL_S: Final = 10

@@ -13,7 +13,7 @@ import pytest
 from cdk import versions
 from cdk.config.context import ConfigError
 from cdk.config.llm import LlmConfig
-from cdk.front_door.waf import ROUTER_ADMIN_RULE_NAME
+from cdk.front_door.waf import ROUTER_ADMIN_PATHS, ROUTER_ADMIN_RULE_NAME
 from cdk.llm import router
 from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
@@ -113,7 +113,7 @@ def test_the_llm_paths_go_to_the_routers_and_no_path_reaches_their_admin_routes(
     paths = ingress["spec"]["rules"][0]["http"]["paths"]
     to_router = [p for p in paths if p["backend"]["service"]["name"] == LLM_ACTION_NAME]
     assert {p["path"] for p in to_router if p["pathType"] == "Exact"} == set(LLM_PATHS)
-    for admin in router.ADMIN_PATHS:  # the ALB's longest match sends none of them to the router
+    for admin in ROUTER_ADMIN_PATHS:  # the ALB's longest match sends none of them to the router
         assert not [p for p in to_router if p["pathType"] == "Prefix" and admin.startswith(p["path"])]
     # The routing controller still reads ready capacity off the pools' own Deployments.
     controllers = named(routed, "Deployment")
@@ -138,7 +138,7 @@ def test_the_waf_blocks_the_router_admin_paths_before_anything_else_counts(route
     assert "Block" in rule["Action"]
     statements = rule["Statement"]["OrStatement"]["Statements"]
     blocked = {s["ByteMatchStatement"]["SearchString"] for s in statements}
-    assert blocked == set(router.ADMIN_PATHS)
+    assert blocked == set(ROUTER_ADMIN_PATHS)
     for s in statements:
         assert s["ByteMatchStatement"]["PositionalConstraint"] == "STARTS_WITH"
     rate = min(r["Priority"] for r in rules.values() if "RateBasedStatement" in r["Statement"])
