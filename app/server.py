@@ -22,18 +22,17 @@ from app.api.docs import install_offline_docs
 from app.api.errors import install_error_handlers, unexpected_error
 from app.api.fallback import install_api_fallback
 from app.api.gradio_guard import GradioIdGuard
+from app.api.gradio_uploads import UPLOAD_PATHS, UploadCheck
 from app.api.middleware import BodyLimitMiddleware, RequestLogMiddleware
 from app.auth.install import install_sign_in
 from app.backends.selection import load_backend as default_backend_loader
+from app.edit_inputs import upload_limits
 from app.jobs.routes import jobs_router
 from app.jobs.runtime import build_jobs
 from app.service import BackendLoader, GenerationService
 from app.settings import Settings
 from common.image_api_paths import IMAGES_EDITS_PATH
 from common.settings import SettingsError
-
-# Gradio's file upload route (gradio 6.31 routes.py `@router.post("/upload")` under API_PREFIX "/gradio_api").
-GRADIO_UPLOAD_PATH = "/gradio_api/upload"
 
 API_DESCRIPTION = """Stable Diffusion on Inferentia2, NVIDIA GPUs or the CPU.
 
@@ -95,12 +94,14 @@ def create_app(settings: Settings, load_backend: BackendLoader = default_backend
     ui = _build_ui(service) if settings.ui else None
     if ui is not None:
         app.add_middleware(GradioIdGuard, blocks=ui)  # inside the body limit: it reads a bounded body
-    # The edits route's multipart body carries image files: the larger bound MAX_UPLOAD_BYTES implies.
+        app.add_middleware(UploadCheck, limits=upload_limits(settings))  # images only, before Gradio keeps them
+    # The edits route's multipart body and the UI's uploads carry image files: the larger bound MAX_UPLOAD_BYTES
+    # implies.
+    upload_routes = (IMAGES_EDITS_PATH, *(UPLOAD_PATHS if ui is not None else ()))
     app.add_middleware(
         BodyLimitMiddleware,
         limits=settings.body_limits,
-        refused_paths=(GRADIO_UPLOAD_PATH,),
-        path_limits={IMAGES_EDITS_PATH: settings.edit_body_limits},
+        path_limits=dict.fromkeys(upload_routes, settings.edit_body_limits),
     )
     install_sign_in(app, settings)  # outside the body limit, inside the request log: 401s are logged
     # Same-origin only, for the API and the UI. Gradio's own CORS middleware would grant any

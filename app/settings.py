@@ -216,8 +216,9 @@ class Settings(BrowserSignInSettings):
 
     @property
     def edit_body_limits(self) -> BodyLimits:
-        """The body bound of POST /v1/images/edits: an image and a mask of MAX_UPLOAD_BYTES each (multipart
-        carries them as they are) plus MAX_BODY_BYTES for the other fields. Every other route keeps MAX_BODY_BYTES."""
+        """The body bound of POST /v1/images/edits and the UI's uploads: an image and a mask of MAX_UPLOAD_BYTES each
+        (multipart carries them as they are) plus MAX_BODY_BYTES for the other fields. Every other route keeps
+        MAX_BODY_BYTES."""
         return dataclasses.replace(self.body_limits, max_bytes=2 * self.max_upload_bytes + self.max_body_bytes)
 
     @property

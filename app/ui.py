@@ -19,9 +19,11 @@ from app.api.errors import describe_errors
 from app.api.schemas import make_generate_request
 from app.backends.base import UnsupportedRequest
 from app.batching import BatchResult, DeadlineExceeded, QueueFull, ShutdownCut
+from app.edit_inputs import EditSource, upload_limits
 from app.model_store.source import public_model_name
-from app.params import resolve_body
+from app.params import resolve_body, resolve_params
 from app.service import GenerationService, NotReady
+from app.ui_edits import editor_source, fitted_size
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure, new_error_id
 
@@ -84,11 +86,14 @@ async def _generate_with_progress(
     progress: gr.Progress,
     client_gone: Callable[[], bool] = lambda: False,
     request_model: type[BaseModel] | None = None,
+    edit: Callable[[], EditSource] | None = None,
 ) -> tuple[Image, str]:
     """Validate like the API, queue a request, relay each denoising step to the progress bar.
 
-    Every outcome is counted in the metrics and logged as one `ui:generate` line with the HTTP status
-    the API would have given (499 when the browser left); failures carry an error id.
+    `edit` reads the Edit tab's upload (off the event loop): the request is then an edit of it, its size the
+    picture's fitted to the model unless one is given. Every outcome is counted in the metrics and logged as one
+    `ui:generate` (or `ui:edit`) line with the HTTP status the API would have given (499 when the browser left);
+    failures carry an error id.
     """
     started = time.perf_counter()
     status, images, batch_size, error_id = 500, 0, None, None
@@ -97,7 +102,13 @@ async def _generate_with_progress(
         try:
             if request_model is not None:
                 fields = request_model.model_validate(fields).model_dump()
-            params = resolve_body(service, fields)  # the page sends no init image: nothing to decode
+            if edit is None:
+                params = resolve_body(service, fields)  # the Generate tab sends no init image: nothing to decode
+            else:
+                source = await asyncio.to_thread(edit)
+                width, height = fitted_size(source.image.size, service.size_bounds)
+                fields = {"width": width, "height": height, **{k: v for k, v in fields.items() if v is not None}}
+                params = await asyncio.to_thread(lambda: resolve_params(service, **fields, edit=source))
         except ValidationError as exc:
             status = 422
             raise _ui_error(describe_errors(exc.errors())[0]) from None
@@ -152,7 +163,7 @@ async def _generate_with_progress(
             "request",
             extra={
                 "event": "request",
-                "path": "ui:generate",
+                "path": "ui:generate" if edit is None else "ui:edit",
                 "status": status,
                 "latency_ms": round(latency_ms, 1),
                 "backend": service.backend.name if service.backend else None,
@@ -245,8 +256,9 @@ def build_ui(service: GenerationService) -> gr.Blocks:
     """The Blocks app; sizes default to the model's native size once it is loaded."""
     settings = service.settings
     request_model = make_generate_request(settings)
-    # Gradio writes each output image under GRADIO_TEMP_DIR; delete them after UI_FILE_TTL_S (checked as
-    # often), so a busy UI cannot fill the pod's /tmp. The browser fetches an image as soon as it is shown.
+    # Gradio writes each output image and each upload (the Edit tab's) under GRADIO_TEMP_DIR; delete them after
+    # UI_FILE_TTL_S (checked as often: gradio 6.31 route_utils `delete_files_created_by_app` covers the Blocks'
+    # `upload_file_set`), so a busy UI cannot fill the pod's /tmp. The browser fetches an image as soon as it is shown.
     ttl = settings.ui_file_ttl_s
     # The family the model source declares (a built-in's, a local folder's): status_update corrects the
     # controls once the model has loaded, for sources that cannot say before (hub ids, s3:// prefixes).
@@ -254,60 +266,141 @@ def build_ui(service: GenerationService) -> gr.Blocks:
     with gr.Blocks(title="Image generation", delete_cache=(ttl, ttl)) as ui:
         gr.Markdown("# Image generation\nType a prompt and press **Generate**.")
         status = gr.Markdown(model_status(service), elem_id="model-status")
-        with gr.Row():
-            with gr.Column():
-                prompt = gr.Textbox(label="Prompt", max_length=settings.max_prompt_chars, elem_id="prompt")
-                negative = gr.Textbox(
-                    label="Negative prompt",
-                    max_length=settings.max_prompt_chars,
-                    elem_id="negative-prompt",
-                    **controls["negative"],
-                )
-                with gr.Accordion("Options", open=False):
-                    steps = gr.Slider(1, settings.max_steps, step=1, label="Steps", **controls["steps"])
-                    guidance = gr.Slider(
-                        0.0, settings.max_guidance_scale, label="Guidance", elem_id="guidance", **controls["guidance"]
+        with gr.Tabs():
+            with gr.Tab("Generate", id="generate-tab"), gr.Row():
+                with gr.Column():
+                    prompt = gr.Textbox(label="Prompt", max_length=settings.max_prompt_chars, elem_id="prompt")
+                    negative = gr.Textbox(
+                        label="Negative prompt",
+                        max_length=settings.max_prompt_chars,
+                        elem_id="negative-prompt",
+                        **controls["negative"],
                     )
-                    presets = gr.Radio(label="Size", elem_id="size-presets", **controls["presets"])
-                    width = gr.Slider(label="Width", elem_id="width", **controls["width"])
-                    height = gr.Slider(label="Height", elem_id="height", **controls["height"])
-                    # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
-                    # frontend, `value ??= 0`), which would repeat one image on every Generate.
-                    seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
-                    # The adapters in LORA_DIR when the page was built (GET /v1/images/adapters lists the current
-                    # ones); hidden without any.
-                    adapters = sorted(service.adapters())
-                    lora_names = gr.Dropdown(
-                        adapters,
-                        value=[],
-                        multiselect=True,
-                        max_choices=settings.max_loras,
-                        label="LoRA adapters",
-                        elem_id="loras",
-                        visible=bool(adapters),
+                    with gr.Accordion("Options", open=False):
+                        steps = gr.Slider(1, settings.max_steps, step=1, label="Steps", **controls["steps"])
+                        guidance = gr.Slider(
+                            0.0,
+                            settings.max_guidance_scale,
+                            label="Guidance",
+                            elem_id="guidance",
+                            **controls["guidance"],
+                        )
+                        presets = gr.Radio(label="Size", elem_id="size-presets", **controls["presets"])
+                        width = gr.Slider(label="Width", elem_id="width", **controls["width"])
+                        height = gr.Slider(label="Height", elem_id="height", **controls["height"])
+                        # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
+                        # frontend, `value ??= 0`), which would repeat one image on every Generate.
+                        seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
+                        # The adapters in LORA_DIR when the page was built (GET /v1/images/adapters lists the current
+                        # ones); hidden without any.
+                        adapters = sorted(service.adapters())
+                        lora_names = gr.Dropdown(
+                            adapters,
+                            value=[],
+                            multiselect=True,
+                            max_choices=settings.max_loras,
+                            label="LoRA adapters",
+                            elem_id="loras",
+                            visible=bool(adapters),
+                        )
+                        lora_scale = gr.Slider(
+                            -settings.max_lora_scale,
+                            settings.max_lora_scale,
+                            value=1.0,
+                            label="Adapter scale",
+                            elem_id="lora-scale",
+                            visible=bool(adapters),
+                        )
+                    button = gr.Button("Generate", variant="primary", elem_id="generate")
+                with gr.Column():
+                    # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
+                    # to share" (gradio 6.31 components/image.py `buttons`: every built-in one by default).
+                    image = gr.Image(
+                        label="Image",
+                        type="pil",
+                        format="png",
+                        elem_id="result",
+                        interactive=False,
+                        height=420,
+                        buttons=["download", "fullscreen"],
                     )
-                    lora_scale = gr.Slider(
-                        -settings.max_lora_scale,
-                        settings.max_lora_scale,
-                        value=1.0,
-                        label="Adapter scale",
-                        elem_id="lora-scale",
-                        visible=bool(adapters),
+                    caption = gr.Markdown(elem_id="caption", label="Caption")
+            with gr.Tab("Edit", id="edit-tab", elem_id="edit-tab"), gr.Row():
+                with gr.Column():
+                    # Upload only (no webcam or clipboard: a server behind a load balancer); the brush's strokes
+                    # are the part repainted, no strokes redraw the whole picture (image to image).
+                    editor = gr.ImageMask(
+                        label="Image (paint over what to repaint; no paint: the whole image is redrawn)",
+                        sources=["upload"],
+                        type="pil",
+                        layers=False,
+                        elem_id="edit-image",
                     )
-                button = gr.Button("Generate", variant="primary", elem_id="generate")
-            with gr.Column():
-                # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
-                # to share" (gradio 6.31 components/image.py `buttons`: every built-in one by default).
-                image = gr.Image(
-                    label="Image",
-                    type="pil",
-                    format="png",
-                    elem_id="result",
-                    interactive=False,
-                    height=420,
-                    buttons=["download", "fullscreen"],
-                )
-                caption = gr.Markdown(elem_id="caption", label="Caption")
+                    edit_prompt = gr.Textbox(
+                        label="Edit prompt", max_length=settings.max_prompt_chars, elem_id="edit-prompt"
+                    )
+                    strength = gr.Slider(
+                        0.05,
+                        1.0,
+                        value=0.8,
+                        step=0.05,
+                        label="Strength (how far from the image)",
+                        elem_id="strength",
+                    )
+                    with gr.Accordion("Edit settings", open=False):
+                        edit_negative = gr.Textbox(
+                            label="Edit negative prompt",
+                            max_length=settings.max_prompt_chars,
+                            elem_id="edit-negative-prompt",
+                            **controls["negative"],
+                        )
+                        edit_steps = gr.Slider(
+                            1,
+                            settings.max_steps,
+                            step=1,
+                            label="Edit steps",
+                            elem_id="edit-steps",
+                            **controls["steps"],
+                        )
+                        edit_guidance = gr.Slider(
+                            0.0,
+                            settings.max_guidance_scale,
+                            label="Edit guidance",
+                            elem_id="edit-guidance",
+                            **controls["guidance"],
+                        )
+                        edit_seed = gr.Textbox(
+                            label="Edit seed (blank: random)", value="", max_lines=1, elem_id="edit-seed"
+                        )
+                        edit_lora_names = gr.Dropdown(
+                            adapters,
+                            value=[],
+                            multiselect=True,
+                            max_choices=settings.max_loras,
+                            label="Edit LoRA adapters",
+                            elem_id="edit-loras",
+                            visible=bool(adapters),
+                        )
+                        edit_lora_scale = gr.Slider(
+                            -settings.max_lora_scale,
+                            settings.max_lora_scale,
+                            value=1.0,
+                            label="Edit adapter scale",
+                            elem_id="edit-lora-scale",
+                            visible=bool(adapters),
+                        )
+                    edit_button = gr.Button("Edit", variant="primary", elem_id="edit")
+                with gr.Column():
+                    edited = gr.Image(
+                        label="Edited image",
+                        type="pil",
+                        format="png",
+                        elem_id="edit-result",
+                        interactive=False,
+                        height=420,
+                        buttons=["download", "fullscreen"],
+                    )
+                    edit_caption = gr.Markdown(elem_id="edit-caption", label="Edit caption")
         # gradio_client takes each parameter's default from its input's initial value; the size sliders
         # start at a placeholder, so the public endpoint reads sizes and seed from empty hidden numbers
         # instead (empty: the model's native size, a random seed, as in the API). The page never shows them.
@@ -377,7 +470,54 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             }
             return await run(values, request, progress)
 
-        # Each control fitted to the family, by its family_controls name (one list: the outputs and the updates).
+        limits = upload_limits(settings)
+
+        async def edit_page(
+            editor_value: Any,
+            prompt: Any,
+            negative_prompt: Any = None,
+            steps: Any = None,
+            guidance_scale: Any = None,
+            seed: Any = None,
+            lora_names: Any = None,
+            lora_scale: Any = None,
+            strength: Any = None,
+            request: gr.Request | None = None,
+            progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's documented way to get a tracker
+        ) -> tuple[Image, str]:
+            """The Edit tab: the uploaded picture redrawn (no strokes) or its painted part repainted, through the same
+            checks and batcher as POST /v1/images/edits; the size is the picture's, fitted to the model."""
+            family = service.family
+            values = {
+                "prompt": prompt,
+                "negative_prompt": negative_prompt if family.negative_prompt else None,
+                "steps": steps,
+                "guidance_scale": guidance_scale if family.guidance else None,
+                "seed": seed,
+                "loras": picked_loras(lora_names, lora_scale),
+            }
+
+            def read_upload() -> EditSource:
+                return editor_source(
+                    editor_value,
+                    _as_api_number(strength),
+                    blob_storage=editor.blob_storage,
+                    uploaded=ui.upload_file_set,
+                    cache_dir=ui.GRADIO_CACHE,
+                    limits=limits,
+                )
+
+            return await _generate_with_progress(
+                service,
+                ui_fields(values),
+                progress,
+                lambda: _browser_left(ui, request),
+                request_model,
+                edit=read_upload,
+            )
+
+        # Each control fitted to the family, by its family_controls name (one list: the outputs and the updates);
+        # the Edit tab's own steps, guidance and negative prompt follow the same updates.
         fitted_controls = {
             "presets": presets,
             "width": width,
@@ -386,18 +526,20 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             "guidance": guidance,
             "negative": negative,
         }
+        edit_controls = {"steps": edit_steps, "guidance": edit_guidance, "negative": edit_negative}
 
         def status_update() -> tuple[Any, ...]:
             # On page load, then every STATUS_POLL_S while the model loads: once it is ready the page
             # says what it runs and the controls fit the model's family and native size.
             if not service.ready:
-                unchanged = [gr.update() for _ in fitted_controls]
+                unchanged = [gr.update() for _ in (*fitted_controls, *edit_controls)]
                 return (model_status(service), *unchanged, gr.Timer(active=service.load_error_id is None))
             # Only the controls the loaded model changes: an update re-renders the Options panel, and a value typed
             # there before the page's load event answered (a seed, say) was lost with it.
             fitted = family_controls(service)
             updates = [
-                gr.update(**fitted[name]) if fitted[name] != controls[name] else gr.update() for name in fitted_controls
+                gr.update(**fitted[name]) if fitted[name] != controls[name] else gr.update()
+                for name in (*fitted_controls, *edit_controls)
             ]
             return (model_status(service), *updates, gr.Timer(active=False))
 
@@ -410,7 +552,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
 
         # Internal handlers stay out of gradio_client's view_api (api_visibility, gradio 6.31 blocks.py).
         internal = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
-        status_outputs = [status, *fitted_controls.values(), poll]
+        status_outputs = [status, *fitted_controls.values(), *edit_controls.values(), poll]
         ui.load(status_update, outputs=status_outputs, **internal)
         poll.tick(status_update, outputs=status_outputs, **internal)
         presets.input(preset_chosen, inputs=[presets], outputs=[width, height], **internal)
@@ -425,6 +567,18 @@ def build_ui(service: GenerationService) -> gr.Blocks:
         page_event = {"api_visibility": "private", **event}
         button.click(generate_page, page_inputs, outputs, api_name="page_generate", **page_event)
         prompt.submit(generate_page, page_inputs, outputs, api_name="page_submit", **page_event)
+        edit_inputs = [
+            editor,
+            edit_prompt,
+            edit_negative,
+            edit_steps,
+            edit_guidance,
+            edit_seed,
+            edit_lora_names,
+            edit_lora_scale,
+            strength,
+        ]
+        edit_button.click(edit_page, edit_inputs, [edited, edit_caption], api_name="page_edit", **page_event)
     # No size for Gradio's own queue: our batcher is the one bound (a full one is "busy" on the page).
     # Events do wait in Gradio's queue between joining and its next pass, so a bound there answered a
     # burst of page requests with its own 503 "Queue is full" before our handler saw them; memory is

@@ -1,7 +1,7 @@
 """Serve only the Gradio routes that the UI page and `gradio_client` use; the rest answer 404.
 
 Gradio mounts some sixty routes (gradio 6.31 `routes.py`): dev-mode reload streams, screen-recording
-processing, a monitoring dashboard, run history, vibe editing, uploads, streaming and REST variants of
+processing, a monitoring dashboard, run history, vibe editing, upload progress, streaming and REST variants of
 every call. The page and the client need a handful. The list below is what a real Chromium requests
 while it loads the page, waits for the model, opens the options, generates, fails validation and
 reloads, plus what `gradio_client` requests for `view_api()` and `predict()`; the tests record both
@@ -32,6 +32,10 @@ EXACT: Final = frozenset(
         ("POST", "/gradio_api/run/predict"),  # the page's unqueued events: the model status on load and while loading
         ("POST", "/gradio_api/queue/join"),
         ("GET", "/gradio_api/queue/data"),  # the event stream of a queued call
+        # The Edit tab's image editor: the picked file, then the canvas's image and drawn layer
+        # (app/api/gradio_uploads.py checks both for images within the upload limits first).
+        ("POST", "/gradio_api/upload"),
+        ("POST", "/gradio_api/component_server"),
     }
 )
 # (method, path prefix): the page's scripts and styles, and the generated images.

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from common.http.body import BodyLimits, BodyTooLarge, discard_body, read_body
+from common.http.body import BodyLimits, BodyTooLarge, read_body
 from common.http.disconnect import CLIENT_CLOSED_REQUEST, ClientDisconnected
 from common.http.protocol import CUT_STATUS_STATE_KEY
 from common.image_api_errors import error_payload
@@ -47,22 +47,20 @@ async def send_json_error(
 
 class BodyLimitMiddleware:
     """Answer 413 to any request (API, UI, Gradio's own routes) whose body is larger than its path's limit:
-    `path_limits` for the routes that carry images (edits), `limits.max_bytes` for every other.
+    `path_limits` for the routes that carry images (edits, the UI's uploads), `limits.max_bytes` for every other.
 
     The body is read with the shared bounded reader (common/http/body.py) before anything parses it, and
-    replayed to the app. `refused_paths` are refused outright (403).
+    replayed to the app.
     """
 
     def __init__(
         self,
         app: ASGIApp,
         limits: BodyLimits,
-        refused_paths: tuple[str, ...] = (),
         path_limits: Mapping[str, BodyLimits] | None = None,
     ):
         self.app = app
         self.limits = limits
-        self.refused_paths = refused_paths
         self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -70,10 +68,6 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if scope["path"].rstrip("/") in self.refused_paths:
-            await discard_body(receive, headers, self.limits)
-            await send_json_error(send, 403, "this service accepts no file uploads")
-            return
         limits = self.path_limits.get(scope["path"].rstrip("/"), self.limits)
         try:
             body = await read_body(receive, headers, limits)

@@ -20,7 +20,6 @@ UNUSED = [
     ("GET", "/manifest.json"),
     ("GET", "/robots.txt"),
     ("GET", "/pwa_icon"),
-    ("POST", "/gradio_api/component_server"),
     ("POST", "/gradio_api/call/generate"),
     ("POST", "/gradio_api/api/generate"),
     ("POST", "/gradio_api/run/generate"),

@@ -99,3 +99,37 @@ async def ui_generate_async(client: httpx.AsyncClient, url: str, **values: Any) 
 def ui_error(message: dict[str, Any]) -> str | None:
     """The error text the page would show for a final message, or None if it succeeded."""
     return None if message.get("success") else (message.get("output") or {}).get("error")
+
+
+@functools.cache
+def button_dependency(url: str, elem_id: str) -> dict[str, Any]:
+    """The event a page button (by its elem_id) fires on click (asked once per server and button)."""
+    config = httpx.get(f"{url}/config", timeout=30).json()
+    (button,) = [c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id]
+    return next(d for d in config["dependencies"] if [button, "click"] in d["targets"])
+
+
+def ui_upload(url: str, name: str, data: bytes) -> httpx.Response:
+    """Send one file to Gradio's upload route as the page's client does (the form field `files`)."""
+    return httpx.post(f"{url}/gradio_api/upload", files={"files": (name, data)}, timeout=30)
+
+
+def ui_click(url: str, elem_id: str, data: list[Any]) -> dict[str, Any]:
+    """Press the button `elem_id` with the event's `data` and return Gradio's final message."""
+    dependency = button_dependency(url, elem_id)
+    session = uuid.uuid4().hex
+    payload = {
+        "data": data,
+        "fn_index": dependency["id"],
+        "trigger_id": dependency["targets"][0][0],
+        "session_hash": session,
+        "event_data": None,
+    }
+    httpx.post(f"{url}/gradio_api/queue/join", json=payload, timeout=30).raise_for_status()
+    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session}, timeout=60) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and (message := json.loads(line.removeprefix("data:")))["msg"] == (
+                "process_completed"
+            ):
+                return message
+    raise AssertionError("the event stream ended without a result")

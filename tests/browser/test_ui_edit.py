@@ -1,0 +1,44 @@
+"""The UI's Edit tab in a real Chromium: upload a PNG, press Edit, an image appears; a bad upload says why."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from tests.app.live_server import LiveServer
+
+pytestmark = pytest.mark.browser
+
+
+def open_edit_tab(browser, live: LiveServer):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live.url + "/", wait_until="domcontentloaded")
+    page.get_by_text("Demo model loaded").wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Edit").click()
+    return page
+
+
+def test_an_uploaded_png_is_edited_into_an_image(browser, live_service: LiveServer, tmp_path):
+    picture = tmp_path / "photo.png"
+    Image.new("RGB", (80, 64), (30, 120, 200)).save(picture)
+    page = open_edit_tab(browser, live_service)
+    page.locator("#edit-image input[type=file]").set_input_files(str(picture))
+    page.locator("#edit-prompt textarea").fill("a lighthouse in the fog")
+    page.locator("#edit").click()
+    image = page.locator("#edit-result img")
+    image.wait_for(state="visible", timeout=60_000)
+    assert image.evaluate("img => img.complete && [img.naturalWidth, img.naturalHeight]") == [80, 64]
+    assert "seed" in page.locator("#edit-caption").inner_text(timeout=10_000)
+    page.close()
+
+
+def test_a_non_image_upload_is_not_edited_and_the_page_says_why(browser, live_service: LiveServer, tmp_path):
+    notes = tmp_path / "notes.png"  # an image's name, not an image's bytes
+    notes.write_bytes(b"not an image at all")
+    page = open_edit_tab(browser, live_service)
+    page.locator("#edit-image input[type=file]").set_input_files(str(notes))
+    page.locator("#edit-prompt textarea").fill("a lighthouse in the fog")
+    page.locator("#edit").click()
+    page.get_by_text("upload an image to edit first").first.wait_for(timeout=60_000)
+    assert page.locator("#edit-result img").count() == 0
+    page.close()
