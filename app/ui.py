@@ -23,7 +23,7 @@ from app.edit_inputs import EditSource, upload_limits
 from app.model_store.source import public_model_name
 from app.params import resolve_body, resolve_params
 from app.service import GenerationService, NotReady
-from app.ui_edits import editor_source, fitted_size
+from app.ui_edits import BoundedBlobStorage, editor_source, fitted_size
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure, new_error_id
 
@@ -36,6 +36,10 @@ DEMO_NOTICE = (
     "machine with no download. It shows that the whole service works; its images are abstract colour "
     "fields, not pictures. Set `MODEL_ID` to real weights for real images."
 )
+
+# Canvases the Edit tab's editor may keep in memory until an edit uses them (each within the upload bounds): a
+# handful of people editing at once on one pod.
+MAX_PENDING_CANVASES = 16
 
 
 BUSY_MESSAGE = "The service is busy (its queue is full); try again in a moment."
@@ -336,6 +340,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                         layers=False,
                         elem_id="edit-image",
                     )
+                    editor.blob_storage = BoundedBlobStorage(MAX_PENDING_CANVASES)
                     edit_prompt = gr.Textbox(
                         label="Edit prompt", max_length=settings.max_prompt_chars, elem_id="edit-prompt"
                     )

@@ -11,6 +11,7 @@ on the server. Strokes are repainted: a layer's pixels with any opacity are the 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,19 @@ def fitted_size(size: tuple[int, int], bounds: SizeBounds) -> tuple[int, int]:
         return min(max(int(value * scale) // step * step, bounds.min_side), bounds.max_side)
 
     return side(width), side(height)
+
+
+class BoundedBlobStorage(OrderedDict[str, Any]):
+    """The editor's blob storage, at most `max_items` canvases kept: gradio 6.31 keeps every canvas the page sends
+    until an edit uses it, so canvases sent and never submitted would pile up in memory; past the bound the oldest
+    is dropped (an edit of it then asks for the picture again)."""
+
+    def __init__(self, max_items: int) -> None:
+        super().__init__()
+        self.max_items = max_items
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.max_items:
+            self.popitem(last=False)

@@ -27,6 +27,11 @@ GRADIO_UPLOAD_PATH: Final = "/gradio_api/upload"  # gradio 6.31 routes.py `@rout
 UPLOAD_PATHS: Final = (GRADIO_UPLOAD_PATH, COMPONENT_SERVER_PATH)
 MAX_FILES: Final = 2  # the editor sends one file per request; a second one is still an image and a mask's worth
 MAX_FIELDS: Final = 16
+# The editor's `accept_blobs` grows a list of layers to the `index` the page sends (gradio 6.31
+# components/image_editor.py: `layers.extend([None] * (index + 1 - len(layers)))`), so an index of a billion would
+# allocate gigabytes: the Edit tab's ImageMask draws one layer, and a few are allowed.
+MAX_LAYER_INDEX: Final = 3
+BLOB_TYPES: Final = frozenset({"background", "layer", "composite"})
 
 
 class UploadRefused(Exception):
@@ -57,14 +62,28 @@ async def check_upload(scope: Scope, body: bytes, limits: UploadLimits) -> None:
         async with Request(scope, once).form(max_files=MAX_FILES, max_fields=MAX_FIELDS) as form:
             files = [(name, value) for name, value in form.multi_items() if isinstance(value, UploadFile)]
             contents = [(name, value.filename or name, await value.read()) for name, value in files]
+            fields = {name: value for name, value in form.multi_items() if isinstance(value, str)}
     except HTTPException as exc:  # Starlette's answer to a malformed body or too many parts
         raise UploadRefused("files", f"the upload cannot be read: {exc.detail}") from None
+    if scope["path"].rstrip("/") == COMPONENT_SERVER_PATH and contents:
+        check_blob_fields(fields)
     for field, filename, data in contents:
         try:
             # Decoding is CPU work on up to MAX_UPLOAD_PIXELS: off the event loop.
             await asyncio.to_thread(open_image, data, filename, limits)
         except BadUpload as exc:
             raise UploadRefused(field, str(exc)) from None
+
+
+def check_blob_fields(fields: dict[str, str]) -> None:
+    """The editor's blob fields: a known `type`, and a layer `index` within MAX_LAYER_INDEX; UploadRefused else."""
+    if fields.get("type") not in BLOB_TYPES:
+        raise UploadRefused("type", f"type must be one of {', '.join(sorted(BLOB_TYPES))}")
+    index = fields.get("index", "null")
+    if index in ("", "null"):
+        return
+    if not index.isdigit() or int(index) > MAX_LAYER_INDEX:
+        raise UploadRefused("index", f"index must be a layer number from 0 to {MAX_LAYER_INDEX}")
 
 
 class UploadCheck:

@@ -106,3 +106,43 @@ def test_uploads_expire_after_the_ui_file_ttl(held_service):
     (path,) = response.json()
     wait_until(lambda: Path(path).exists())  # Gradio moves the file into place after answering
     wait_until(lambda: not Path(path).exists(), timeout_s=30)
+
+
+def editor_component_id(live: LiveServer) -> int:
+    config = httpx.get(f"{live.url}/config", timeout=10).json()
+    (component,) = [c for c in config["components"] if c.get("props", {}).get("elem_id") == "edit-image"]
+    return int(component["id"])
+
+
+def send_blob(live: LiveServer, component_id: int, blob_id: str, index: str) -> httpx.Response:
+    """A canvas layer as the editor's page sends it to `accept_blobs` (gradio 6.31 routes.py component_server)."""
+    fields = {
+        "component_id": str(component_id),
+        "session_hash": "edit-tab-test",
+        "fn_name": "accept_blobs",
+        "id": blob_id,
+        "type": "layer",
+        "index": index,
+    }
+    files = {"file": ("layer.png", mask_layer((64, 64)), "image/png")}
+    return httpx.post(f"{live.url}/gradio_api/component_server", data=fields, files=files, timeout=30)
+
+
+def test_a_canvas_layer_index_is_bounded_before_gradio_grows_its_list(live_service: LiveServer):
+    component_id = editor_component_id(live_service)
+    assert send_blob(live_service, component_id, "canvas-1", "0").status_code == 200
+    # Gradio extends the canvas's list of layers to the index sent: a billion would be gigabytes of memory.
+    refused = send_blob(live_service, component_id, "canvas-2", "1000000000")
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["field"] == "index"
+
+
+def test_canvases_never_submitted_do_not_pile_up():
+    from app.ui_edits import BoundedBlobStorage
+
+    storage = BoundedBlobStorage(max_items=3)
+    for n in range(10):
+        storage[f"canvas-{n}"] = n
+    storage["canvas-8"] = "updated"  # a canvas the page sends to again is the newest
+    storage["canvas-10"] = 10
+    assert list(storage) == ["canvas-9", "canvas-8", "canvas-10"]
