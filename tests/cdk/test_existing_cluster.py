@@ -14,28 +14,9 @@ import pytest
 
 from cdk.config import AppConfig, ConfigError
 from cdk.prerequisites import BY_NAME, relied_on
-from tests.cdk.conftest import (
-    DEFAULT_CONTEXT,
-    DEFAULT_OVERRIDES,
-    VARIANT_ACCOUNT,
-    VARIANT_REGION,
-    VARIANT_VPC,
-    Synth,
-    synth,
-)
+from tests.cdk.conftest import DEFAULT_CONTEXT, EXISTING, Synth
 from tests.cdk.manifests import manifests
 
-EXISTING: dict[str, Any] = {
-    "account": VARIANT_ACCOUNT,
-    "region": VARIANT_REGION,
-    "vpcId": VARIANT_VPC,
-    "ingressSubnetGroup": "Public",  # DEFAULT_OVERRIDES' front door is internet-facing
-    "existingClusterName": "team-cluster",
-    "existingClusterSecurityGroupId": "sg-0123456789abcdef0",
-    "existingClusterKubectlRoleArn": "arn:aws:iam::123456789012:role/team-eks-admin",
-    "existingClusterNodeRoleName": "KarpenterNodeRole-team-cluster",
-    "existingClusterKeda": "install",  # one add-on installed, the others expected
-}
 EXISTING_EXPECTED = (
     "karpenter",
     "load-balancer-controller",
@@ -91,12 +72,6 @@ def test_add_on_settings_without_the_cluster_are_refused():
 def test_a_bad_add_on_mode_is_refused():
     with pytest.raises(ConfigError, match="existingClusterKeda"):
         config_of({**EXISTING, "existingClusterKeda": "upgrade"})
-
-
-@pytest.fixture(scope="module")
-def existing_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The one synth of this mode per session (cdk-nag runs in it and fails it on a finding)."""
-    return synth(tmp_path_factory.mktemp("cdk-existing"), {**DEFAULT_OVERRIDES, **EXISTING})
 
 
 def resources_of(s: Synth, type_: str) -> list[tuple[str, str]]:
