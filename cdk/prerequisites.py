@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote
 
+from cdk import versions
 from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.existing_cluster import ADD_ON_SETTINGS
 from lambdas import prerequisite_check
@@ -58,12 +60,38 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class VersionProbe:
+    """The Deployments (`kubectl get deployments -n namespace --selector selector`) whose images must be `minimum`
+    or newer; one whose tag names no release, or none found, passes: the checks fail only on what they can tell."""
+
+    namespace: str
+    selector: str  # key=value
+    minimum: str
+    why: str
+
+    @property
+    def api_path(self) -> str:
+        """The Deployment list's path on the Kubernetes API."""
+        return f"/apis/apps/v1/namespaces/{self.namespace}/deployments?labelSelector={quote(self.selector, safe='')}"
+
+    def as_property(self) -> dict[str, str]:
+        """The version probe as the deploy-time check's custom resource takes it."""
+        return {"Path": self.api_path, "Minimum": self.minimum, "Why": self.why}
+
+    def problem(self, deployments: dict[str, object]) -> str | None:
+        """What is too old among the listed Deployments, None when each will do."""
+        return prerequisite_check.version_problem(self.as_property(), deployments)
+
+
+@dataclass(frozen=True)
 class Prerequisite:
-    """One add-on the serving stack relies on, its setting and the objects that show it runs."""
+    """One add-on the serving stack relies on, its setting, the objects that show it runs and, where a version
+    decides whether our manifests work, the Deployments whose version is checked."""
 
     name: str  # the short name ADD_ON_SETTINGS keys
     what: str
     probes: tuple[Probe, ...]
+    version: VersionProbe | None = None
 
     @property
     def setting(self) -> str:
@@ -86,6 +114,7 @@ class Prerequisite:
             "Prerequisite": self.title,
             "Setting": self.setting,
             "Probes": [probe.as_property() for probe in self.probes],
+            **({"Version": self.version.as_property()} if self.version else {}),
         }
 
 
@@ -107,6 +136,14 @@ PREREQUISITES: Final[tuple[Prerequisite, ...]] = (
         "load-balancer-controller",
         "the AWS Load Balancer Controller",
         (Probe("ingressclasses", "alb", controller="ingress.k8s.aws/alb"),),
+        # Where its chart puts it: the chart's selector label (kubernetes-sigs/aws-load-balancer-controller@v3.2.2
+        # helm/aws-load-balancer-controller/templates/_helpers.tpl), in kube-system (docs/deploy/installation.md).
+        VersionProbe(
+            "kube-system",
+            "app.kubernetes.io/name=aws-load-balancer-controller",
+            versions.ALB_CONTROLLER_MIN_VERSION,
+            "the first to reconcile networking.k8s.io/v1 Ingresses with every annotation ours sets",
+        ),
     ),
     Prerequisite(
         "keda",

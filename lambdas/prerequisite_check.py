@@ -10,6 +10,8 @@ Properties:
     Prerequisite: what it is, as the message names it ("Karpenter v1 (karpenter)")
     Setting: the setting that installs ours instead (existingClusterKarpenter)
     Probes: [{Resource, Name, Path, Namespace?, Serves?, Controller?}, ...] the objects it must show
+    Version: {Path, Minimum, Why} (optional) a Deployment list whose images must be Minimum or newer; an image
+        whose tag names no release, or no Deployment listed, passes: the check fails only on what it can tell
 `problem` and `message` are also what cdk/prerequisites.py and `make verify` report, so the three say the same.
 Plain boto3 and the standard library, so it runs on the stock Lambda runtime (CDK provider framework, onEvent).
 """
@@ -66,6 +68,27 @@ def problem(probe: Mapping[str, Any], found: Mapping[str, Any] | None) -> str | 
     controller = probe.get("Controller")
     if controller and spec.get("controller") != controller:
         return f"ingressclass {name} is {spec.get('controller')!r}, not {controller}"
+    return None
+
+
+def version_of(image: str) -> tuple[int, ...] | None:
+    """The release an image's tag names (`...:v2.13.0`, `...:v2.13.0-linux_amd64`), None when it names none."""
+    tag = image.rpartition("/")[2].partition(":")[2].removeprefix("v")
+    numbers = tag.split("-")[0].split(".")
+    return tuple(int(n) for n in numbers) if len(numbers) == 3 and all(n.isdigit() for n in numbers) else None
+
+
+def version_problem(version: Mapping[str, Any], deployments: Mapping[str, Any]) -> str | None:
+    """What is too old among the Deployments a `Version` probe listed (None when each will do, or none names a
+    release: the check cannot tell, so it does not fail). `version` has Minimum ("v2.4.0") and Why."""
+    minimum = version_of(":" + str(version["Minimum"]))
+    for item in deployments.get("items") or []:
+        containers = item.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+        for container in containers:
+            found = version_of(str(container.get("image", "")))
+            if found is not None and minimum is not None and found < minimum:
+                name, tag = item.get("metadata", {}).get("name"), container["image"].rpartition(":")[2]
+                return f"{name} runs {tag}, older than {version['Minimum']} ({version['Why']})"
     return None
 
 
@@ -132,10 +155,13 @@ class ClusterApi:
 
 def check(props: Mapping[str, Any], api: ClusterApi) -> None:
     """Raise PrerequisiteMissing with the one-line message at the first probe that finds a problem."""
-    for probe in props["Probes"]:
-        found_problem = problem(probe, api.get(probe["Path"]))
-        if found_problem is not None:
-            raise PrerequisiteMissing(message(props["Prerequisite"], props["Setting"], found_problem))
+    found_problems = (problem(probe, api.get(probe["Path"])) for probe in props["Probes"])
+    found_problem = next((p for p in found_problems if p is not None), None)
+    version = props.get("Version")
+    if found_problem is None and version:
+        found_problem = version_problem(version, api.get(version["Path"]) or {})
+    if found_problem is not None:
+        raise PrerequisiteMissing(message(props["Prerequisite"], props["Setting"], found_problem))
 
 
 def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """On a team's cluster (existingClusterName): one row per prerequisite the serving stack relies on, read live.
 
 The rows read what the deploy-time check reads (cdk/prerequisites.py: the objects each add-on puts in the cluster,
-the CRD versions and the IngressClass controller our manifests need) through the user's kubectl, and fail with
-the same line the deploy shows. A prerequisite the app installs, or one this deploy does not rely on (the
-additions stack's ExpectedPrerequisites output lists those it does), is a SKIP; on a cluster of our own all are.
+the CRD versions and the IngressClass controller our manifests need, the load balancer controller's release)
+through the user's kubectl, and fail with the same line the deploy shows. A prerequisite the app installs, or one
+this deploy does not rely on (the additions stack's ExpectedPrerequisites output lists those it does), is a SKIP;
+on a cluster of our own all are.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from cdk.prerequisites import PREREQUISITES, Prerequisite, Probe
+from cdk.prerequisites import PREREQUISITES, Prerequisite, Probe, VersionProbe
 from verify.context import Context
 from verify.kube import KubeError
 from verify.result import Check, Outcome, failed, passed, skipped
@@ -38,6 +39,20 @@ def expected_here(ctx: Context) -> list[str] | None:
     return [] if listed == "none" else [name.strip() for name in listed.split(",")]
 
 
+def version_evidence(version: VersionProbe, deployments: dict[str, Any]) -> str:
+    """The images the version probe read, or that it found none to read (then the version is not known)."""
+    images = [
+        c.get("image", "")
+        for item in deployments.get("items", [])
+        for c in item.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    ]
+    if not images:
+        return (
+            f"no Deployment {version.selector} in {version.namespace}: its version (at least {version.minimum}) unread"
+        )
+    return f"{', '.join(i.rpartition(':')[2] for i in images)} (at least {version.minimum})"
+
+
 def prerequisite_row(prerequisite: Prerequisite) -> Callable[[Context], Outcome]:
     """The row of one prerequisite: PASS naming what was found, FAIL with the deploy's line, else SKIP."""
 
@@ -53,6 +68,13 @@ def prerequisite_row(prerequisite: Prerequisite) -> Callable[[Context], Outcome]
             if problem is not None:
                 return failed(prerequisite.message(problem))
             found.append(f"{probe.resource} {probe.name}" + (f" serves {probe.serves}" if probe.serves else ""))
+        if prerequisite.version is not None:
+            version = prerequisite.version
+            deployments = ctx.kube.get("deployments", "--selector", version.selector, namespace=version.namespace)
+            problem = version.problem(deployments)
+            if problem is not None:
+                return failed(prerequisite.message(problem))
+            found.append(version_evidence(version, deployments))
         return passed("; ".join(found))
 
     return run

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cdk import versions
 from cdk.config import AppConfig, ConfigError
 from cdk.prerequisites import BY_NAME, relied_on
 from tests.cdk.conftest import DEFAULT_CONTEXT, EXISTING, Synth
@@ -179,6 +180,8 @@ def test_each_expected_prerequisite_is_checked_before_our_node_pools(existing_sy
         ("nodepools.karpenter.sh", "v1"),
         ("ec2nodeclasses.karpenter.k8s.aws", "v1"),
     ]
+    lbc = checked["existingClusterLoadBalancerController"]["Properties"]
+    assert lbc["Version"]["Minimum"] == versions.ALB_CONTROLLER_MIN_VERSION
     handler = next(
         r
         for r in additions["Resources"].values()

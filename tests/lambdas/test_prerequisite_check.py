@@ -209,3 +209,43 @@ def test_a_role_the_cluster_refuses_fails_saying_so(api: FakeApi, monkeypatch: p
         r"answered HTTP 401",
     ):
         handler.on_event(event("karpenter"), None)
+
+
+LBC_CLASS = "/apis/networking.k8s.io/v1/ingressclasses/alb"
+# The list the chart's Deployment is in, its selector URL-encoded as the handler sends it.
+LBC_SELECTOR = "app.kubernetes.io%2Fname%3Daws-load-balancer-controller"
+LBC_DEPLOYMENTS = f"/apis/apps/v1/namespaces/kube-system/deployments?labelSelector={LBC_SELECTOR}"
+
+
+def controller(tag: str) -> dict[str, Any]:
+    """The chart's Deployment as the API lists it, running the controller's image at `tag`."""
+    image = f"602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon/aws-load-balancer-controller:{tag}"
+    deployment = {
+        "metadata": {"name": "aws-load-balancer-controller"},
+        "spec": {"template": {"spec": {"containers": [{"name": "controller", "image": image}]}}},
+    }
+    return {"kind": "DeploymentList", "items": [deployment]}
+
+
+def test_a_load_balancer_controller_older_than_our_ingress_needs_fails(api: FakeApi):
+    api.objects[LBC_CLASS] = {"spec": {"controller": "ingress.k8s.aws/alb"}}
+    api.objects[LBC_DEPLOYMENTS] = controller("v2.3.1")
+    with pytest.raises(handler.PrerequisiteMissing) as failure:
+        handler.on_event(event("load-balancer-controller"), None)
+    assert str(failure.value).startswith(
+        "the AWS Load Balancer Controller (load-balancer-controller) is expected but aws-load-balancer-controller "
+        "runs v2.3.1, older than v2.4.0 (the first to reconcile networking.k8s.io/v1 Ingresses"
+    )
+    assert str(failure.value).endswith("install it, or set existingClusterLoadBalancerController=install")
+
+
+@pytest.mark.parametrize("tag", ["v2.4.0", "v2.13.0", "v3.2.2-linux_amd64", "latest"])
+def test_a_new_enough_or_unknown_controller_version_passes(api: FakeApi, tag: str):
+    api.objects[LBC_CLASS] = {"spec": {"controller": "ingress.k8s.aws/alb"}}
+    api.objects[LBC_DEPLOYMENTS] = controller(tag)
+    handler.on_event(event("load-balancer-controller"), None)
+
+
+def test_a_controller_deployed_under_other_labels_is_not_failed_for_its_version(api: FakeApi):
+    api.objects[LBC_CLASS] = {"spec": {"controller": "ingress.k8s.aws/alb"}}
+    handler.on_event(event("load-balancer-controller"), None)  # the list path answers 404 here: nothing to tell
