@@ -21,12 +21,13 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk import versions
-from cdk.constructs.build_runner import LAMBDA_EXCLUDES, LAMBDAS_DIR
+from cdk.constructs.build_runner import LAMBDAS_DIR
 from cdk.constructs.log_groups import encrypted_log_group
 from cdk.nag import acknowledge_prerequisite_checks
 from cdk.prerequisites import BY_NAME
 
 RESOURCE_TYPE: Final = "Custom::Prerequisite"
+HANDLER_FILE: Final = "prerequisite_check.py"
 # A handful of GETs; the API answers in well under a second, a cold start in the VPC takes a few.
 HANDLER_TIMEOUT: Final = Duration.minutes(2)
 
@@ -50,8 +51,8 @@ class PrerequisiteChecks(Construct):
             self,
             "OnEvent",
             runtime=lambda_.Runtime(versions.LAMBDA_PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON),
-            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=LAMBDA_EXCLUDES),
-            handler="prerequisite_check.on_event",
+            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=["*", f"!{HANDLER_FILE}"]),  # its own file only
+            handler=f"{HANDLER_FILE.removesuffix('.py')}.on_event",
             description=f"Checks the prerequisites expected on {cluster_name} before anything is applied",
             timeout=HANDLER_TIMEOUT,
             memory_size=256,

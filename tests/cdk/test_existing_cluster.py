@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
 from cdk import versions
 from cdk.config import AppConfig, ConfigError
 from cdk.prerequisites import BY_NAME, relied_on
-from tests.cdk.conftest import DEFAULT_CONTEXT, EXISTING, Synth
+from tests.cdk.conftest import DEFAULT_CONTEXT, EXISTING, REPO_ROOT, Synth
 from tests.cdk.manifests import manifests
 
 EXISTING_EXPECTED = (
@@ -165,7 +168,7 @@ def test_the_stack_says_what_of_the_cluster_it_uses(existing_synth: Synth):
     assert "karpenter" in outputs["ExpectedPrerequisites"]["Value"]
 
 
-def test_each_expected_prerequisite_is_checked_before_our_node_pools(existing_synth: Synth):
+def test_each_expected_prerequisite_is_checked_before_our_node_pools(existing_synth: Synth, tmp_path: Path):
     """A check per expected add-on (the handler's own test has its one-line messages), none for the one we install;
     our NodePools wait for every verdict, and the serving stack waits for the whole additions stack."""
     additions = existing_synth.raw_templates["SdOnEksClusterAdditions"]
@@ -187,6 +190,12 @@ def test_each_expected_prerequisite_is_checked_before_our_node_pools(existing_sy
         for r in additions["Resources"].values()
         if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "prerequisite_check.on_event"
     )
+    # Its asset holds its own file only (its hash is a folder's holding just that file), so the other handlers'
+    # assets, and a default synth, are what they were before it existed.
+    only_it = tmp_path / "only-the-handler"
+    only_it.mkdir()
+    shutil.copy(REPO_ROOT / "lambdas" / "prerequisite_check.py", only_it)
+    assert handler["Properties"]["Code"]["S3Key"] == f"{cdk.FileSystem.fingerprint(str(only_it))}.zip"
     assert handler["Properties"]["Role"] == "arn:aws:iam::123456789012:role/team-eks-admin"
     assert handler["Properties"]["VpcConfig"]["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
     pools = [
