@@ -75,6 +75,23 @@ def acknowledge_bucket_emptier(handler: IConstruct, provider: IConstruct, bucket
         )
 
 
+def acknowledge_prerequisite_checks(handler: IConstruct, provider: IConstruct) -> None:
+    """The findings of the deploy-time prerequisite check (lambdas/prerequisite_check.py); its handler runs as the
+    team's imported kubectl role, which carries no finding of ours."""
+    acknowledge(provider, f"IAM4[{MANAGED_POLICY}service-role/AWSLambdaBasicExecutionRole]", LAMBDA_BASIC_REASON)
+    acknowledge(
+        handler,
+        "L1",
+        "pinned to Python 3.13 on purpose: the handler is tested against that runtime's boto3; "
+        "bumped with the versions module",
+    )
+    acknowledge(
+        provider,
+        f"IAM5[Resource::<{logical_id(handler)}.Arn>:*]",
+        "the provider framework invokes any version of the handler function it owns",
+    )
+
+
 def acknowledge_build_runner(
     on_event: IConstruct, is_complete: IConstruct, provider: IConstruct, projects: list[IConstruct]
 ) -> None:

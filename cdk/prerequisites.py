@@ -3,15 +3,21 @@
 On a team's cluster (existingClusterName) each one is installed by us or expected (cdk/config/existing_cluster.py);
 an expected one is checked at deploy time (the additions stack's prerequisite check) and by `make verify`, both
 from this table, and a missing one fails with one line naming it and the setting that installs ours.
-No aws-cdk-lib import here: verify/ reads it without starting Node.
+No aws-cdk-lib import here: verify/ reads it without starting Node. What a probe finds wrong and the line it
+reports are the deploy-time handler's own (lambdas/prerequisite_check.py), so the deploy and verify say the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote
 
+from cdk import versions
+from cdk.accelerators import NEURON, NVIDIA
 from cdk.config.existing_cluster import ADD_ON_SETTINGS
+from lambdas import prerequisite_check
 
 
 @dataclass(frozen=True)
@@ -38,37 +44,78 @@ class Probe:
 
     def problem(self, found: dict[str, object] | None) -> str | None:
         """What is wrong with the object as read (None when it will do); `found` None: it does not exist."""
-        if found is None:
-            where = f" in {self.namespace}" if self.namespace else ""
-            return f"no {self.resource.removesuffix('es').removesuffix('s')} {self.name}{where}"
-        spec = found.get("spec") if isinstance(found.get("spec"), dict) else {}
-        assert isinstance(spec, dict)
-        if self.serves is not None:
-            versions = spec.get("versions") or []
-            served = {v.get("name") for v in versions if isinstance(v, dict) and v.get("served")}
-            if self.serves not in served:
-                return f"{self.name} serves {sorted(str(v) for v in served)}, not {self.serves}"
-        if self.controller is not None and spec.get("controller") != self.controller:
-            return f"ingressclass {self.name} is {spec.get('controller')!r}, not {self.controller}"
-        return None
+        return prerequisite_check.problem(self.as_property(), found)
+
+    def as_property(self) -> dict[str, str]:
+        """The probe as the deploy-time check's custom resource takes it (lambdas/prerequisite_check.py)."""
+        fields = {
+            "Resource": self.resource,
+            "Name": self.name,
+            "Path": self.api_path,
+            "Namespace": self.namespace,
+            "Serves": self.serves,
+            "Controller": self.controller,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class VersionProbe:
+    """The Deployments (`kubectl get deployments -n namespace --selector selector`) whose images must be `minimum`
+    or newer; one whose tag names no release, or none found, passes: the checks fail only on what they can tell."""
+
+    namespace: str
+    selector: str  # key=value
+    minimum: str
+    why: str
+
+    @property
+    def api_path(self) -> str:
+        """The Deployment list's path on the Kubernetes API."""
+        return f"/apis/apps/v1/namespaces/{self.namespace}/deployments?labelSelector={quote(self.selector, safe='')}"
+
+    def as_property(self) -> dict[str, str]:
+        """The version probe as the deploy-time check's custom resource takes it."""
+        return {"Path": self.api_path, "Minimum": self.minimum, "Why": self.why}
+
+    def problem(self, deployments: dict[str, object]) -> str | None:
+        """What is too old among the listed Deployments, None when each will do."""
+        return prerequisite_check.version_problem(self.as_property(), deployments)
 
 
 @dataclass(frozen=True)
 class Prerequisite:
-    """One add-on the serving stack relies on, its setting and the objects that show it runs."""
+    """One add-on the serving stack relies on, its setting, the objects that show it runs and, where a version
+    decides whether our manifests work, the Deployments whose version is checked."""
 
     name: str  # the short name ADD_ON_SETTINGS keys
     what: str
     probes: tuple[Probe, ...]
+    version: VersionProbe | None = None
 
     @property
     def setting(self) -> str:
         """The setting that chooses install or expect."""
         return ADD_ON_SETTINGS[self.name]
 
+    @property
+    def title(self) -> str:
+        """What it is and its short name, as the messages name it."""
+        return f"{self.what} ({self.name})"
+
     def message(self, problem: str) -> str:
         """The one line a failed check reports."""
-        return f"{self.what} ({self.name}) is expected but {problem}: install it, or set {self.setting}=install"
+        return prerequisite_check.message(self.title, self.setting, problem)
+
+    def check_properties(self, cluster_name: str) -> dict[str, object]:
+        """The deploy-time check's custom resource properties for this prerequisite on `cluster_name`."""
+        return {
+            "ClusterName": cluster_name,
+            "Prerequisite": self.title,
+            "Setting": self.setting,
+            "Probes": [probe.as_property() for probe in self.probes],
+            **({"Version": self.version.as_property()} if self.version else {}),
+        }
 
 
 def _crd(name: str, version: str) -> Probe:
@@ -89,6 +136,14 @@ PREREQUISITES: Final[tuple[Prerequisite, ...]] = (
         "load-balancer-controller",
         "the AWS Load Balancer Controller",
         (Probe("ingressclasses", "alb", controller="ingress.k8s.aws/alb"),),
+        # Where its chart puts it: the chart's selector label (kubernetes-sigs/aws-load-balancer-controller@v3.2.2
+        # helm/aws-load-balancer-controller/templates/_helpers.tpl), in kube-system (docs/deploy/installation.md).
+        VersionProbe(
+            "kube-system",
+            "app.kubernetes.io/name=aws-load-balancer-controller",
+            versions.ALB_CONTROLLER_MIN_VERSION,
+            "the first to reconcile networking.k8s.io/v1 Ingresses with every annotation ours sets",
+        ),
     ),
     Prerequisite(
         "keda",
@@ -115,3 +170,11 @@ PREREQUISITES: Final[tuple[Prerequisite, ...]] = (
     ),
 )
 BY_NAME: Final = {p.name: p for p in PREREQUISITES}
+# The device plugins an accelerator needs: relied on only while that accelerator is enabled.
+PLUGIN_ACCELERATOR: Final = {"nvidia-device-plugin": NVIDIA.name, "neuron": NEURON.name}
+
+
+def relied_on(expected: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:
+    """The expected prerequisites a deploy with these accelerators relies on: what is checked, and listed."""
+    enabled = set(accelerators)
+    return tuple(name for name in expected if PLUGIN_ACCELERATOR.get(name, "") in ("", *enabled))

@@ -49,6 +49,12 @@ AL2023_AMI_ALIAS: Final = "al2023@v20260714"
 # (AlbControllerVersion.V3_2_2); CDK pins its chart version with it.
 # Verified: PyPI aws-cdk-lib==2.275.0 (aws_eks_v2.AlbControllerVersion.V3_2_2: version v3.2.2, helm chart 3.2.2).
 ALB_CONTROLLER_VERSION: Final = "v3.2.2"
+# The oldest controller a team's cluster may run for our Ingress (existingClusterLoadBalancerController=expect):
+# v2.4.0 is the first release that "uses the new Ingress API version networking.k8s.io/v1" (its release notes), the
+# only Ingress API Kubernetes 1.22 and later serve; every annotation cdk/front_door/ingress.py sets is documented
+# from v2.2.0 on (load-balancer-name and ssl-redirect are absent up to v2.1.3).
+# Verified: kubernetes-sigs/aws-load-balancer-controller@v2.4.0 docs/guide/ingress/annotations.md
+ALB_CONTROLLER_MIN_VERSION: Final = "v2.4.0"
 # The controller's image comes from the EKS add-on registry of the cluster's own region (aws-cdk-lib's default,
 # 602401143452.dkr.ecr.us-west-2, is another region's: cross-region, and unreachable from opt-in regions).
 # Verified: kubernetes-sigs/aws-load-balancer-controller@v3.2.2 scripts/run-e2e-test.sh (the prod image is

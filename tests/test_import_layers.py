@@ -29,7 +29,8 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "llm_bench": frozenset({"common", "llm_local"}),  # `--local` starts the local stack
     "lambdas": frozenset(),
     # The stacks read the services' constants (paths, labels, names), never the image service itself.
-    "cdk": frozenset({"common", "llm_gateway", "llm_bench", "routing_controller"}),
+    # cdk/prerequisites.py reports what the deploy-time prerequisite check's handler reports (lambdas/).
+    "cdk": frozenset({"common", "lambdas", "llm_gateway", "llm_bench", "routing_controller"}),
     "tools": frozenset({"cdk", "common", "llm_bench", "llm_gateway", "routing_controller"}),
 }
 

@@ -81,7 +81,7 @@ def start(args: argparse.Namespace, session_for: Callable[..., Any] = boto3.sess
                 f"make verify: the cluster has no namespace {args.namespace} (give --namespace, the "
                 "servingNamespace you deployed with)"
             ) from None
-        command = outputs[CLUSTER].get("UpdateKubeconfig", f"the {CLUSTER} stack's UpdateKubeconfig output")
+        command = outputs.get(CLUSTER, {}).get("UpdateKubeconfig", "aws eks update-kubeconfig --name <the cluster>")
         raise Stop(f"make verify: kubectl cannot reach the cluster ({exc}); run `{command}`") from None
     return Context(
         region=region,

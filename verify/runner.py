@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final, TextIO
 
-from verify import front_door, llm, pins, platform, serving
+from verify import front_door, llm, pins, platform, prerequisites, serving
 from verify.context import Context
 from verify.result import Check, Result, Status
 
-# The order of docs/first-deploy.md: pins, platform, serving, front door, LLM.
+# The order of docs/first-deploy.md: pins, prerequisites (a team's cluster), platform, serving, front door, LLM.
 ALL_CHECKS: Final[tuple[Check, ...]] = (
     *pins.CHECKS,
+    *prerequisites.CHECKS,
     *platform.CHECKS,
     *serving.CHECKS,
     *front_door.CHECKS,

@@ -10,11 +10,14 @@ from botocore.exceptions import ClientError
 STACK_PREFIX: Final = "SdOnEks"
 NETWORK: Final = f"{STACK_PREFIX}Network"
 CLUSTER: Final = f"{STACK_PREFIX}Cluster"
+# On a team's cluster (existingClusterName) the additions stack stands where the network and cluster stacks are.
+ADDITIONS: Final = f"{STACK_PREFIX}ClusterAdditions"
 IMAGES: Final = f"{STACK_PREFIX}Images"
 SERVING: Final = f"{STACK_PREFIX}Serving"
-# The network stack is absent where the cluster uses an existing VPC (vpcId): the others must exist.
-REQUIRED: Final = (CLUSTER, IMAGES, SERVING)
-ALL: Final = (NETWORK, *REQUIRED)
+# The network stack is absent where the cluster uses an existing VPC (vpcId), and one of the cluster stack and the
+# additions stack is: the others must exist.
+REQUIRED: Final = (IMAGES, SERVING)
+ALL: Final = (NETWORK, CLUSTER, ADDITIONS, *REQUIRED)
 
 
 class Stop(Exception):
@@ -35,6 +38,11 @@ def stack_outputs(cfn: Any, region: str) -> dict[str, dict[str, str]]:
                 f"make verify: stack {name} not found in {region} ({message}); deploy it, or set AWS_REGION"
             ) from None
         outputs[name] = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    if CLUSTER not in outputs and ADDITIONS not in outputs:
+        raise Stop(
+            f"make verify: stack {CLUSTER} (or {ADDITIONS}, on a team's cluster) not found in {region}; deploy it, "
+            "or set AWS_REGION"
+        )
     return outputs
 
 

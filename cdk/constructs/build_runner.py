@@ -25,7 +25,9 @@ from cdk.constructs.log_groups import encrypted_log_group
 from cdk.nag import acknowledge_build_runner
 
 LAMBDAS_DIR: Final = Path(__file__).resolve().parents[2] / "lambdas"
-LAMBDA_EXCLUDES: Final = ["__pycache__", "*.pyc"]
+# The prerequisite check's handler has an asset of its own (cdk/constructs/prerequisite_checks.py), so the other
+# handlers' code, and a default deploy, stay as they were without it.
+LAMBDA_EXCLUDES: Final = ["__pycache__", "*.pyc", "prerequisite_check.py"]
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,23 @@ class CostAtRest:
 def cost_at_rest(config: AppConfig, kept_up: Iterable[tuple[str, float]]) -> CostAtRest:
     """Every item a deploy with `config` keeps up while no request arrives (us-east-1 list prices); `kept_up` is
     what its workloads keep running (`Workload.kept_up`)."""
+    # On a team's cluster (existingClusterName) its control plane, nodes, NAT gateways and access are the team's.
+    lines = _own_cluster_lines(config) if config.existing_cluster is None else []
+    lines.append(CostLine("ALB", prices.ALB_HOUR.usd))
+    waf = prices.WAF_WEB_ACL_MONTH.usd + waf_rule_count(config.serving) * prices.WAF_RULE_MONTH.usd
+    lines.append(CostLine("WAF web ACL and its rules", waf / prices.HOURS_PER_MONTH))
+    lines.extend(CostLine(item, usd_per_hour) for item, usd_per_hour in kept_up)
+    keys = len(customer_managed_keys(config))
+    lines.append(
+        CostLine(f"{keys} x KMS customer managed key", keys * prices.KMS_KEY_MONTH.usd / prices.HOURS_PER_MONTH)
+    )
+    logs = observability_usd_per_month(config.observability, config.flow_log_retention_days, config.existing_cluster)
+    lines.append(CostLine("CloudWatch logs and dashboard", logs / prices.HOURS_PER_MONTH))
+    return CostAtRest(tuple(lines))
+
+
+def _own_cluster_lines(config: AppConfig) -> list[CostLine]:
+    """What a cluster of our own keeps up: control plane, system nodes and their disks, NAT, the tunnel."""
     nodes = config.system_node_count
     lines = [
         CostLine("EKS control plane", prices.EKS_CLUSTER_HOUR.usd),
@@ -76,17 +93,7 @@ def cost_at_rest(config: AppConfig, kept_up: Iterable[tuple[str, float]]) -> Cos
         )
     if config.access.kubectl_tunnel:
         lines.append(_kubectl_tunnel_line())
-    lines.append(CostLine("ALB", prices.ALB_HOUR.usd))
-    waf = prices.WAF_WEB_ACL_MONTH.usd + waf_rule_count(config.serving) * prices.WAF_RULE_MONTH.usd
-    lines.append(CostLine("WAF web ACL and its rules", waf / prices.HOURS_PER_MONTH))
-    lines.extend(CostLine(item, usd_per_hour) for item, usd_per_hour in kept_up)
-    keys = len(customer_managed_keys(config))
-    lines.append(
-        CostLine(f"{keys} x KMS customer managed key", keys * prices.KMS_KEY_MONTH.usd / prices.HOURS_PER_MONTH)
-    )
-    logs = observability_usd_per_month(config.observability, config.flow_log_retention_days)
-    lines.append(CostLine("CloudWatch logs and dashboard", logs / prices.HOURS_PER_MONTH))
-    return CostAtRest(tuple(lines))
+    return lines
 
 
 def _disk_hour(volume_type: str, gib: int) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cdk.config import AppConfig
+from cdk.prerequisites import relied_on
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,13 @@ class ManagedKey:
 def customer_managed_keys(config: AppConfig) -> tuple[ManagedKey, ...]:
     """The keys a deploy with `config` creates (each rotates yearly; docs/platform.md says which outlive a
     destroy)."""
-    keys = [ManagedKey("Cluster", "Kubernetes secrets (cdk/constructs/cluster.py SecretsKey)")]
+    existing = config.existing_cluster
+    if existing is None:
+        keys = [ManagedKey("Cluster", "Kubernetes secrets (cdk/constructs/cluster.py SecretsKey)")]
+    else:  # the team's cluster encrypts its own secrets; ours is the prerequisite check's log key, if it checks any
+        relied = relied_on(existing.expected, (a.name for a in config.accelerators))
+        keys = [ManagedKey("ClusterAdditions", "the prerequisite check's log groups (cdk/constructs/log_groups.py)")]
+        keys = keys if relied else []
     if config.vpc_id is None:
         # A looked-up VPC has no stack of its own, so no flow-log group and no logs key.
         keys.append(ManagedKey("Network", "the flow-log group (cdk/constructs/log_groups.py, one per stack)"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdk.config.existing_cluster import ExistingClusterConfig
 from cdk.config.observability import CONTROL_PLANE_LOG_TYPES, ObservabilityConfig
 from cdk.costs import prices
 
@@ -49,10 +50,19 @@ class LogSource:
         return ingest + stored
 
 
-def log_sources(cfg: ObservabilityConfig) -> list[LogSource]:
-    """The log sources a deploy with `cfg` ingests at rest."""
+def log_sources(cfg: ObservabilityConfig, existing: ExistingClusterConfig | None = None) -> list[LogSource]:
+    """The log sources a deploy with `cfg` ingests at rest. On a team's cluster (`existing`) the control plane's
+    and the VPC's logs are the team's, and Container Insights is ours only where we install its agent."""
+    sources = _own_cluster_sources(cfg) if existing is None else []
+    if existing is None or existing.installs("cloudwatch-agent"):
+        sources += _container_insights_sources(cfg)
+    return sources
+
+
+def _own_cluster_sources(cfg: ObservabilityConfig) -> list[LogSource]:
+    """The control plane's and the VPC's logs, of a cluster and network of our own."""
     flow_records = FLOW_LOG_RECORDS_PER_DAY * (1.0 if cfg.flow_log_traffic == "ALL" else FLOW_LOG_REJECT_SHARE)
-    sources = [
+    return [
         LogSource(
             "EKS control plane (" + ", ".join(cfg.control_plane_log_types) + ")",
             CONTROL_PLANE_GB_PER_DAY,
@@ -66,6 +76,12 @@ def log_sources(cfg: ObservabilityConfig) -> list[LogSource]:
             flow_records * FLOW_LOG_RECORD_BYTES / GB,
             f"{flow_records:,.0f} records of ~{FLOW_LOG_RECORD_BYTES} B a day",
         ),
+    ]
+
+
+def _container_insights_sources(cfg: ObservabilityConfig) -> list[LogSource]:
+    """The CloudWatch agent's performance events and, when on, Fluent Bit's container logs."""
+    sources = [
         LogSource(
             "Container Insights performance events",
             PERFORMANCE_EVENTS_PER_DAY * PERFORMANCE_EVENT_BYTES / GB,
@@ -83,7 +99,9 @@ def log_sources(cfg: ObservabilityConfig) -> list[LogSource]:
     return sources
 
 
-def observability_usd_per_month(cfg: ObservabilityConfig, retention_days: int) -> float:
+def observability_usd_per_month(
+    cfg: ObservabilityConfig, retention_days: int, existing: ExistingClusterConfig | None = None
+) -> float:
     """Logs (ingestion and storage) plus the serving dashboard, per month."""
-    logs = sum(s.usd_per_month(retention_days) for s in log_sources(cfg))
+    logs = sum(s.usd_per_month(retention_days) for s in log_sources(cfg, existing))
     return logs + prices.CLOUDWATCH_DASHBOARD_MONTH.usd

@@ -3,7 +3,8 @@
 It imports the cluster (`aws_eks_v2.Cluster.from_cluster_attributes`) instead of creating network and cluster
 stacks, and adds only what is ours: the Karpenter NodePools and EC2NodeClasses of our accelerators (labelled as
 ours, created, never applied over a team's object of the same name), and each prerequisite whose setting says
-`install`, as on a new cluster. A prerequisite set to `expect` is the team's: nothing of it is synthesized, and
+`install`, as on a new cluster. A prerequisite set to `expect` is the team's: nothing of it is synthesized; a
+deploy-time check fails the deploy naming it when it is missing (cdk/constructs/prerequisite_checks.py) and
 `make verify` checks it (cdk/prerequisites.py). Deleting this stack removes exactly these.
 """
 
@@ -30,7 +31,9 @@ from cdk.constructs.addons.nvidia_device_plugin import nvidia_device_plugin
 from cdk.constructs.karpenter import Karpenter
 from cdk.constructs.network import Network
 from cdk.constructs.node_pools import AcceleratorNodePools
+from cdk.constructs.prerequisite_checks import PrerequisiteChecks
 from cdk.constructs.spot_role import SpotServiceLinkedRole
+from cdk.prerequisites import relied_on
 
 # The labels every cluster-scoped object we add to a team's cluster carries: whose it is.
 OWNER_LABELS: Final = {"app.kubernetes.io/managed-by": "sd-on-eks", "app.kubernetes.io/part-of": "sd-on-eks"}
@@ -63,12 +66,13 @@ class ClusterAdditionsStack(Stack):
         reference = eks.Cluster.from_cluster_attributes(
             self, "ClusterReference", cluster_name=existing.name, vpc=self.vpc
         )
+        kubectl_role = iam.Role.from_role_arn(self, "KubectlRole", existing.kubectl_role_arn, mutable=False)
         self.kubectl_provider = eks.KubectlProvider(
             self,
             "KubectlProvider",
             cluster=reference,
             kubectl_layer=KubectlV36Layer(self, "KubectlLayer"),
-            role=iam.Role.from_role_arn(self, "KubectlRole", existing.kubectl_role_arn, mutable=False),
+            role=kubectl_role,
             private_subnets=self.vpc.private_subnets,
             security_groups=[security_group],
         )
@@ -82,6 +86,21 @@ class ClusterAdditionsStack(Stack):
         )
         cluster = self.cluster
         enabled = {a.name for a in config.accelerators}
+        # Expected add-ons are read before anything of ours is applied: a missing one fails here, in one line.
+        expected = relied_on(existing.expected, enabled)
+        self.prerequisite_checks = (
+            PrerequisiteChecks(
+                self,
+                "PrerequisiteChecks",
+                cluster_name=existing.name,
+                expected=expected,
+                role=kubectl_role,
+                vpc=self.vpc,
+                security_group=security_group,
+            )
+            if expected
+            else None
+        )
 
         self.agent = (
             eks.Addon(
@@ -139,6 +158,9 @@ class ClusterAdditionsStack(Stack):
             if NEURON.name in enabled and existing.installs("neuron")
             else None
         )
+        if self.prerequisite_checks is not None:
+            # Our NodePools need the team's Karpenter CRDs: they wait for the verdict.
+            self.node_pools.node.add_dependency(self.prerequisite_checks)
         self.spot_role: SpotServiceLinkedRole | None = None
         if any("spot" in c.capacity_types for c in config.capacity):
             self.spot_role = SpotServiceLinkedRole(self, "SpotServiceLinkedRole")
@@ -158,6 +180,6 @@ class ClusterAdditionsStack(Stack):
         CfnOutput(
             self,
             "ExpectedPrerequisites",
-            value=", ".join(existing.expected) or "none",
+            value=", ".join(expected) or "none",
             description="The team's add-ons the serving stack relies on (make verify checks each)",
         )

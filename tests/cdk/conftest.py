@@ -82,6 +82,20 @@ VARIANT_OVERRIDES: dict[str, Any] = {
     "deployerArn": VARIANT_ADMIN_ARN,
 }
 
+# A team's cluster (existingClusterName) with the attributes the import needs; the synth of this mode takes
+# DEFAULT_OVERRIDES under it, so its serving stack compares with the default one object for object.
+EXISTING: dict[str, Any] = {
+    "account": VARIANT_ACCOUNT,
+    "region": VARIANT_REGION,
+    "vpcId": VARIANT_VPC,
+    "ingressSubnetGroup": "Public",  # DEFAULT_OVERRIDES' front door is internet-facing
+    "existingClusterName": "team-cluster",
+    "existingClusterSecurityGroupId": "sg-0123456789abcdef0",
+    "existingClusterKubectlRoleArn": "arn:aws:iam::123456789012:role/team-eks-admin",
+    "existingClusterNodeRoleName": "KarpenterNodeRole-team-cluster",
+    "existingClusterKeda": "install",  # one add-on installed, the others expected
+}
+
 
 # The README's trial deploy: `-c profile=trial` over cdk.json (docs/trial.md).
 TRIAL_OVERRIDES: dict[str, Any] = {"profile": "trial"}
@@ -178,6 +192,12 @@ def synth(
         raw_templates=raw,
         outdir=outdir,
     )
+
+
+@pytest.fixture(scope="session")
+def existing_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Serving on a team's cluster (EXISTING over DEFAULT_OVERRIDES); cdk-nag runs in it and fails it on a finding."""
+    return synth(tmp_path_factory.mktemp("cdk-existing"), {**DEFAULT_OVERRIDES, **EXISTING})
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ from cdk.costs.__main__ import main
 from cdk.costs.at_rest import SYSTEM_NODE_DISK_GIB, SYSTEM_NODE_DISK_TYPE, CostAtRest, cost_at_rest
 from cdk.costs.kms_keys import customer_managed_keys
 from cdk.front_door.waf import rule_count as waf_rule_count
-from tests.cdk.conftest import REPO_ROOT, Synth, resources_of
+from tests.cdk.conftest import EXISTING, REPO_ROOT, Synth, resources_of
 
-# The README's trial, cdk.json with the alb-https front door and the LLM, and the variant (an existing VPC, weights
-# brought, no tunnel): between them every condition of cdk/costs/kms_keys.py takes both values.
-SYNTHS = ("trial_synth", "platform_synth", "variant_synth")
+# The README's trial, cdk.json with the alb-https front door and the LLM, the variant (an existing VPC, weights
+# brought, no tunnel) and a team's cluster: between them every condition of cdk/costs/kms_keys.py takes both values.
+SYNTHS = ("trial_synth", "platform_synth", "variant_synth", "existing_synth")
 
 
 def cost_of(synth: Synth) -> CostAtRest:
@@ -69,7 +69,7 @@ def test_the_kubectl_tunnel_is_priced_as_synthesized(name: str, request: pytest.
     synth: Synth = request.getfixturevalue(name)
     instances = [i for t in synth.raw_templates.values() for i in resources_of(t, "AWS::EC2::Instance").values()]
     priced = [item for item in items(cost_of(synth)) if item.startswith("kubectl tunnel")]
-    if not synth.config.access.kubectl_tunnel:
+    if not synth.config.access.kubectl_tunnel or synth.config.existing_cluster is not None:
         assert instances == [] and priced == []
         return
     (instance,) = instances
@@ -112,3 +112,35 @@ def test_platform_md_and_the_readme_show_the_defaults_items(capsys: pytest.Captu
     # The summary under "Before you deploy" and the README quote the same total.
     assert f"≈ ${hour} an hour (≈ ${month} a month)" in platform
     assert f"about ${hour} an hour (about ${month} a month)" in (REPO_ROOT / "README.md").read_text()
+
+
+# Of a cluster and network of our own: what a deploy on a team's cluster neither creates nor prices.
+OWN_CLUSTER_TYPES = ("AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::EC2::NatGateway", "AWS::EC2::Instance")
+OWN_CLUSTER_ITEMS = ("EKS control plane", "system nodes", "system node disks", "NAT gateway", "kubectl tunnel")
+
+
+def test_on_a_teams_cluster_only_what_it_adds_is_priced(existing_synth: Synth) -> None:
+    for type_ in OWN_CLUSTER_TYPES:
+        assert not any(resources_of(t, type_) for t in existing_synth.raw_templates.values()), type_
+    priced = items(cost_of(existing_synth))
+    assert not [item for item in priced if any(own in item for own in OWN_CLUSTER_ITEMS)]
+    assert {"ALB", "WAF web ACL and its rules", "CloudWatch logs and dashboard"} <= set(priced)
+    assert any(item.endswith("image pod kept up") for item in priced)
+
+
+def costs_args(overrides: dict[str, object]) -> list[str]:
+    """`make costs COSTS_ARGS="k=v ..."` as the docs give it for a team's cluster."""
+    return [f"{key}={value}" for key, value in overrides.items()]
+
+
+def test_platform_md_shows_the_existing_clusters_items(capsys: pytest.CaptureFixture[str]) -> None:
+    table = printed_table(capsys, *costs_args(EXISTING))
+    assert "EKS control plane" not in table and "| ALB |" in table
+    assert table in (REPO_ROOT / "docs" / "platform.md").read_text()
+
+
+def test_a_bad_setting_is_one_line_not_a_traceback() -> None:
+    with pytest.raises(SystemExit, match=r"^make costs: setting 'vpcId' is required with existingClusterName"):
+        main(["existingClusterName=team-cluster"])
+    with pytest.raises(SystemExit, match=r"^make costs: vpcId: give settings as key=value"):
+        main(["vpcId"])

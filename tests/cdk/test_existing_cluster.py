@@ -6,34 +6,29 @@ compared with the default one object for object.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
+from cdk import versions
 from cdk.config import AppConfig, ConfigError
-from tests.cdk.conftest import (
-    DEFAULT_CONTEXT,
-    DEFAULT_OVERRIDES,
-    VARIANT_ACCOUNT,
-    VARIANT_REGION,
-    VARIANT_VPC,
-    Synth,
-    synth,
-)
+from cdk.prerequisites import BY_NAME, relied_on
+from tests.cdk.conftest import DEFAULT_CONTEXT, EXISTING, REPO_ROOT, Synth
 from tests.cdk.manifests import manifests
 
-EXISTING: dict[str, Any] = {
-    "account": VARIANT_ACCOUNT,
-    "region": VARIANT_REGION,
-    "vpcId": VARIANT_VPC,
-    "ingressSubnetGroup": "Public",  # DEFAULT_OVERRIDES' front door is internet-facing
-    "existingClusterName": "team-cluster",
-    "existingClusterSecurityGroupId": "sg-0123456789abcdef0",
-    "existingClusterKubectlRoleArn": "arn:aws:iam::123456789012:role/team-eks-admin",
-    "existingClusterNodeRoleName": "KarpenterNodeRole-team-cluster",
-    "existingClusterKeda": "install",  # one add-on installed, the others expected
-}
+EXISTING_EXPECTED = (
+    "karpenter",
+    "load-balancer-controller",
+    "nvidia-device-plugin",
+    "neuron",
+    "pod-identity-agent",
+    "cloudwatch-agent",
+)
 # A compile Job's name ends in a hash of what it compiles, which includes the region's image URI.
 INPUT_HASH = re.compile(r"-[0-9a-f]{10}$")
 # Resources whose replacement loses what users have: their logical ids must not move.
@@ -70,14 +65,7 @@ def test_add_ons_are_expected_unless_a_setting_installs_them():
     existing = config_of(EXISTING).existing_cluster
     assert existing is not None
     assert existing.installs("keda")
-    assert set(existing.expected) == {
-        "karpenter",
-        "load-balancer-controller",
-        "nvidia-device-plugin",
-        "neuron",
-        "pod-identity-agent",
-        "cloudwatch-agent",
-    }
+    assert set(existing.expected) == set(EXISTING_EXPECTED)
 
 
 def test_add_on_settings_without_the_cluster_are_refused():
@@ -88,12 +76,6 @@ def test_add_on_settings_without_the_cluster_are_refused():
 def test_a_bad_add_on_mode_is_refused():
     with pytest.raises(ConfigError, match="existingClusterKeda"):
         config_of({**EXISTING, "existingClusterKeda": "upgrade"})
-
-
-@pytest.fixture(scope="module")
-def existing_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The one synth of this mode per session (cdk-nag runs in it and fails it on a finding)."""
-    return synth(tmp_path_factory.mktemp("cdk-existing"), {**DEFAULT_OVERRIDES, **EXISTING})
 
 
 def resources_of(s: Synth, type_: str) -> list[tuple[str, str]]:
@@ -184,3 +166,53 @@ def test_the_stack_says_what_of_the_cluster_it_uses(existing_synth: Synth):
     outputs = existing_synth.raw_templates["SdOnEksClusterAdditions"]["Outputs"]
     assert "sg-0123456789abcdef0" in str(outputs["ClusterResources"]["Value"])
     assert "karpenter" in outputs["ExpectedPrerequisites"]["Value"]
+
+
+def test_each_expected_prerequisite_is_checked_before_our_node_pools(existing_synth: Synth, tmp_path: Path):
+    """A check per expected add-on (the handler's own test has its one-line messages), none for the one we install;
+    our NodePools wait for every verdict, and the serving stack waits for the whole additions stack."""
+    additions = existing_synth.raw_templates["SdOnEksClusterAdditions"]
+    checks = {lid: r for lid, r in additions["Resources"].items() if r["Type"] == "Custom::Prerequisite"}
+    checked = {r["Properties"]["Setting"]: r for r in checks.values()}
+    # Both accelerators are on in DEFAULT_OVERRIDES, so both device plugins are expected; KEDA is ours.
+    assert sorted(checked) == sorted(BY_NAME[name].setting for name in EXISTING_EXPECTED)
+    karpenter = checked["existingClusterKarpenter"]["Properties"]
+    assert karpenter["ClusterName"] == "team-cluster"
+    assert karpenter["Prerequisite"] == "Karpenter v1 (karpenter)"
+    assert [(p["Name"], p["Serves"]) for p in karpenter["Probes"]] == [
+        ("nodepools.karpenter.sh", "v1"),
+        ("ec2nodeclasses.karpenter.k8s.aws", "v1"),
+    ]
+    lbc = checked["existingClusterLoadBalancerController"]["Properties"]
+    assert lbc["Version"]["Minimum"] == versions.ALB_CONTROLLER_MIN_VERSION
+    handler = next(
+        r
+        for r in additions["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "prerequisite_check.on_event"
+    )
+    # Its asset holds its own file only (its hash is a folder's holding just that file), so the other handlers'
+    # assets, and a default synth, are what they were before it existed.
+    only_it = tmp_path / "only-the-handler"
+    only_it.mkdir()
+    shutil.copy(REPO_ROOT / "lambdas" / "prerequisite_check.py", only_it)
+    assert handler["Properties"]["Code"]["S3Key"] == f"{cdk.FileSystem.fingerprint(str(only_it))}.zip"
+    assert handler["Properties"]["Role"] == "arn:aws:iam::123456789012:role/team-eks-admin"
+    assert handler["Properties"]["VpcConfig"]["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
+    pools = [
+        r
+        for r in additions["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and "NodePool" in json.dumps(r["Properties"])
+    ]
+    assert pools and all(set(checks) <= set(r.get("DependsOn", [])) for r in pools)
+    serving = existing_synth.assembly.get_stack_by_name("SdOnEksServing")
+    assert "SdOnEksClusterAdditions" in {d.id for d in serving.dependencies}
+
+
+def test_only_the_enabled_accelerators_plugins_are_relied_on():
+    expected = config_of(EXISTING).existing_cluster
+    assert expected is not None
+    assert relied_on(expected.expected, ["nvidia"]) == tuple(n for n in EXISTING_EXPECTED if n != "neuron")
+    assert relied_on(expected.expected, ["neuron"]) == tuple(
+        n for n in EXISTING_EXPECTED if n != "nvidia-device-plugin"
+    )
+    assert relied_on(expected.expected, ["nvidia", "neuron"]) == EXISTING_EXPECTED
