@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verify.kube import Kubectl
-from verify.stacks import SERVING
+from verify.stacks import ADDITIONS, CLUSTER, SERVING
 
 
 @dataclass
@@ -32,6 +32,16 @@ class Context:
     def output(self, stack: str, key: str) -> str | None:
         """A stack's output by key, None where the stack does not emit it (a setting turned it off)."""
         return self.outputs.get(stack, {}).get(key)
+
+    @property
+    def on_team_cluster(self) -> bool:
+        """Deployed into a cluster the team runs (existingClusterName): the additions stack stands for the network
+        and cluster stacks."""
+        return ADDITIONS in self.outputs and CLUSTER not in self.outputs
+
+    def cluster_name(self) -> str | None:
+        """The cluster's name: the cluster stack's output, or on a team's cluster the additions stack's."""
+        return self.output(CLUSTER, "ClusterName") or self.output(ADDITIONS, "ClusterName")
 
     @property
     def service_url(self) -> str:

@@ -11,7 +11,7 @@ from cdk import versions
 from tests.verify.conftest import NAMESPACE, OUTPUTS, REGION, REPOSITORY, REPOSITORY_URI, deployment, pod, run, stubbed
 from verify import platform
 from verify.result import Status
-from verify.stacks import CLUSTER
+from verify.stacks import ADDITIONS, CLUSTER
 
 
 def push(tag: str) -> str:
@@ -288,3 +288,18 @@ def test_controller_pods_started_before_the_association_fail_naming_the_rollout(
     stale = run(platform.load_balancer_controller_pod_identity, make_context(clients={"eks": eks}))
     assert stale.status == Status.FAIL and "lbc-old" in stale.evidence and "lbc-new" not in stale.evidence
     assert "rollout restart deployment/aws-load-balancer-controller -n kube-system" in stale.evidence
+
+
+def test_on_a_teams_cluster_the_checks_of_our_own_cluster_stack_skip_with_the_reason(make_context):
+    # existingClusterName: the additions stack stands where the network and cluster stacks are.
+    outputs = {name: values for name, values in OUTPUTS.items() if name != CLUSTER}
+    outputs[ADDITIONS] = {"ClusterName": "team-cluster", "ExpectedPrerequisites": "karpenter, load-balancer-controller"}
+    ctx = make_context(outputs=outputs)
+    assert ctx.on_team_cluster and ctx.cluster_name() == "team-cluster"
+    for check, reason in (
+        (platform.spot_role, "Spot role is the team's"),
+        (platform.kubectl_tunnel, "no kubectl tunnel"),
+        (platform.load_balancer_controller_pod_identity, "team's own load balancer controller"),
+    ):
+        outcome = run(check, ctx)
+        assert outcome.status == Status.SKIP and reason in outcome.evidence, (check.__name__, outcome)
