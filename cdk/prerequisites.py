@@ -88,15 +88,16 @@ class Prerequisite:
     """One add-on the serving stack relies on, its setting, the objects that show it runs and, where a version
     decides whether our manifests work, the Deployments whose version is checked."""
 
-    name: str  # the short name ADD_ON_SETTINGS keys
+    name: str  # the short name ADD_ON_SETTINGS keys (or a part of the add-on `part_of` names)
     what: str
     probes: tuple[Probe, ...]
     version: VersionProbe | None = None
+    part_of: str | None = None  # the add-on whose setting installs this part of it
 
     @property
     def setting(self) -> str:
         """The setting that chooses install or expect."""
-        return ADD_ON_SETTINGS[self.name]
+        return ADD_ON_SETTINGS[self.part_of or self.name]
 
     @property
     def title(self) -> str:
@@ -121,6 +122,8 @@ class Prerequisite:
 def _crd(name: str, version: str) -> Probe:
     return Probe("customresourcedefinitions", name, serves=version)
 
+
+NEURON_SCHEDULER: Final = "neuron-scheduler"
 
 # The API versions are the ones our manifests use: NodePool karpenter.sh/v1 and EC2NodeClass karpenter.k8s.aws/v1
 # (cdk/constructs/node_pools.py), ScaledObject/TriggerAuthentication keda.sh/v1alpha1 (cdk/serving/scaling.py),
@@ -158,6 +161,14 @@ PREREQUISITES: Final[tuple[Prerequisite, ...]] = (
     Prerequisite(
         "neuron", "the Neuron device plugin", (Probe("daemonsets", "neuron-device-plugin", namespace="kube-system"),)
     ),
+    # The Neuron chart's second scheduler, which pods asking for more than one Neuron device name (cdk/versions.py
+    # NEURON_SCHEDULER_NAME: the chart's scheduler.customScheduler.fullnameOverride), in the chart's namespace.
+    Prerequisite(
+        NEURON_SCHEDULER,
+        "the Neuron scheduler extension",
+        (Probe("deployments", versions.NEURON_SCHEDULER_NAME, namespace="kube-system"),),
+        part_of="neuron",
+    ),
     Prerequisite(
         "pod-identity-agent",
         "the EKS Pod Identity agent",
@@ -174,7 +185,12 @@ BY_NAME: Final = {p.name: p for p in PREREQUISITES}
 PLUGIN_ACCELERATOR: Final = {"nvidia-device-plugin": NVIDIA.name, "neuron": NEURON.name}
 
 
-def relied_on(expected: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:
-    """The expected prerequisites a deploy with these accelerators relies on: what is checked, and listed."""
+def relied_on(expected: Iterable[str], accelerators: Iterable[str], neuron_scheduler: bool = False) -> tuple[str, ...]:
+    """The expected prerequisites a deploy with these accelerators relies on: what is checked, and listed. The
+    Neuron chart's scheduler extension is relied on with the chart where pods ask for several Neuron devices
+    (`neuron_scheduler`: cdk/accelerators.py needs_neuron_scheduler)."""
     enabled = set(accelerators)
-    return tuple(name for name in expected if PLUGIN_ACCELERATOR.get(name, "") in ("", *enabled))
+    names = [name for name in expected if PLUGIN_ACCELERATOR.get(name, "") in ("", *enabled)]
+    if neuron_scheduler and "neuron" in names:
+        names.insert(names.index("neuron") + 1, NEURON_SCHEDULER)
+    return tuple(names)

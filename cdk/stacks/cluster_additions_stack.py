@@ -87,7 +87,9 @@ class ClusterAdditionsStack(Stack):
         cluster = self.cluster
         enabled = {a.name for a in config.accelerators}
         # Expected add-ons are read before anything of ours is applied: a missing one fails here, in one line.
-        expected = relied_on(existing.expected, enabled)
+        expected = relied_on(
+            existing.expected, enabled, neuron_scheduler=needs_neuron_scheduler(NEURON, neuron_devices_per_pod)
+        )
         self.prerequisite_checks = (
             PrerequisiteChecks(
                 self,

@@ -216,3 +216,19 @@ def test_only_the_enabled_accelerators_plugins_are_relied_on():
         n for n in EXISTING_EXPECTED if n != "nvidia-device-plugin"
     )
     assert relied_on(expected.expected, ["nvidia", "neuron"]) == EXISTING_EXPECTED
+
+
+def test_the_neuron_scheduler_extension_is_relied_on_where_pods_ask_for_several_devices():
+    from cdk.prerequisites import BY_NAME, NEURON_SCHEDULER
+
+    expected = config_of(EXISTING).existing_cluster
+    assert expected is not None
+    with_extension = relied_on(expected.expected, ["neuron"], neuron_scheduler=True)
+    assert with_extension[with_extension.index("neuron") + 1] == NEURON_SCHEDULER
+    assert NEURON_SCHEDULER not in relied_on(expected.expected, ["neuron"])
+    assert NEURON_SCHEDULER not in relied_on(expected.expected, ["nvidia"], neuron_scheduler=True)
+    # Its own check, under the chart's setting: the chart installs both.
+    scheduler = BY_NAME[NEURON_SCHEDULER]
+    assert scheduler.setting == BY_NAME["neuron"].setting
+    line = scheduler.message("no deployments my-scheduler in kube-system")
+    assert "Neuron scheduler extension" in line and f"{scheduler.setting}=install" in line and "\n" not in line

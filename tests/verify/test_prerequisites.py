@@ -35,6 +35,7 @@ def test_one_row_per_prerequisite():
             "keda",
             "nvidia-device-plugin",
             "neuron",
+            "neuron-scheduler",
             "pod-identity-agent",
             "cloudwatch-agent",
         )
