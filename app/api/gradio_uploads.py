@@ -32,6 +32,7 @@ MAX_FIELDS: Final = 16
 # allocate gigabytes: the Edit tab's ImageMask draws one layer, and a few are allowed.
 MAX_LAYER_INDEX: Final = 3
 BLOB_TYPES: Final = frozenset({"background", "layer", "composite"})
+ACCEPT_BLOBS: Final = "accept_blobs"  # the editor's server function that keeps the canvas
 
 
 class UploadRefused(Exception):
@@ -65,7 +66,9 @@ async def check_upload(scope: Scope, body: bytes, limits: UploadLimits) -> None:
             fields = {name: value for name, value in form.multi_items() if isinstance(value, str)}
     except HTTPException as exc:  # Starlette's answer to a malformed body or too many parts
         raise UploadRefused("files", f"the upload cannot be read: {exc.detail}") from None
-    if scope["path"].rstrip("/") == COMPONENT_SERVER_PATH and contents:
+    if scope["path"].rstrip("/") == COMPONENT_SERVER_PATH:
+        if fields.get("fn_name") != ACCEPT_BLOBS:
+            return  # no other server function keeps a file: Gradio (or the guard's 404) answers it
         check_blob_fields(fields)
     for field, filename, data in contents:
         try:
