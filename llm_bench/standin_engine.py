@@ -8,7 +8,11 @@ It serves what the gateway and the benchmark call: `GET /health`, `GET /v1/model
 and `POST /v1/completions`, streamed or whole, with vLLM's chunk layout (one event per token, the usage chunk
 with `choices: []` when `stream_options.include_usage` is asked, then `data: [DONE]`); and, for the gateway's
 tests, `POST /v1/embeddings` (one small vector per input) and `POST /v1/responses`, whole or streamed in the
-Responses API's layout (`event:` and `data:` lines, the usage in the closing `response.completed`). Every answer is
+Responses API's layout (`event:` and `data:` lines, the usage in the closing `response.completed`); and vLLM
+0.27.1's render routes (`POST /v1/completions/render`, `/v1/chat/completions/render`, which vllm-router's
+cache_aware policy calls), answered in their shape: a GenerateRequest (a list of one for completions) whose
+`token_ids` hold one id per word of the prompt (of the messages' text for chat), the same word the same id, so
+prompts that share words at their start share ids there. Every answer is
 `max_tokens` long (as with `ignore_eos`); a prompt counts one token per word. Token i of a request is due
 `ttft + i * gap` after the request arrived, whatever the load, so the only latency a client sees beyond the
 pace is what lies between it and this server. With a gap of 0 the tokens go out as fast as the loop allows,
@@ -26,11 +30,15 @@ import contextlib
 import json
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 
 STANDIN_MODEL = "standin"
 TOKEN_TEXT = " tok"  # noqa: S105  # the text of every token, not a secret
 _MAX_HEAD_BYTES = 64 * 1024
+_VOCABULARY = 32_000  # render's token ids are below this, as a small model's vocabulary
+COMPLETIONS_RENDER_PATH = "/v1/completions/render"
+CHAT_RENDER_PATH = "/v1/chat/completions/render"
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class StandinEngine:
     record: bool = False
     prompts: list[str] = field(default_factory=list)
     connections: int = 0  # connections accepted so far
+    renders: int = 0  # render requests answered so far
 
     async def serve(
         self, host: str, port: int, started: asyncio.Event | None = None, *, uds: str | None = None
@@ -98,6 +107,8 @@ class StandinEngine:
             await self._embeddings(body, arrived, writer)
         elif method == "POST" and path == "/v1/responses":
             await self._responses(body, arrived, writer)
+        elif method == "POST" and path in (COMPLETIONS_RENDER_PATH, CHAT_RENDER_PATH):
+            self._render(path, body, writer)
         else:
             _send_whole(writer, 404, _error(f"no route {method} {path}", 404))
         await writer.drain()
@@ -192,6 +203,26 @@ class StandinEngine:
             await writer.drain()
         writer.write(_named_event({"type": "response.completed", "response": done, "sequence_number": tokens + 1}))
         writer.write(b"0\r\n\r\n")
+
+    def _render(self, path: str, body: bytes, writer: asyncio.StreamWriter) -> None:
+        """vLLM 0.27.1's render answer (vllm/entrypoints/scale_out/render/api_router.py: a GenerateRequest of
+        token_ids/protocol.py, a list of them for completions), with the fields a router reads."""
+        try:
+            request = json.loads(body)
+            if path == CHAT_RENDER_PATH:
+                text = " ".join(str(m.get("content") or "") for m in request["messages"])
+            else:
+                text = request["prompt"]
+            if not isinstance(text, str) or not text.split():
+                raise ValueError("the prompt must be a non-empty string")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            _send_whole(writer, 400, _error(f"bad request: {exc}", 400))
+            return
+        self.renders += 1
+        ids = [zlib.crc32(word.encode()) % _VOCABULARY for word in text.split()]
+        rendered = {"request_id": uuid.uuid4().hex, "token_ids": ids, "model": self.model, "stream": False}
+        rendered["sampling_params"] = {"max_tokens": request.get("max_tokens")}
+        _send_whole(writer, 200, json.dumps(rendered if path == CHAT_RENDER_PATH else [rendered]).encode())
 
     async def _until(self, due: float) -> None:
         delay = due - time.monotonic()

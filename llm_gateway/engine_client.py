@@ -114,7 +114,21 @@ async def read_within(response: aiohttp.ClientResponse, max_bytes: int) -> bytes
 async def get_within(client: EngineClient, path: str, max_bytes: int) -> tuple[int, Mapping[str, str], bytes]:
     """GET `path` from the engine: its status, headers and body (read within `max_bytes`). Callers bound the time
     with `asyncio.timeout`; a response left unfinished closes its connection."""
-    response = await client.request("GET", path)
+    return await _whole_answer(client, "GET", path, max_bytes)
+
+
+async def post_within(
+    client: EngineClient, path: str, body: bytes, max_bytes: int
+) -> tuple[int, Mapping[str, str], bytes]:
+    """POST the JSON `body` to `path` and read the whole answer, as `get_within` does."""
+    return await _whole_answer(client, "POST", path, max_bytes, body)
+
+
+async def _whole_answer(
+    client: EngineClient, method: str, path: str, max_bytes: int, body: bytes | None = None
+) -> tuple[int, Mapping[str, str], bytes]:
+    headers = None if body is None else {"content-type": "application/json"}
+    response = await client.request(method, path, body, headers)
     try:
         return response.status, response.headers, await read_within(response, max_bytes)
     finally:

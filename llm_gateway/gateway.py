@@ -39,6 +39,7 @@ from llm_gateway.engine_client import (
     EngineClient,
     EngineError,
     get_within,
+    post_within,
     read_within,
 )
 from llm_gateway.errors import send_error, sse_error_event
@@ -53,6 +54,7 @@ from llm_gateway.routes import (
     GENERATION_PATHS,
     MODEL_PATH_PREFIX,
     MODELS_PATH,
+    RENDER_PATHS,
     RESPONSES_PATH,
     STREAM_OPTIONS_PATHS,
     UPSTREAM_HEALTH_PATH,
@@ -163,7 +165,9 @@ class Gateway:
         if path == CHAT_PAGE_PATH and self.settings.chat_page and method == "GET":
             await send_page(send)
             return
-        expected_method = GET_ONLY.get(path) or FORWARDED.get(path) or _model_path_method(path)
+        expected_method = (
+            GET_ONLY.get(path) or FORWARDED.get(path) or _model_path_method(path) or self._render_method(path)
+        )
         if expected_method is None:
             await send_error(send, 404, f"no route {path}: this server serves {', '.join(FORWARDED)}")
             return
@@ -184,6 +188,8 @@ class Gateway:
             return
         if path in GENERATION_PATHS:
             await self._generation(path, headers, receive, send, scope.get("extensions", {}).get(BODY_NOWAIT))
+        elif path in RENDER_PATHS:
+            await self._render(path, headers, receive, send)
         elif path.startswith(MODEL_PATH_PREFIX):
             await self._retrieve_model(model_id(path), send)
         else:
@@ -256,8 +262,34 @@ class Gateway:
         card = retrieve(self.image_models.add_to(content), wanted)
         await _send_whole(send, card.status, _JSON, card.body)
 
-    async def _lookup(self, path: str, send: Send) -> tuple[int, Mapping[str, str], bytes] | None:
-        """The engine's answer to GET `path` (status, headers, body), or None when the gateway answered instead: a
+    def _render_method(self, path: str) -> str | None:
+        """POST for a render route when RENDER_ROUTES is on (else the path is not served: a 404)."""
+        return "POST" if self.settings.render_routes and path in RENDER_PATHS else None
+
+    async def _render(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
+        """Forward a render request (the prompt as token ids; the router's cache_aware policy asks every pod) as a
+        lookup: a JSON body within MAX_BODY_BYTES, the engine's answer within the lookups' bounds. Nothing is
+        generated, so it takes no admission slot and counts no usage."""
+        try:
+            body = await read_body(receive, headers, self._body_limits)
+        except ClientDisconnected:
+            return
+        except BodyTooLarge:
+            await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
+            return
+        request = parse_body(body)
+        if isinstance(request, Refusal):
+            await _refuse(send, request)
+            return
+        answer = await self._lookup(path, send, body=body)
+        if answer is not None:
+            await _send_whole(send, *answer)
+
+    async def _lookup(
+        self, path: str, send: Send, *, body: bytes | None = None
+    ) -> tuple[int, Mapping[str, str], bytes] | None:
+        """The engine's answer to GET `path`, or to POST `body` there (status, headers, body), or None when the
+        gateway answered instead: a
         429 past MAX_CONCURRENT_LOOKUPS, a 503 past LOOKUP_TIMEOUT_S or without an engine, a 502 for an answer
         over MAX_ENGINE_BODY_BYTES. Unlike generations, GETs pass no admission: without their own bound, a flood of
         them against a stuck engine held an engine connection and a client connection each, until the gateway
@@ -270,7 +302,10 @@ class Gateway:
             return None
         try:
             async with asyncio.timeout(timeout_s):
-                return await get_within(self.http, path, self.settings.max_engine_body_bytes)
+                max_bytes = self.settings.max_engine_body_bytes
+                if body is None:
+                    return await get_within(self.http, path, max_bytes)
+                return await post_within(self.http, path, body, max_bytes)
         except AnswerTooLarge as exc:
             log.warning("engine answer too large", extra={"route": path, "detail": str(exc)})
             await send_error(send, 502, f"{exc}: the gateway stopped reading it")

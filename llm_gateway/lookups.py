@@ -1,4 +1,5 @@
-"""The bound on forwarded GETs (/v1/models, /v1/models/{id}) waiting on the engine at once.
+"""The bound on lookups waiting on the engine at once: the forwarded GETs (/v1/models, /v1/models/{id}) and, with
+RENDER_ROUTES on, the render POSTs (llm_gateway/routes.py).
 
 Generations pass admission (llm_gateway/admission.py); lookups cost the engine little but each holds an engine
 connection and a client connection while it waits, so a flood of them against a busy or stuck engine would spend

@@ -32,6 +32,15 @@ FORWARDED: Final = {
     EMBEDDINGS_PATH: "POST",
 }
 GENERATION_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH, RESPONSES_PATH, EMBEDDINGS_PATH})
+# vLLM 0.27.1's render routes (the NVIDIA image; vllm/entrypoints/scale_out/render/api_router.py, mounted for every
+# generating model with no flag by scale_out/factories.py register_scale_out_api_routers): a request's prompt as token
+# ids (a GenerateRequest, a list of them for completions), nothing generated. vllm-router 0.1.17's cache_aware posts
+# each request to every worker's render route, with the client's Authorization, to match the ids against its prefix
+# tree (read from the binary's requests to a stand-in). vLLM 0.13.0 (the Neuron image) has none. Forwarded only with
+# RENDER_ROUTES on, as lookups: bounded by MAX_CONCURRENT_LOOKUPS and LOOKUP_TIMEOUT_S, outside admission.
+CHAT_COMPLETIONS_RENDER_PATH: Final = CHAT_COMPLETIONS_PATH + "/render"
+COMPLETIONS_RENDER_PATH: Final = COMPLETIONS_PATH + "/render"
+RENDER_PATHS: Final = frozenset({CHAT_COMPLETIONS_RENDER_PATH, COMPLETIONS_RENDER_PATH})
 # The paths whose streams end with a usage chunk only when `stream_options.include_usage` asks for it (the Responses
 # API always ends its stream with the usage, in its `response.completed` event).
 STREAM_OPTIONS_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH})

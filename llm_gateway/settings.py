@@ -80,14 +80,15 @@ class GatewaySettings(ServiceSettings):
         8,
         ge=1,
         le=1000,
-        description="forwarded GETs (/v1/models, /v1/models/{id}) waiting on the engine at once; more get a 429 "
-        "with Retry-After, so a flood of them holds neither the engine's connections nor the gateway's open files",
+        description="lookups (forwarded GETs: /v1/models, /v1/models/{id}; with RENDER_ROUTES, the render POSTs) "
+        "waiting on the engine at once; more get a 429 with Retry-After, so a flood of them holds neither the "
+        "engine's connections nor the gateway's open files",
     )
     lookup_timeout_s: float = Field(
         10.0,
         gt=0.0,
         le=300.0,
-        description="a forwarded GET the engine has not answered in this long gets a 503 with Retry-After",
+        description="a lookup the engine has not answered in this long gets a 503 with Retry-After",
     )
     chat_page: bool = Field(
         False,
@@ -105,6 +106,13 @@ class GatewaySettings(ServiceSettings):
         description="whether the engine behind applies vLLM's structured outputs (response_format json_object and "
         "json_schema, tool_choice required or named); where it does not (the Neuron plugin: "
         "llm_gateway/structured_outputs.py) such requests get a 400 that says so",
+    )
+
+    render_routes: bool = Field(
+        False,
+        description="forward vLLM's render routes (/v1/chat/completions/render, /v1/completions/render: the prompt as "
+        "token ids, nothing generated), which vllm-router's cache_aware policy posts to every worker; on only where "
+        "the engine serves them (vLLM 0.27.1, the NVIDIA image) and the router is in front (llm_gateway/routes.py)",
     )
 
     @property

@@ -70,16 +70,13 @@ NO_TOOL_PARSER: Final = "none"
 ROUTER_KEY: Final = "llmRouter"
 ROUTER_OFF: Final = "off"
 ROUTER_POLICIES: Final = ("power_of_two", "cache_aware")
-# Why cache_aware cannot serve a pool yet, per accelerator. The policy posts each request to a worker's render route
-# (/v1/chat/completions/render, /v1/completions/render). vLLM 0.13.0 (the Neuron image) has no such route (none in
-# the PyPI wheel's vllm/entrypoints); 0.27.1 (the NVIDIA image) registers it for every generating model with no flag
-# (vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers, called from openai/api_server.py; no
-# --enable-scale-out in that wheel), but the router's workers are the pods' gateways, which forward only the OpenAI
-# routes (llm_gateway/routes.py) and check sign-in on each.
-CACHE_AWARE_BLOCKERS: Final = {
-    "neuron": "vLLM 0.13.0 in the Neuron image has no render route",
-    "nvidia": "the pod's gateway does not forward vLLM 0.27.1's render routes",
-}
+# Why cache_aware cannot serve a pool, per accelerator. The policy posts each request to every worker's render route
+# (/v1/chat/completions/render, /v1/completions/render; read from vllm-router 0.1.17's requests to a stand-in).
+# vLLM 0.27.1 (the NVIDIA image) registers them for every generating model with no flag (PyPI wheel:
+# vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers, called from openai/api_server.py), and the
+# gateway forwards them there (RENDER_ROUTES, cdk/llm/workload.py); vLLM 0.13.0 (the Neuron image) has no such route
+# (none in the PyPI wheel's vllm/entrypoints).
+CACHE_AWARE_BLOCKERS: Final = {"neuron": "vLLM 0.13.0 in the Neuron image has no render route"}
 
 
 def _suffix(accelerator: str) -> str:
@@ -300,8 +297,9 @@ def _read_router(ctx: Context, accelerators: Sequence[str]) -> str | None:
     value = ctx.string(ROUTER_KEY, ROUTER_OFF, allowed=(ROUTER_OFF, *ROUTER_POLICIES))
     if value == ROUTER_OFF:
         return None
-    if value == "cache_aware":
-        reasons = "; ".join(f"{acc}: {CACHE_AWARE_BLOCKERS[acc]}" for acc in accelerators)
+    blocked = [acc for acc in accelerators if acc in CACHE_AWARE_BLOCKERS]
+    if value == "cache_aware" and blocked:
+        reasons = "; ".join(f"{acc}: {CACHE_AWARE_BLOCKERS[acc]}" for acc in blocked)
         raise ConfigError(
             f"setting '{ROUTER_KEY}' = 'cache_aware' cannot serve these pools ({reasons}): use 'power_of_two' "
             "(docs/llm-serving.md, 'In-pool routing')"

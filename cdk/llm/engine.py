@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from cdk.accelerators import Accelerator
-from cdk.config.llm import LlmConfig
+from cdk.config.llm import CACHE_AWARE_BLOCKERS, LlmConfig
 
 # Where vLLM listens when it has no socket (the Neuron compile Job); a serving pod's listens on its Unix socket, and
 # the gateway beside it is what the Service reaches (cdk/llm/names.py).
@@ -63,6 +63,12 @@ def structured_outputs(acc: Accelerator) -> bool:
     0.4.1) samples on the device and ignores the grammar (vllm-project/vllm-neuron#19). The gateway refuses such
     requests there (STRUCTURED_OUTPUTS, llm_gateway/structured_outputs.py)."""
     return acc.name != "neuron"
+
+
+def render_routes(acc: Accelerator, llm: LlmConfig) -> bool:
+    """Whether the gateway on `acc` forwards vLLM's render routes (RENDER_ROUTES): only for the router's cache_aware
+    policy, which calls them, and only where vLLM serves them (0.27.1 in the NVIDIA image; CACHE_AWARE_BLOCKERS)."""
+    return llm.router == "cache_aware" and acc.name not in CACHE_AWARE_BLOCKERS
 
 
 def tool_args(llm: LlmConfig) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any, Final
 from cdk.accelerators import Accelerator
 from cdk.config.llm import LlmConfig
 from cdk.config.serving import ServingConfig
-from cdk.llm.engine import engine_args, structured_outputs
+from cdk.llm.engine import engine_args, render_routes, structured_outputs
 from cdk.llm.names import (
     ENGINE_SOCKET,
     ENGINE_SOCKET_DIR,
@@ -194,6 +194,8 @@ def gateway_env(acc: Accelerator, llm: LlmConfig, cfg: ServingConfig, region: st
         {"name": "ACCELERATOR", "value": acc.name},
         # vllm-neuron drops structured outputs' grammar (llm_gateway/structured_outputs.py): refuse, never ignore.
         {"name": "STRUCTURED_OUTPUTS", "value": "true" if structured_outputs(acc) else "false"},
+        # The router's cache_aware asks each pod's render route (llm_gateway/routes.py); off otherwise: unreachable.
+        {"name": "RENDER_ROUTES", "value": "true" if render_routes(acc, llm) else "false"},
         # The cluster's / is the image UI; the pods serve only the API.
         {"name": "CHAT_PAGE", "value": "false"},
         # The front door sends /v1/models here: its list holds the image model too (llm_gateway/model_list.py).

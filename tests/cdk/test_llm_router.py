@@ -1,7 +1,8 @@
 """`llmRouter`: off by default (no router object in the default synth); with a policy, each LLM pool gets vLLM's
 router with Kubernetes discovery of its ready pods, a Role that only watches pods, a PDB and a NetworkPolicy that
 admits only the load balancer, the Ingress's LLM paths go to the routers, and the WAF blocks the router's admin
-paths. cache_aware stops the synth naming the setting (no enabled pool can serve it yet)."""
+paths. cache_aware opens the render routes in the NVIDIA pods' gateways (RENDER_ROUTES) and stops the synth naming the
+setting where a Neuron pool is enabled (vLLM 0.13.0 has no render route)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,15 @@ def test_the_router_is_off_unless_set():
     assert LlmConfig.from_context(ON | {"llmRouter": "power_of_two"}).router == "power_of_two"
 
 
-@pytest.mark.parametrize("value", ["cache_aware", "round_robin"])
-def test_a_policy_the_pools_cannot_serve_stops_the_synth_naming_the_setting(value):
+def test_a_policy_the_router_setting_does_not_offer_stops_the_synth_naming_the_setting():
     with pytest.raises(ConfigError, match="llmRouter"):
-        LlmConfig.from_context(ON | {"llmRouter": value})
+        LlmConfig.from_context(ON | {"llmRouter": "round_robin"})
+
+
+def test_cache_aware_serves_nvidia_pools_and_stops_the_synth_with_a_neuron_pool():
+    assert LlmConfig.from_context(ON | {"llmRouter": "cache_aware"}, accelerators=("nvidia",)).router == "cache_aware"
+    with pytest.raises(ConfigError, match=r"'llmRouter' = 'cache_aware'.*neuron: vLLM 0\.13\.0 .* no render route"):
+        LlmConfig.from_context(ON | {"llmRouter": "cache_aware"}, accelerators=("neuron", "nvidia"))
 
 
 def test_the_router_image_installs_the_pinned_wheel():
@@ -75,6 +81,27 @@ def test_each_pool_gets_a_router_that_discovers_its_ready_pods(routed):
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert container["image"].endswith(":llm-router-" + container["image"].rsplit("-", 1)[-1])
+
+
+def gateway_env(serving: Any, acc: Any) -> dict[str, str]:
+    """The environment of the gateway container of the pool on `acc`."""
+    spec = named(serving, "Deployment")[deployment_name(acc)]["spec"]["template"]["spec"]
+    (gateway,) = [c for c in spec["containers"] if c["name"] == "gateway"]
+    return {e["name"]: e["value"] for e in gateway["env"] if "value" in e}
+
+
+def test_power_of_two_leaves_the_render_routes_closed(routed):
+    for acc in routed.platform.accelerators:
+        assert gateway_env(routed, acc)["RENDER_ROUTES"] == "false"
+
+
+def test_cache_aware_routes_by_prefix_and_opens_the_nvidia_gateways_render_routes(tmp_path):
+    nvidia_only = DEFAULT_OVERRIDES | {"accelerators": "nvidia", "llmRouter": "cache_aware"}
+    cache_aware = serving_view(synth(tmp_path, nvidia_only))
+    (acc,) = cache_aware.platform.accelerators
+    (container,) = named(cache_aware, "Deployment")[router.router_name(acc)]["spec"]["template"]["spec"]["containers"]
+    assert "--policy=cache_aware" in container["args"]
+    assert gateway_env(cache_aware, acc)["RENDER_ROUTES"] == "true"
 
 
 def test_the_router_may_only_watch_pods_in_its_namespace(routed):

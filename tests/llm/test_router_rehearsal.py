@@ -1,7 +1,8 @@
 """A rehearsal of `llmRouter`: the real vllm-router binary (the pinned wheel, in .cache/vllm-router-venv) started with
 the flags the synth gives it (cdk/llm/router.py router_args) in front of two real gateways, each in front of a
 stand-in engine, all on free loopback ports. Kubernetes discovery is the one flag set replaced, by the router's
-static worker list: the gateways' addresses, at their port, as discovery would add them."""
+static worker list: the gateways' addresses, at their port, as discovery would add them. With cache_aware the
+gateways forward the render routes (RENDER_ROUTES, as the synth sets it on NVIDIA pods)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from tests.llm.stack import run_gateway, run_standin
 ROUTER_BIN = REPO_ROOT / ".cache" / "vllm-router-venv" / "bin" / "vllm-router"
 DISCOVERY_FLAGS = ("--service-discovery", "--selector", "--service-discovery-port", "--service-discovery-namespace")
 REQUESTS = 32
+TURNS = 6
+CONVERSATIONS = 4
 
 
 def rehearsal_args(policy: str, port: int, workers: list[str]) -> list[str]:
@@ -69,3 +72,38 @@ def test_every_synthesized_flag_is_one_the_pinned_router_takes():
     help_text = subprocess.run([str(ROUTER_BIN), "--help"], capture_output=True, text=True, check=True).stdout
     for flag in {a.split("=", 1)[0] for a in synthesized if a.startswith("--")}:
         assert flag in help_text, flag
+
+
+@pytest.mark.skipif(not ROUTER_BIN.exists(), reason=f"no {ROUTER_BIN}: docs/llm-serving.md 'In-pool routing'")
+def test_cache_aware_renders_through_the_gateways_and_keeps_each_conversation_on_one_engine(tmp_path: Path):
+    """Each request is rendered on every gateway (the router's prefix tree is of token ids); every later turn of a
+    conversation extends the prompt of its last, so it goes where its prefix went."""
+    render_on = {"RENDER_ROUTES": "true"}
+    with (
+        run_standin(record=True) as (engine_a, standin_a),
+        run_standin(record=True) as (engine_b, standin_b),
+        run_gateway(engine_a, tmp_path, render_on) as gateway_a,
+        run_gateway(engine_b, tmp_path, render_on) as gateway_b,
+    ):
+        port = free_port()
+        argv = [str(ROUTER_BIN), *rehearsal_args("cache_aware", port, [gateway_a.url, gateway_b.url])]
+        with (
+            serve_process(argv, log=tmp_path / "router.log", port=port, ready_path=router.ROUTER_READINESS_PATH),
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
+        ):
+            for conversation in range(CONVERSATIONS):
+                text = f"conversation{conversation} " + "the sea light house keeper " * 40
+                for turn in range(TURNS):
+                    text += f" turn{turn} " + "night storm ship harbour " * 10
+                    body = {"model": "standin", "prompt": text, "max_tokens": 4}
+                    answer = client.post("/v1/completions", json=body)
+                    assert answer.status_code == 200, answer.text
+                    text += answer.json()["choices"][0]["text"]
+    requests = CONVERSATIONS * TURNS
+    assert standin_a.renders + standin_b.renders >= requests  # the router asked the gateways' render routes
+    for conversation in range(CONVERSATIONS):
+        served = [
+            sum(p.startswith(f"conversation{conversation} ") for p in standin.prompts)
+            for standin in (standin_a, standin_b)
+        ]
+        assert sorted(served) == [0, TURNS], (conversation, served)
