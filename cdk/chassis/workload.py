@@ -11,7 +11,8 @@ stages and asks each for its part, in this order:
 2. `network_policies`: what its pods admit, applied with the namespace's default deny before any pod;
 3. `deploy`: what needs the namespace (a compile Job), given the stack's manifest factory;
 4. `service_manifests`: what the Ingress and its pods refer to (ServiceAccounts, Services, PDBs), before the Ingress;
-5. `routes`: its paths at the front door and their weighted action or capacity Service;
+5. `routes`: its paths at the front door and their weighted action or capacity Service, and pool routes (paths,
+   or a header, to a subset of its pools by fixed actions);
 6. `routing_controller`: the pools its weighted action moves between, when a controller runs;
 7. `pod_manifests`: its Deployments and ScaledObjects, applied last (after the Ingress's target groups exist);
 8. `dashboard` / `alarms` / `outputs`: its dashboard rows, its alarms, its stack outputs.

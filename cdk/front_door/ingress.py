@@ -94,13 +94,15 @@ def ingress(
     Exact paths are listed before Prefix paths, and Prefix paths longest first, the order the load balancer
     controller evaluates them in ("Beginning from v2.4.3 ... pathType: Exact paths are always ordered first, followed
     by pathType: Prefix paths, with the longest prefix first", kubernetes-sigs.github.io/aws-load-balancer-controller
-    guide/ingress/spec), so a workload's exact routes and longer prefixes win over another's `/`.
+    guide/ingress/spec), so a workload's exact routes and longer prefixes win over another's `/`. Equally long
+    Prefix paths keep their given order (v3.2.2 pkg/ingress/model_build_listener_rules.go sortIngressPaths:
+    sort.SliceStable), so a pool route's `/` with a header condition is tried before its workload's plain `/`.
     """
     if not routes:
         raise ValueError("the Ingress needs at least one workload's routes")
-    actions = [r.action for r in routes if r.weights is not None]
+    actions = [action for r in routes for action in r.actions]
     if len(set(actions)) != len(actions):
-        raise ValueError(f"weighted actions {actions} must be distinct: each workload routes its own")
+        raise ValueError(f"actions {actions} must be distinct: each workload routes its own")
     paths = [p for r in routes for p in r.ingress_paths()]
     annotations_ = annotations(
         cfg, access_log_bucket=access_log_bucket, waf_acl_arn=waf_acl_arn, vpc_cidr=vpc_cidr, subnet_ids=subnet_ids
@@ -119,6 +121,6 @@ def ingress(
 
 
 def _controller_order(path: dict[str, Any]) -> tuple[bool, int]:
-    """Exact paths first (in their given order), then Prefix paths longest first."""
+    """Exact paths first (in their given order), then Prefix paths longest first (stable: `sorted` keeps ties)."""
     exact = path["pathType"] == "Exact"
     return (not exact, 0 if exact else -len(path["path"]))

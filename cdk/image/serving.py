@@ -36,6 +36,7 @@ from cdk.image import neuron_compile_job as njob
 from cdk.image import starting_gate, workload
 from cdk.image.jobs import JOBS_PREFIX, JobsInfra
 from cdk.image.observability import ImageObservability, JobQueues
+from cdk.image.pool_routes import pool_routes
 from cdk.image.scaling import scaled_object
 from cdk.observability.sections import AlarmSection, DashboardSection, DashboardView
 from cdk.serving import network_policy
@@ -65,14 +66,18 @@ PATHS: Final = ("/",)
 PROMPT_PATHS: Final = (IMAGES_GENERATIONS_PATH, IMAGES_EDITS_PATH, GENERATE_PATH, JOBS_PATH)
 
 
+def routed_accelerators(cfg: ServingConfig, accelerators: Sequence[Accelerator]) -> tuple[Accelerator, ...]:
+    """The accelerators the ALB sends requests to: async-only ones take jobs from the queue, never requests."""
+    return tuple(a for a in accelerators if not cfg.per_accelerator[a.name].async_only)
+
+
 def routing_weights(cfg: ServingConfig, accelerators: Sequence[Accelerator]) -> dict[str, int] | None:
     """Service name -> weight in the weighted modes (the cost weights); None in capacity mode and behind the starting
     gate (its one Service takes all)."""
     if cfg.routing_mode not in WEIGHTED_MODES or cfg.starting_gate:
         return None
     per = cfg.per_accelerator
-    # Async-only accelerators take jobs from the queue, never requests from the ALB.
-    accelerators = tuple(a for a in accelerators if not per[a.name].async_only)
+    accelerators = routed_accelerators(cfg, accelerators)
     weights = resolve_weights(
         accelerators,
         {a.name: per[a.name].routing_weight for a in accelerators},
@@ -272,7 +277,8 @@ class ImageServing(Workload):
 
     def routes(self, ctx: StageContext) -> Routes:
         """`/` to the `weighted` action (cost modes), to the Service over every image pod (capacity), or to the
-        starting gate in front of the pool (servingStartingGate)."""
+        starting gate in front of the pool (servingStartingGate); on a mixed pool, edits to the pools that run them
+        and requests with `X-Image-Pool` to the pool they name (cdk/image/pool_routes.py)."""
         if ctx.cfg.starting_gate:
             return Routes(
                 paths=PATHS,
@@ -291,6 +297,7 @@ class ImageServing(Workload):
             capacity_service=workload.CAPACITY_SERVICE_NAME,
             prompt_paths=PROMPT_PATHS,
             objects=[] if self.weights is not None else [workload.capacity_service(ctx.cfg)],
+            pool_routes=pool_routes(routed_accelerators(ctx.cfg, self.accelerators), self.weights, PATHS),
         )
 
     def routing_controller(self, ctx: StageContext) -> RoutingControllerSpec | None:

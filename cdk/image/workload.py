@@ -37,11 +37,20 @@ APP_LABEL: Final = {"app.kubernetes.io/name": "stable-diffusion"}  # shared by e
 CAPACITY_SERVICE_NAME: Final = "sd"  # the Service across all accelerators (capacity mode)
 # The Deployment, Service and ServiceAccount of the image service on each accelerator (its DeploymentUnit too).
 DEPLOYMENT_NAMES: Final = {"neuron": "sd-neuron", "nvidia": "sd-gpu"}
+# The accelerators whose image pods run edits (image to image, inpainting): CUDA runs diffusers' edit pipelines
+# (app/backends/diffusers_backend.py); the Neuron backend loads the text-to-image pipeline only and refuses edits
+# by name (app/backends/neuron.py, `edit_modes` empty). The front door sends edits only to these (pool_routes.py).
+EDITING_ACCELERATORS: Final = frozenset({"nvidia"})
 
 
 def deployment_name(acc: Accelerator) -> str:
     """The image service's Deployment (and Service, ServiceAccount, metric DeploymentUnit) on `acc`."""
     return DEPLOYMENT_NAMES[acc.name]
+
+
+def serves_edits(acc: Accelerator) -> bool:
+    """Whether the image pods on `acc` run edits (`POST /v1/images/edits`, `init_image`)."""
+    return acc.name in EDITING_ACCELERATORS
 
 
 def selector_labels(acc: Accelerator) -> dict[str, str]:

@@ -14,6 +14,7 @@ from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS, LLM_PREFIX_PATHS
 from cdk.llm.serving import cost_weights
 from cdk.node_fit import allocatable, daemonset_requests, pod_requests
 from cdk.serving.pod_fit import INSTANCE_TYPE_LABEL
+from common.image_api_paths import IMAGES_EDITS_PATH
 from common.metrics.recorder import MetricsRecorder
 from common.model_store.layout import weights_prefix
 from tests.cdk.conftest import resources_of
@@ -29,12 +30,15 @@ def objects(serving, kind):
 def test_the_openai_routes_go_to_the_llm_services_by_cost_before_the_image_routes(serving):
     (ingress,) = objects(serving, "Ingress").values()
     paths = ingress["spec"]["rules"][0]["http"]["paths"]
-    exact = [p for p in paths if p["pathType"] == "Exact"]
+    # The image routes' one Exact path (edits, to the pools that edit) is theirs.
+    exact = [p for p in paths if p["pathType"] == "Exact" and p["path"] != IMAGES_EDITS_PATH]
     assert [p["path"] for p in exact] == list(LLM_PATHS)
     assert {p["backend"]["service"]["name"] for p in exact} == {LLM_ACTION_NAME}
-    # /v1/models/{id}: a Prefix path to the same action, listed (as the controller orders it) before the image's `/`.
+    # /v1/models/{id}: a Prefix path to the same action, listed (as the controller orders it) before the image's `/`
+    # (one per X-Image-Pool route, then the plain one).
     prefixes = [p["path"] for p in paths if p["pathType"] == "Prefix"]
-    assert prefixes == [*LLM_PREFIX_PATHS, "/"]
+    assert prefixes[: len(LLM_PREFIX_PATHS)] == list(LLM_PREFIX_PATHS)
+    assert set(prefixes[len(LLM_PREFIX_PATHS) :]) == {"/"}
     (retrieve,) = [p for p in paths if p["path"] in LLM_PREFIX_PATHS]
     assert retrieve["backend"]["service"]["name"] == LLM_ACTION_NAME
     action = json.loads(ingress["metadata"]["annotations"][f"{LBC}actions.{LLM_ACTION_NAME}"])

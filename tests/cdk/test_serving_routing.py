@@ -48,7 +48,8 @@ def test_explicit_weights_win_and_all_zero_is_rejected():
 def test_cost_mode_action_weights_and_services(serving_manifests):
     (ingress,) = [m for m in serving_manifests if m["kind"] == "Ingress"]
     # `/`: the UI and the image API (the OpenAI routes' Exact paths come first: tests/cdk/test_llm_serving.py).
-    (root,) = [p for p in ingress["spec"]["rules"][0]["http"]["paths"] if p["path"] == "/"]
+    # The last `/`: the ones before it carry X-Image-Pool conditions (tests/cdk/test_image_edit_route_synth.py).
+    root = [p for p in ingress["spec"]["rules"][0]["http"]["paths"] if p["path"] == "/"][-1]
     backend = root["backend"]["service"]
     assert backend["port"] == {"name": "use-annotation"}
     action = json.loads(ingress["metadata"]["annotations"][f"alb.ingress.kubernetes.io/actions.{backend['name']}"])
