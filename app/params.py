@@ -102,11 +102,17 @@ def with_edit(service: GenerationService, params: GenerationParams, source: Edit
         return params
     mode = INPAINT if source.mask is not None else IMAGE_TO_IMAGE
     if mode not in backend.edit_modes:
+        # Neuron serves no edit (a GPU or CPU pool does); elsewhere the family has no such pipeline in diffusers.
+        where = (
+            "send them to a GPU or CPU deployment"
+            if backend.name == "neuron"
+            else f"diffusers has no {mode} pipeline for {service.family.title} that starts from an image"
+        )
         raise UnsupportedRequest(
             (
                 "init_image",
-                f"{mode} edits are not served by the {backend.name} backend of {service.family.title}; "
-                "send them to a GPU or CPU deployment (docs/serving.md)",
+                f"{mode} edits are not served by the {backend.name} backend of {service.family.title}: "
+                f"{where} (docs/serving.md)",
             )
         )
     strength = backend.default_strength(mode) if source.strength is None else source.strength

@@ -128,8 +128,11 @@ def resolve_group(
     except LoraRefused as exc:
         raise RequestRefused(str(exc), param="loras") from None
     except UnsupportedRequest as exc:
-        where = f"size {body['size']}" if size is not None else "this request"
-        raise RequestRefused(f"{where} cannot be served: {exc}", param="size" if size else None) from None
+        # OpenAI's `param` names one field: the first problem's; a size problem says which size was asked.
+        field = exc.problems[0][0] if exc.problems else None
+        if field in ("size", "width", "height") and size is not None:
+            raise RequestRefused(f"size {body['size']} cannot be served: {exc}", param="size") from None
+        raise RequestRefused(f"this request cannot be served: {exc}", param=field) from None
     # Image i draws with the next seeds, wrapping inside the seed range as a random first seed may be near its top.
     return [dataclasses.replace(first, seed=(first.seed + i) % (MAX_SEED + 1)) for i in range(n)]
 

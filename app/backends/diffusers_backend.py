@@ -109,7 +109,9 @@ def denoiser(pipeline: Any) -> Any:
 def edit_pipelines(pipeline: Any) -> dict[EditMode, Any]:
     """The image-to-image and inpainting pipelines of the loaded pipeline's family, made from its components
     (diffusers' `from_pipe`: the same modules, no second copy of the weights); a mode whose family diffusers
-    has no such pipeline for is left out (its AutoPipeline mapping raises ValueError)."""
+    has no such pipeline for is left out (its AutoPipeline mapping raises ValueError), and so is one whose
+    pipeline takes no `strength` (or, to inpaint, no `mask_image`): FLUX.2 [klein]'s image-to-image entry in
+    diffusers 0.42 is its text-to-image pipeline, which takes the image as a reference, not as a start."""
     from diffusers import AutoPipelineForImage2Image, AutoPipelineForInpainting
 
     pipelines: dict[EditMode, Any] = {}
@@ -117,6 +119,9 @@ def edit_pipelines(pipeline: Any) -> dict[EditMode, Any]:
         try:
             edit = auto.from_pipe(pipeline)
         except ValueError:
+            continue
+        parameters = call_parameters(edit)
+        if "strength" not in parameters or (mode == INPAINT and "mask_image" not in parameters):
             continue
         edit.set_progress_bar_config(disable=True)
         pipelines[mode] = edit

@@ -43,3 +43,34 @@ def test_too_few_steps_for_the_strength_is_a_400(family_url: str):
             extra_body={"steps": 1, "strength": 0.5},
         )
     assert "steps x strength is 0.5" in caught.value.message
+
+
+@pytest.fixture(scope="module", params=["builtin:tiny-z-image", "builtin:tiny-qwen-image", "builtin:tiny-flux2-klein"])
+def family_2026(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    with serve(tmp_path_factory.mktemp("edits-2026"), model_id=request.param, **FAMILY_SETTINGS) as live:
+        yield request.param, live.url
+
+
+def test_the_2026_families_edit_where_diffusers_has_the_pipeline(family_2026: tuple[str, str]):
+    model, url = family_2026
+
+    def edit(**mask: object) -> openai.types.ImagesResponse:
+        return sdk(url).images.edit(
+            image=("photo.png", picture((128, 128)), "image/png"),
+            prompt="a red door",
+            size="128x128",
+            extra_body={"steps": 4, "seed": 2, "strength": 1.0},
+            **mask,  # type: ignore[arg-type]
+        )
+
+    if model == "builtin:tiny-flux2-klein":
+        # diffusers 0.42's image-to-image entry for FLUX.2 [klein] is its text-to-image pipeline (the image a
+        # reference, no strength): no edit is served, and it says so rather than failing.
+        with pytest.raises(openai.BadRequestError) as caught:
+            edit()
+        assert "diffusers has no image-to-image pipeline for FLUX.2 [klein]" in caught.value.message
+        assert "size" not in caught.value.message
+        return
+    assert png_of(edit().data[0].b64_json).size == (128, 128)
+    masked = edit(mask=("mask.png", hole_mask((128, 128)), "image/png"))
+    assert png_of(masked.data[0].b64_json).size == (128, 128)

@@ -175,7 +175,7 @@ def test_a_body_past_the_edit_bound_is_413_in_openai_shape(live_service: LiveSer
         ({"prompt": "a fox"}, False, "image", "image is required"),
         ({"prompt": "a fox", "image": "text"}, False, "image", "must be a file"),
         ({"prompt": "a fox", "strength": "1.5"}, True, "strength", "strength"),
-        ({"prompt": "a fox", "strength": "0.2", "steps": "2"}, True, None, "steps x strength is 0.4"),
+        ({"prompt": "a fox", "strength": "0.2", "steps": "2"}, True, "strength", "steps x strength is 0.4"),
         ({"prompt": "a fox", "input_fidelity": "high"}, True, "input_fidelity", "strength"),
         ({"prompt": "a fox", "stream": "true"}, True, "stream", "streaming is not offered"),
         ({"prompt": "a fox", "colour": "red"}, True, "colour", "colour"),

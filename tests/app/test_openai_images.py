@@ -114,7 +114,7 @@ def test_streaming_is_refused_clearly(live_service):
         (b"{not json", "body", "not valid JSON"),
         (b"[1, 2]", "body", "should be an object"),
         (b'{"size": "64x64"}', "prompt", "Field required"),
-        (b'{"prompt": "   "}', None, "prompt must not be empty"),
+        (b'{"prompt": "   "}', "prompt", "prompt must not be empty"),
         (b'{"prompt": "a", "colour": "red"}', "colour", "Extra inputs are not permitted"),
         (b'{"prompt": "a", "n": "2"}', "n", "valid integer"),
         (b'{"prompt": "a", "n": 1.5}', "n", "valid integer"),
