@@ -37,6 +37,14 @@ $(CHECKOV_VENV)/.installed: tests/support/checkov-requirements.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tests/support/checkov-requirements.txt
 	touch $@
 
+# vLLM's router keeps its own environment too (tests/support/vllm-router-requirements.txt): the llmRouter rehearsal runs
+# its binary.
+ROUTER_VENV := .cache/vllm-router-venv
+$(ROUTER_VENV)/.installed: tests/support/vllm-router-requirements.txt
+	$(PYTHON) -m venv $(ROUTER_VENV)
+	$(ROUTER_VENV)/bin/python -m pip install --quiet -r tests/support/vllm-router-requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@$(NODE_BIN)/node --version | grep -q '^v22\.' || { \
@@ -59,7 +67,7 @@ run-llm-embed: $(VENV)/.local-installed $(VENV)/.llm-gateway-installed
 
 ## Lint and run the whole test suite, offline, over both cores: the tests that share a session's synth, sandbox
 ## stacks, contract venv or vLLM engine on one worker, every other module whole on either (tests/support/tiers.py).
-test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed
+test: $(VENV)/.dev-installed node_modules/.installed $(CHECKOV_VENV)/.installed $(ROUTER_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 

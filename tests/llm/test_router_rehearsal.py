@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cdk import versions
 from cdk.accelerators import ACCELERATORS
 from cdk.config.serving import ServingConfig
 from cdk.llm import router
@@ -25,6 +26,12 @@ DISCOVERY_FLAGS = ("--service-discovery", "--selector", "--service-discovery-por
 REQUESTS = 32
 TURNS = 6
 CONVERSATIONS = 4
+
+
+def test_make_test_builds_the_pinned_router() -> None:
+    requirements = (REPO_ROOT / "tests" / "support" / "vllm-router-requirements.txt").read_text().splitlines()
+    assert f"vllm-router=={versions.VLLM_ROUTER_VERSION}" in requirements
+    assert "$(ROUTER_VENV)/.installed" in (REPO_ROOT / "Makefile").read_text().split("\ntest:", 1)[1].splitlines()[0]
 
 
 def rehearsal_args(policy: str, port: int, workers: list[str]) -> list[str]:
