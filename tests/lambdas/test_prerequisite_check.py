@@ -5,8 +5,6 @@ and the one line the deploy shows when an object is missing or not what the mani
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -19,13 +17,10 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 from botocore.stub import Stubber
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from cdk.prerequisites import BY_NAME
 from lambdas import prerequisite_check as handler
+from tests.support.loopback_tls import self_signed_loopback
 
 REGION = "us-east-1"
 CLUSTER = "team-cluster"
@@ -33,28 +28,7 @@ CLUSTER = "team-cluster"
 
 def self_signed(tmp_path: Path) -> tuple[Path, Path, bytes]:
     """A certificate for 127.0.0.1 that is its own CA: (cert file, key file, PEM)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    cert_file, key_file = tmp_path / "api.crt", tmp_path / "api.key"
-    cert_file.write_bytes(pem)
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file, pem
+    return self_signed_loopback(tmp_path, "api", "kubernetes")
 
 
 class FakeApi:

@@ -122,34 +122,9 @@ def _identity_files(work: Path, uid: int, gid: int) -> tuple[Path, Path]:
 def _api_credentials(work: Path, namespace: str) -> Path:
     """A service-account token folder (token, ca.crt, namespace) and the API server's key and certificate
     for 127.0.0.1 (self-signed: it is its own CA) under `work`; returns the token folder."""
-    import datetime
-    import ipaddress
+    from tests.support.loopback_tls import self_signed_loopback
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver (rehearsal)")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = certificate.public_bytes(serialization.Encoding.PEM)
-    (work / "api-server.crt").write_bytes(pem)
-    (work / "api-server.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    _, _, pem = self_signed_loopback(work, "api-server", "kube-apiserver (rehearsal)")
     tokens = work / "serviceaccount"
     tokens.mkdir()
     (tokens / "ca.crt").write_bytes(pem)
