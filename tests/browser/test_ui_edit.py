@@ -18,6 +18,16 @@ def open_edit_tab(browser, live: LiveServer):
     return page
 
 
+def edited_image(page):
+    """The Edit tab's result once shown; a failure naming what the page said instead when it showed an error."""
+    image = page.locator("#edit-result img")
+    error = page.locator(".toast-body")
+    image.or_(error).first.wait_for(state="visible", timeout=60_000)
+    if error.count():
+        pytest.fail(f"the page showed an error instead of an image: {error.all_inner_texts()}")
+    return image
+
+
 def test_an_uploaded_png_is_edited_into_an_image(browser, live_service: LiveServer, tmp_path):
     picture = tmp_path / "photo.png"
     Image.new("RGB", (80, 64), (30, 120, 200)).save(picture)
@@ -25,8 +35,7 @@ def test_an_uploaded_png_is_edited_into_an_image(browser, live_service: LiveServ
     page.locator("#edit-image input[type=file]").set_input_files(str(picture))
     page.locator("#edit-prompt textarea").fill("a lighthouse in the fog")
     page.locator("#edit").click()
-    image = page.locator("#edit-result img")
-    image.wait_for(state="visible", timeout=60_000)
+    image = edited_image(page)
     assert image.evaluate("img => img.complete && [img.naturalWidth, img.naturalHeight]") == [80, 64]
     assert "seed" in page.locator("#edit-caption").inner_text(timeout=10_000)
     page.close()
