@@ -7,11 +7,13 @@ use, and serves the chat page at /.
 Sign-in is off (AUTH=off) unless the environment sets the gateway's AUTH variables. Ctrl-C or SIGTERM
 stops both: the gateway drains first, then the engine is stopped. ENGINE_TASK=embed (make run-llm-embed)
 serves the same tiny model as an embedding model, `tiny-llama-embed`, on /v1/embeddings instead of the
-generation paths: one vLLM engine runs one kind of model.
+generation paths: one vLLM engine runs one kind of model. RENDER_ROUTES=true (the gateway's setting, for
+vllm-router's cache_aware in front) starts the engine with what it needs to serve the render routes too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -76,6 +78,8 @@ def main() -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # RENDER_ROUTES=true (for vllm-router's cache_aware in front): the engine serves what the gateway forwards.
+    engine_options = dataclasses.replace(engine_options, render_routes=settings.render_routes)
     # Both addresses are checked before anything starts: an engine left on ENGINE_PORT or ENGINE_SOCKET (by a
     # launcher killed with SIGKILL before the engine died with it) would otherwise answer for this one, whose engine
     # cannot bind.

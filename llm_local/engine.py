@@ -40,7 +40,8 @@ import httpx
 
 from llm_gateway.engine_address import UNIX_SCHEME, socket_path
 from llm_gateway.engine_keep_alive import ENGINE_KEEP_ALIVE_ENV, ENGINE_KEEP_ALIVE_S
-from llm_local.vllm_env import REPO_ROOT, ensure_env, env_python
+from llm_gateway.routes import render_route_flags
+from llm_local.vllm_env import REPO_ROOT, engine_version, ensure_env, env_python
 
 MODEL_CACHE_DIR = Path(os.environ.get("LLM_MODEL_CACHE") or REPO_ROOT / ".cache" / "llm-models")
 SERVED_MODEL_NAME = "tiny-llama"
@@ -72,6 +73,7 @@ class EngineOptions:
     max_num_seqs: int = 8
     kv_cache_memory: str = "64M"  # vLLM's human-readable bytes (binary M)
     task: EngineTask = "generate"  # embed: the tiny model as an embedding model (make run-llm-embed)
+    render_routes: bool = False  # serve the render routes, for vllm-router's cache_aware (RENDER_ROUTES)
 
 
 def build_tiny_model(env: Path, cache_dir: Path = MODEL_CACHE_DIR) -> Path:
@@ -109,6 +111,7 @@ def engine_command(env: Path, model_dir: Path, options: EngineOptions) -> list[s
         "--kv-cache-memory-bytes",
         options.kv_cache_memory,
         *(["--runner", "pooling", "--convert", "embed"] if options.task == "embed" else TINY_TOOL_ARGS),
+        *(render_route_flags(engine_version()) if options.render_routes else ()),
     ]
 
 

