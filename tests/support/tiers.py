@@ -36,6 +36,7 @@ TIER_OF_FIXTURE: dict[str, str] = {
     "serving": "synth",  # tests/cdk/conftest.py: views of the two synths, which tests also ask for by name
     "capacity_serving": "synth",
     "vllm_env": "engine",  # tests/conftest.py; local_stack, engine_url and gateway use it
+    "cpu_workers": "engine",  # tests/llm/test_router_rehearsal.py: two CPU engines behind gateways
     "neuron_python": "contract",  # tests/contract/test_neuron_contract.py
     "seed_dir": "contract",  # tests/rehearsal/conftest.py: written by the Neuron image's Python (the contract venv)
     "stacks": "sandbox",  # tests/rehearsal/conftest.py: the containers to rehearse
