@@ -250,7 +250,7 @@ def test_the_cost_table_prices_every_preset_from_its_instance():
         else:
             assert f"| `{preset.name}` | Neuron |" not in table
         assert f"| `{preset.name}` | NVIDIA | {preset.nvidia.instance.name} |" in table
-    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 3.6), 1, 1, 1, 2.0, 60)
+    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 22888, 3.6), 1, 1, 1, 2.0, 60)
     assert usd_per_1000_images(pod) == pytest.approx(2.0)  # 2,000 s at $3.60 an hour
 
 
