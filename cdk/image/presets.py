@@ -24,6 +24,10 @@ Sources of the facts (read at the pinned optimum-neuron 0.4.5, github:huggingfac
   (tests/cdk/test_image_presets.py).
 - Weights sizes are reasoned from parameter counts (fp32 for SD and SDXL, whose staged safetensors are fp32; bf16
   for FLUX.1-schnell) and rounded up; the staging build logs the real size (first-deploy list).
+- The GPU: the CUDA pod loads the whole pipeline onto its one GPU in bf16 (app/settings.py `cuda_dtype`), so the
+  bf16 weights (`gpu_weights_gb`) must fit the pinned instance's GPU memory (Karpenter's instance-gpu-memory,
+  cdk/instance_types.py); the synth stops naming `servingInstanceTypeNvidia` where they do not (`require_gpu_fit`).
+  Activations come on top of the weights: the first deploy measures the peak (docs/first-deploy.md).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from cdk.serving.catalog import Sourced
 IMAGE_MODEL_KEY: Final = "imageModel"
 FAMILY_KEY: Final = "imageModelFamily"
 MODEL_ID_KEY: Final = "servingModelId"
+NVIDIA_INSTANCE_KEY: Final = "servingInstanceTypeNvidia"
 REVISION_KEY: Final = "servingModelRevision"
 # What a Hub id outside the catalog must set itself (Neuron's shapes only when Neuron is on).
 UNKNOWN_MODEL_FACTS: Final = (FAMILY_KEY, "servingModelSizeGi", "neuronCompileShapes")
@@ -84,6 +89,7 @@ class ImagePreset:
     licence: Sourced[str]
     gated: Sourced[bool]  # the Hub gates the weights: staging needs servingHubTokenSecretName
     size_gi: Sourced[int]  # the staged weights, reasoned from parameter counts and rounded up
+    gpu_weights_gb: Sourced[float]  # the weights in bf16 on the CUDA pod's GPU: the least GPU memory it needs
     cache_gi: int
     neuron_compile: NeuronCompilePlan | None  # None: optimum-neuron has no pipeline for the family (NVIDIA only)
     neuron: PodSize | None
@@ -100,7 +106,7 @@ class ImagePreset:
             "servingCacheSizeGi": self.cache_gi,
             "servingCpuNvidia": self.nvidia.cpu,
             "servingMemoryGiNvidia": self.nvidia.memory_gi,
-            "servingInstanceTypeNvidia": self.nvidia.instance.name,
+            NVIDIA_INSTANCE_KEY: self.nvidia.instance.name,
             "costSecondsPerImageNvidia": self.nvidia.seconds_per_image,
             "servingStartupTimeoutSecondsNvidia": self.nvidia.startup_timeout_s,
             "scalingMaxReplicasNvidia": self.nvidia.max_replicas,
@@ -141,6 +147,7 @@ INF2_24XLARGE: Final = INSTANCE_TYPES["inf2.24xlarge"]
 G6_XLARGE: Final = INSTANCE_TYPES["g6.xlarge"]
 G6_2XLARGE: Final = INSTANCE_TYPES["g6.2xlarge"]
 G6E_XLARGE: Final = INSTANCE_TYPES["g6e.xlarge"]
+P5_4XLARGE: Final = INSTANCE_TYPES["p5.4xlarge"]
 _OPTIMUM_NEURON: Final = "huggingface/optimum-neuron@v0.4.5 docs/source/model_doc/diffusers"
 
 # The cheap default: SD 2.1-base at 512 px on the smallest instances. The community copy that projects moved to when
@@ -158,6 +165,7 @@ SD21_BASE: Final = ImagePreset(
     ),
     gated=Sourced(False, "staged without a token since the first deploy (docs/first-deploy.md)"),
     size_gi=Sourced(5, "1.29 B parameters in fp32 (the staged safetensors): 4.8 GiB"),
+    gpu_weights_gb=Sourced(2.6, "1.29 B parameters in bf16"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("512x512",), 1, 16, 96, 40),
     neuron=PodSize(INF2_XLARGE, 3, 12, 1, 1.6, 900),
@@ -186,6 +194,7 @@ SDXL_BASE: Final = ImagePreset(
     ),
     gated=Sourced(False, "staged without a token (docs/first-deploy.md)"),
     size_gi=Sourced(14, "3.5 B parameters in fp32 (UNet 2.6 B, text encoders 0.8 B, VAE 0.08 B): 13 GiB"),
+    gpu_weights_gb=Sourced(7.0, "3.5 B parameters in bf16"),
     cache_gi=40,
     neuron_compile=NeuronCompilePlan(INF2_8XLARGE, ("1024x1024",), 1, 16, 96, 80),
     neuron=PodSize(INF2_8XLARGE, 8, 48, 1, 6.4, 1800),
@@ -211,6 +220,7 @@ FLUX_SCHNELL: Final = ImagePreset(
         "('Access to model black-forest-labs/FLUX.1-schnell is restricted')",
     ),
     size_gi=Sourced(32, "12 B transformer + 4.7 B T5-XXL in bf16: about 33 GB = 31 GiB"),
+    gpu_weights_gb=Sourced(33.0, "12 B transformer + 4.7 B T5-XXL in bf16: about 33 GB"),
     # The Neuron pods download each served size's compiled pipeline, ~34 GB apiece (docs/serving.md "Several
     # sizes per Neuron pod"): three are 95 GiB, so 100 (48 held one and a half, and the pod was evicted in a loop).
     cache_gi=100,
@@ -239,6 +249,7 @@ FLUX2_KLEIN_4B: Final = ImagePreset(
     licence=Sourced("Apache-2.0", "github.com/black-forest-labs/flux2 README ('FLUX.2 [klein] 4B apache-2.0')"),
     gated=Sourced(False, "Apache-2.0 and no gate reported; docs/first-deploy.md's `curl .../api/models/...` row"),
     size_gi=Sourced(16, "4 B transformer + Qwen3-4B encoder (8.05 GB) + 0.17 GB VAE in bf16: about 16 GB"),
+    gpu_weights_gb=Sourced(16.2, "4 B transformer (8 GB) + Qwen3-4B encoder (8.05 GB) + 0.17 GB VAE in bf16"),
     cache_gi=40,
     neuron_compile=None,
     neuron=None,
@@ -261,6 +272,7 @@ Z_IMAGE_TURBO: Final = ImagePreset(
     licence=Sourced("Apache-2.0", "huggingface.co/Tongyi-MAI/Z-Image-Turbo ('License: apache-2.0')"),
     gated=Sourced(False, "Apache-2.0 and no gate reported; docs/first-deploy.md's `curl .../api/models/...` row"),
     size_gi=Sourced(32, "6.15 B transformer + Qwen3-4B encoder: 32.88 GB as downloaded = 31 GiB"),
+    gpu_weights_gb=Sourced(21.0, "6.15 B transformer + Qwen3-4B encoder in bf16: about 21 GB"),
     cache_gi=48,
     neuron_compile=None,
     neuron=None,
@@ -268,8 +280,43 @@ Z_IMAGE_TURBO: Final = ImagePreset(
     nvidia_families=("g6e",),  # L40S, 48 GB
 )
 
+# Qwen-Image: a 20 B MMDiT transformer and the Qwen2.5-VL 7 B encoder in bf16, 57.7 GB on the Hub (its folders as
+# listed in copies of its upload commit 09c99e2: transformer/ 40.9 GB in 9 shards, text_encoder/ 16.6 GB in 4 of
+# 4.97 + 4.99 + 4.93 + 1.69, vae/ 254 MB) = 53.7 GiB -> 54. The weights alone outgrow a 48 GB L40S (g6e.xlarge:
+# 45776 MiB), so an H100 (p5.4xlarge: 81920 MiB, its one GPU). The peak is higher at the family's largest side:
+# 2048x2048 took 75 GB on an 80 GB A100 with torch 2.8 (huggingface/diffusers#12900; torch 2.9's VAE regression went
+# over, fixed in 2.10: Nerogar/OneTrainer#1371); the CUDA image's torch is 2.13 (app/requirements/nvidia.in). The pod
+# asks for 96 GiB of the node's 256: the pipeline is loaded on the host, 54 GiB at once, before it moves to the GPU
+# (app/backends/cuda.py). Seconds per image: 50 steps of true CFG are 100 passes of the 20 B transformer over
+# 1328x1328's 6,889 latent tokens, about 2.8e14 FLOP each: some 70 s at 40% of the H100's 989 TFLOP/s dense bf16
+# peak (app/bench/gpu_costs.py), an estimate until the benchmark on first deploy replaces it. Four replicas are 64
+# vCPU of cdk.json's nvidiaMaxVcpu = 96, with room for a surge node.
+QWEN_IMAGE: Final = ImagePreset(
+    name="qwen-image",
+    model_id=Sourced(
+        "Qwen/Qwen-Image",
+        "huggingface.co/Qwen/Qwen-Image/tree/main (QwenImagePipeline, License: apache-2.0, 57.7 GB; last commit "
+        "75e0b4b 'Update README.md'); in use under that id (huggingface/diffusers#12900, Dec 2025)",
+    ),
+    revision="",
+    family="qwen-image",
+    licence=Sourced("Apache-2.0", "huggingface.co/Qwen/Qwen-Image ('License: apache-2.0', LICENSE 11.3 kB)"),
+    gated=Sourced(
+        False,
+        "Apache-2.0 and no gate reported (issues that fetch the id report no 401); docs/first-deploy.md's "
+        "`curl .../api/models/...` row",
+    ),
+    size_gi=Sourced(54, "transformer 40.9 GB + text_encoder 16.6 GB + vae 0.25 GB: 57.7 GB on the Hub = 53.7 GiB"),
+    gpu_weights_gb=Sourced(57.7, "the Hub's bf16 safetensors as they are: 57.7 GB"),
+    cache_gi=64,
+    neuron_compile=None,
+    neuron=None,
+    nvidia=PodSize(P5_4XLARGE, 8, 96, 1, 70.0, 2400),
+    nvidia_families=("p5",),  # H100, 80 GB
+)
+
 PRESETS: Final[Mapping[str, ImagePreset]] = {
-    p.name: p for p in (SD21_BASE, SDXL_BASE, FLUX_SCHNELL, FLUX2_KLEIN_4B, Z_IMAGE_TURBO)
+    p.name: p for p in (SD21_BASE, SDXL_BASE, FLUX_SCHNELL, FLUX2_KLEIN_4B, Z_IMAGE_TURBO, QWEN_IMAGE)
 }
 DEFAULT_PRESET: Final = SD21_BASE
 
@@ -330,7 +377,29 @@ def apply_image_model(context: Mapping[str, Any], defaults: Mapping[str, Any]) -
         # A catalog model's family is a fact of its weights, never the user's choice.
         if key == FAMILY_KEY or not _given(values, defaults, key):
             values[key] = value
+    require_gpu_fit(values, preset)
     return values
+
+
+def require_gpu_fit(values: Mapping[str, Any], preset: ImagePreset) -> None:
+    """Stop the synth, naming `servingInstanceTypeNvidia`, where the preset's bf16 weights outgrow that type's GPU
+    (the CUDA pod holds the whole pipeline on its one GPU)."""
+    instance = INSTANCE_TYPES.get(str(values.get(NVIDIA_INSTANCE_KEY)))
+    if "nvidia" not in _accelerators(values) or instance is None or instance.accelerator != "nvidia":
+        return  # an unknown type: ServingConfig names the setting and the types it takes
+    needed_mib = preset.gpu_weights_gb.value * 1e9 / 2**20
+    if needed_mib <= instance.gpu_memory_mib:
+        return
+    holding = sorted(
+        (it for it in INSTANCE_TYPES.values() if it.accelerator == "nvidia" and it.gpu_memory_mib >= needed_mib),
+        key=lambda it: it.usd_per_hour,
+    )
+    raise ConfigError(
+        f"setting '{NVIDIA_INSTANCE_KEY}' = {instance.name!r} has {instance.gpu_memory_mib} MiB of GPU memory, less "
+        f"than the {preset.gpu_weights_gb.value:g} GB ({needed_mib:.0f} MiB) of bf16 weights the image model preset "
+        f"{preset.name!r} loads onto it: pick a type whose GPU holds them ({', '.join(it.name for it in holding)}) "
+        "of a family 'nvidiaInstanceFamilies' allows"
+    )
 
 
 def _unknown_model(values: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`-c imageModel=flux2-klein-4b` and `-c imageModel=z-image-turbo` (the open models of 2026, NVIDIA only:
+"""`-c imageModel=flux2-klein-4b`, `z-image-turbo` and `qwen-image` (the open models of 2026, NVIDIA only:
 optimum-neuron has no pipeline for them), synthesized whole: the deploy stages the preset's weights and the GPU pods
 ask for what only the preset's instance has, valid for the cluster. One synth per preset, for this module only."""
 
@@ -18,7 +18,7 @@ from tests.support.k8s_schema import validate_all
 pytestmark = pytest.mark.synth
 
 SERVING = "SdOnEksServing"
-NEW_PRESETS = ("flux2-klein-4b", "z-image-turbo")
+NEW_PRESETS = ("flux2-klein-4b", "z-image-turbo", "qwen-image")
 
 
 @pytest.fixture(scope="module", params=NEW_PRESETS)

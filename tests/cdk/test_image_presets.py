@@ -250,7 +250,7 @@ def test_the_cost_table_prices_every_preset_from_its_instance():
         else:
             assert f"| `{preset.name}` | Neuron |" not in table
         assert f"| `{preset.name}` | NVIDIA | {preset.nvidia.instance.name} |" in table
-    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 3.6), 1, 1, 1, 2.0, 60)
+    pod = PodSize(InstanceType("x.large", "nvidia", 4, 16384, 58, 1, 0, 22888, 3.6), 1, 1, 1, 2.0, 60)
     assert usd_per_1000_images(pod) == pytest.approx(2.0)  # 2,000 s at $3.60 an hour
 
 
@@ -282,7 +282,7 @@ def test_the_neuron_cache_holds_every_compiled_size_the_pods_download():
     assert one_size.compile_settings.shape_names == ("1024x1024",)
 
 
-@pytest.mark.parametrize("name", ["flux2-klein-4b", "z-image-turbo"])
+@pytest.mark.parametrize("name", ["flux2-klein-4b", "z-image-turbo", "qwen-image"])
 def test_a_2026_family_stops_on_neuron_naming_the_setting(name: str):
     preset = PRESETS[name]
     assert preset.neuron is None and preset.licence.value == "Apache-2.0"
@@ -293,3 +293,43 @@ def test_a_2026_family_stops_on_neuron_naming_the_setting(name: str):
     )
     assert (cfg.family, cfg.model_id) == (preset.family, preset.model_id.value)
     assert cfg.neuron_compile is None
+
+
+def nvidia_serving(**given: Any) -> ServingConfig:
+    """The serving settings of `cdk synth -c accelerators=nvidia -c key=value ...`, with the instance families checked
+    as the app checks them."""
+    values = resolve_context({**CDK_JSON, "accelerators": "nvidia", **given})
+    families = {"nvidia": values["nvidiaInstanceFamilies"]}
+    return ServingConfig.from_context(values, accelerators=("nvidia",), instance_families=families)
+
+
+@pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
+def test_every_presets_bf16_weights_fit_its_instances_gpu(preset: ImagePreset):
+    gpu = preset.nvidia.instance.gpu_memory_mib
+    assert preset.gpu_weights_gb.source.strip()
+    assert preset.gpu_weights_gb.value * 1e9 / 2**20 < gpu
+
+
+def test_qwen_image_is_served_on_an_80_gb_gpu_at_its_price():
+    cfg = nvidia_serving(imageModel="qwen-image")
+    nvidia = cfg.per_accelerator["nvidia"]
+    assert (cfg.family, cfg.model_id, cfg.image_model) == ("qwen-image", "Qwen/Qwen-Image", "qwen-image")
+    assert nvidia.instance.name == "p5.4xlarge" and nvidia.instance.gpu_memory_mib == 81920
+    assert nvidia.price_per_hour == 6.88  # Karpenter v1.14.1's us-east-1 table
+    assert cfg.model_size_gi == 54 and cfg.cache_size_gi >= cfg.model_size_gi
+    assert "| `qwen-image` | NVIDIA | p5.4xlarge | $6.88 | 70 | $133.78 |" in preset_table()
+
+
+def test_qwen_image_on_a_48_gb_gpu_stops_the_synth_naming_the_setting():
+    """Its 57.7 GB of bf16 weights outgrow an L40S (45776 MiB), even where the pool allows the g6e family."""
+    message = (
+        "setting 'servingInstanceTypeNvidia' = 'g6e.xlarge' has 45776 MiB of GPU memory, less than the 57.7 GB "
+        "(55027 MiB) of bf16 weights the image model preset 'qwen-image' loads onto it: pick a type whose GPU holds "
+        "them (p5.4xlarge)"
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        nvidia_serving(imageModel="qwen-image", servingInstanceTypeNvidia="g6e.xlarge", nvidiaInstanceFamilies="g6e")
+    with pytest.raises(ConfigError, match=re.escape(message)):  # weights brought take the preset's facts
+        nvidia_serving(imageModel="qwen-image", servingModelId="s3://w/qwen/", servingInstanceTypeNvidia="g6e.xlarge")
+    # The same instance holds the presets whose weights fit its GPU.
+    assert nvidia_serving(imageModel="z-image-turbo").per_accelerator["nvidia"].instance.name == "g6e.xlarge"

@@ -16,6 +16,8 @@ KARPENTER_DOCS_ALLOCATABLE = {
     "g5.2xlarge": Requests(7910, 29317),
     "g6.xlarge": Requests(3920, 14162),
     "g6.2xlarge": Requests(7910, 29317),
+    "g6e.xlarge": Requests(3920, 29317),
+    "p5.4xlarge": Requests(15890, 240830),
 }
 
 
