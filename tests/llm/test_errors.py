@@ -98,8 +98,10 @@ def test_not_signed_in_is_a_401_and_a_token_passes(engine_url, tmp_path):
 def test_over_the_concurrency_bound_is_a_429_with_retry_after(engine_url, tmp_path):
     with run_gateway(engine_url, tmp_path, {"MAX_CONCURRENT_REQUESTS": "1", "RETRY_AFTER_S": "3"}) as gateway:
         client = client_for(gateway.url)
+        # 4,000 tokens (of the 4,096 context): over a second even at the CPU engine's fastest (2,500 tokens a
+        # second), so the first still holds the one slot when the second comes; 600 were over before it came.
         stream = client.completions.create(
-            model=MODEL, prompt="a", max_tokens=600, stream=True, extra_body={"ignore_eos": True}
+            model=MODEL, prompt="a", max_tokens=4000, stream=True, extra_body={"ignore_eos": True}
         )
         with stream:
             next(iter(stream))  # the first is in flight

@@ -181,6 +181,10 @@ def test_sigterm_with_a_stream_open_stops_within_the_grace_and_publishes_the_dem
             pool_server = uvicorn.Server(config)
             threading.Thread(target=pool_server.run, daemon=True).start()
             try:
+                deadline = time.monotonic() + 30
+                while not pool_server.started:  # a request before the pool listens would get the cold answer
+                    assert time.monotonic() < deadline, "the stand-in pool did not start"
+                    time.sleep(0.05)
                 with httpx.Client(base_url=gate.url, timeout=30) as client, client.stream("GET", "/stream") as stream:
                     reader = stream.iter_raw()
                     assert next(reader).startswith(b"data: open")
