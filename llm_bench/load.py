@@ -11,6 +11,7 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -45,8 +46,11 @@ async def tokens_per_word(client: httpx.AsyncClient, model: str) -> float:
     return response.json()["usage"]["prompt_tokens"] / (CALIBRATION_WORDS + 1)
 
 
-async def one_request(client: httpx.AsyncClient, model: str, text: str, output_tokens: int) -> Timing:
-    """Send one streamed completion and time it; transport failures are recorded, not raised."""
+async def one_request(
+    client: httpx.AsyncClient, model: str, text: str, output_tokens: int, headers: Mapping[str, str] | None = None
+) -> Timing:
+    """Send one streamed completion (with `headers`, such as its X-Request-Id) and time it; transport failures are
+    recorded, not raised."""
     body = {
         "model": model,
         "prompt": text,
@@ -58,7 +62,7 @@ async def one_request(client: httpx.AsyncClient, model: str, text: str, output_t
     timing = Timing(start=time.monotonic(), end=0.0, status=0)
     finished = False
     try:
-        async with client.stream("POST", "/v1/completions", json=body) as response:
+        async with client.stream("POST", "/v1/completions", json=body, headers=headers) as response:
             timing.status = response.status_code
             if response.status_code != 200:
                 timing.error = (await response.aread()).decode(errors="replace")[:300]

@@ -47,7 +47,14 @@ from llm_gateway.lookups import LookupLimit
 from llm_gateway.metrics_bridge import MetricsBridge
 from llm_gateway.model_card import model_id, retrieve
 from llm_gateway.model_list import ImageModels
-from llm_gateway.request_checks import Refusal, check_fields, check_request_id, parse_body, sequences
+from llm_gateway.request_checks import (
+    REQUEST_ID_HEADER,
+    Refusal,
+    check_fields,
+    check_request_id,
+    parse_body,
+    sequences,
+)
 from llm_gateway.routes import (
     CHAT_PAGE_PATH,
     FORWARDED,
@@ -355,7 +362,12 @@ class Gateway:
         if refusal is not None:
             await _refuse(send, refusal)
             return
-        record = RequestRecord(route=path, model=_text(request.get("model")), stream=request.get("stream") is True)
+        record = RequestRecord(
+            route=path,
+            model=_text(request.get("model")),
+            stream=request.get("stream") is True,
+            request_id=headers[REQUEST_ID_HEADER].decode("ascii") if REQUEST_ID_HEADER in headers else None,
+        )
         if self.admission.draining:
             record.status, record.outcome = 503, "refused"
             await send_error(send, 503, "this server is shutting down; retry", headers=retry_after)

@@ -35,6 +35,7 @@ class RequestRecord:
     route: str
     model: str | None
     stream: bool
+    request_id: str | None = None  # the client's X-Request-Id: its request in these logs, the engine's and its own
     started: float = field(default_factory=time.monotonic)
     status: int | None = None
     outcome: str = "pending"  # completed | rejected | client_gone | slow_client | cut | refused | upstream_error
@@ -65,6 +66,7 @@ class RequestRecord:
             "route": self.route,
             "model": self.model,
             "stream": self.stream,
+            "request_id": self.request_id,
             "status": self.status,
             "outcome": self.outcome,
             "prompt_tokens": self.prompt_tokens,

@@ -31,7 +31,8 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     # The stacks read the services' constants (paths, labels, names), never the image service itself.
     # cdk/prerequisites.py reports what the deploy-time prerequisite check's handler reports (lambdas/).
     "cdk": frozenset({"common", "lambdas", "llm_gateway", "llm_bench", "routing_controller"}),
-    "tools": frozenset({"cdk", "common", "llm_bench", "llm_gateway", "routing_controller"}),
+    # tools/router_workers.py starts vLLM's CPU engines as make run-llm does.
+    "tools": frozenset({"cdk", "common", "llm_bench", "llm_gateway", "llm_local", "routing_controller"}),
 }
 
 

@@ -101,6 +101,16 @@ def test_responses_are_counted_whole_and_streamed(client, gateway):
     assert streamed["ttft_ms"] >= TTFT_S * 1000  # the first delta, not the stream's opening event
 
 
+def test_the_record_names_the_clients_request_id(client, gateway):
+    """The client's X-Request-Id in the gateway's record: one request followed through the gateway's log (and, with
+    vllm-router in front, which worker served it: python -m tools.router_policies)."""
+    before = len(gateway.records())
+    client.completions.create(model=STANDIN_MODEL, prompt="a b", max_tokens=2, extra_headers={"X-Request-Id": "c7-t2"})
+    client.completions.create(model=STANDIN_MODEL, prompt="a b", max_tokens=2)
+    named, unnamed = gateway.wait_record(before + 2)[-2:]
+    assert (named["request_id"], unnamed.get("request_id")) == ("c7-t2", None)
+
+
 def test_each_route_takes_its_share_of_the_bound(client, gateway):
     """A Responses stream holds one slot; an embeddings batch of two then exceeds the bound of two: a 429."""
     stream = client.responses.create(model=STANDIN_MODEL, input="hold", max_output_tokens=2, stream=True)
