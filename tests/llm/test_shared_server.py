@@ -85,7 +85,7 @@ def test_the_drain_cuts_a_stream_past_the_grace_and_closes_the_upstream(engine, 
         assert first.startswith(b"data:")
         assert b"the server shut down before the generation finished" in rest
         assert engine.streams_closed.acquire(timeout=10), "the gateway kept the upstream stream open"
-        assert gateway.process.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert gateway.process.wait(timeout=30) == 0  # a clean stop (common/http/entrypoint.py)
         assert [record["outcome"] for record in gateway.records()] == ["cut"]
 
 
