@@ -23,6 +23,7 @@ from app.edit_inputs import EditSource, upload_limits
 from app.model_store.source import public_model_name
 from app.params import resolve_body, resolve_params
 from app.service import GenerationService, NotReady
+from app.ui_controls import EDIT, negative_prompt, sampling, seed_and_adapters
 from app.ui_edits import BoundedBlobStorage, editor_source, fitted_size
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure, new_error_id
@@ -267,6 +268,8 @@ def build_ui(service: GenerationService) -> gr.Blocks:
     # The family the model source declares (a built-in's, a local folder's): status_update corrects the
     # controls once the model has loaded, for sources that cannot say before (hub ids, s3:// prefixes).
     controls = family_controls(service)
+    # The adapters in LORA_DIR when the page was built (GET /v1/images/adapters lists the current ones).
+    adapters = sorted(service.adapters())
     with gr.Blocks(title="Image generation", delete_cache=(ttl, ttl)) as ui:
         gr.Markdown("# Image generation\nType a prompt and press **Generate**.")
         status = gr.Markdown(model_status(service), elem_id="model-status")
@@ -274,47 +277,13 @@ def build_ui(service: GenerationService) -> gr.Blocks:
             with gr.Tab("Generate", id="generate-tab"), gr.Row():
                 with gr.Column():
                     prompt = gr.Textbox(label="Prompt", max_length=settings.max_prompt_chars, elem_id="prompt")
-                    negative = gr.Textbox(
-                        label="Negative prompt",
-                        max_length=settings.max_prompt_chars,
-                        elem_id="negative-prompt",
-                        **controls["negative"],
-                    )
+                    negative = negative_prompt(settings, controls)
                     with gr.Accordion("Options", open=False):
-                        steps = gr.Slider(1, settings.max_steps, step=1, label="Steps", **controls["steps"])
-                        guidance = gr.Slider(
-                            0.0,
-                            settings.max_guidance_scale,
-                            label="Guidance",
-                            elem_id="guidance",
-                            **controls["guidance"],
-                        )
+                        steps, guidance = sampling(settings, controls)
                         presets = gr.Radio(label="Size", elem_id="size-presets", **controls["presets"])
                         width = gr.Slider(label="Width", elem_id="width", **controls["width"])
                         height = gr.Slider(label="Height", elem_id="height", **controls["height"])
-                        # Text, not gr.Number: Gradio's page shows and sends an empty Number as 0 (gradio 6.31
-                        # frontend, `value ??= 0`), which would repeat one image on every Generate.
-                        seed = gr.Textbox(label="Seed (empty: random)", value="", max_lines=1, elem_id="seed")
-                        # The adapters in LORA_DIR when the page was built (GET /v1/images/adapters lists the current
-                        # ones); hidden without any.
-                        adapters = sorted(service.adapters())
-                        lora_names = gr.Dropdown(
-                            adapters,
-                            value=[],
-                            multiselect=True,
-                            max_choices=settings.max_loras,
-                            label="LoRA adapters",
-                            elem_id="loras",
-                            visible=bool(adapters),
-                        )
-                        lora_scale = gr.Slider(
-                            -settings.max_lora_scale,
-                            settings.max_lora_scale,
-                            value=1.0,
-                            label="Adapter scale",
-                            elem_id="lora-scale",
-                            visible=bool(adapters),
-                        )
+                        seed, lora_names, lora_scale = seed_and_adapters(settings, adapters)
                     button = gr.Button("Generate", variant="primary", elem_id="generate")
                 with gr.Column():
                     # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
@@ -353,47 +322,9 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                         elem_id="strength",
                     )
                     with gr.Accordion("Edit settings", open=False):
-                        edit_negative = gr.Textbox(
-                            label="Edit negative prompt",
-                            max_length=settings.max_prompt_chars,
-                            elem_id="edit-negative-prompt",
-                            **controls["negative"],
-                        )
-                        edit_steps = gr.Slider(
-                            1,
-                            settings.max_steps,
-                            step=1,
-                            label="Edit steps",
-                            elem_id="edit-steps",
-                            **controls["steps"],
-                        )
-                        edit_guidance = gr.Slider(
-                            0.0,
-                            settings.max_guidance_scale,
-                            label="Edit guidance",
-                            elem_id="edit-guidance",
-                            **controls["guidance"],
-                        )
-                        edit_seed = gr.Textbox(
-                            label="Edit seed (blank: random)", value="", max_lines=1, elem_id="edit-seed"
-                        )
-                        edit_lora_names = gr.Dropdown(
-                            adapters,
-                            value=[],
-                            multiselect=True,
-                            max_choices=settings.max_loras,
-                            label="Edit LoRA adapters",
-                            elem_id="edit-loras",
-                            visible=bool(adapters),
-                        )
-                        edit_lora_scale = gr.Slider(
-                            -settings.max_lora_scale,
-                            settings.max_lora_scale,
-                            value=1.0,
-                            label="Edit adapter scale",
-                            elem_id="edit-lora-scale",
-                            visible=bool(adapters),
-                        )
+                        edit_negative = negative_prompt(settings, controls, EDIT)
+                        edit_steps, edit_guidance = sampling(settings, controls, EDIT)
+                        edit_seed, edit_lora_names, edit_lora_scale = seed_and_adapters(settings, adapters, EDIT)
                     edit_button = gr.Button("Edit", variant="primary", elem_id="edit")
                 with gr.Column():
                     edited = gr.Image(
