@@ -23,7 +23,7 @@ from app.edit_inputs import EditSource, upload_limits
 from app.model_store.source import public_model_name
 from app.params import resolve_body, resolve_params
 from app.service import GenerationService, NotReady
-from app.ui_controls import EDIT, negative_prompt, sampling, seed_and_adapters
+from app.ui_controls import EDIT, negative_prompt, result, sampling, seed_and_adapters
 from app.ui_edits import BoundedBlobStorage, editor_source, fitted_size
 from common.http.disconnect import CLIENT_CLOSED_REQUEST
 from common.logs import log_failure, new_error_id
@@ -286,18 +286,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                         seed, lora_names, lora_scale = seed_and_adapters(settings, adapters)
                     button = gr.Button("Generate", variant="primary", elem_id="generate")
                 with gr.Column():
-                    # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces
-                    # to share" (gradio 6.31 components/image.py `buttons`: every built-in one by default).
-                    image = gr.Image(
-                        label="Image",
-                        type="pil",
-                        format="png",
-                        elem_id="result",
-                        interactive=False,
-                        height=420,
-                        buttons=["download", "fullscreen"],
-                    )
-                    caption = gr.Markdown(elem_id="caption", label="Caption")
+                    image, caption = result("Image")
             with gr.Tab("Edit", id="edit-tab", elem_id="edit-tab"), gr.Row():
                 with gr.Column():
                     # Upload only (no webcam or clipboard: a server behind a load balancer); the brush's strokes
@@ -327,16 +316,7 @@ def build_ui(service: GenerationService) -> gr.Blocks:
                         edit_seed, edit_lora_names, edit_lora_scale = seed_and_adapters(settings, adapters, EDIT)
                     edit_button = gr.Button("Edit", variant="primary", elem_id="edit")
                 with gr.Column():
-                    edited = gr.Image(
-                        label="Edited image",
-                        type="pil",
-                        format="png",
-                        elem_id="edit-result",
-                        interactive=False,
-                        height=420,
-                        buttons=["download", "fullscreen"],
-                    )
-                    edit_caption = gr.Markdown(elem_id="edit-caption", label="Edit caption")
+                    edited, edit_caption = result("Edited image", EDIT)
         # gradio_client takes each parameter's default from its input's initial value; the size sliders
         # start at a placeholder, so the public endpoint reads sizes and seed from empty hidden numbers
         # instead (empty: the model's native size, a random seed, as in the API). The page never shows them.

@@ -1,5 +1,6 @@
-"""The option controls both UI tabs show (negative prompt, steps, guidance, seed, LoRA adapters), built once: the
-Generate tab's named as they are, the Edit tab's with "Edit " and #edit- before their labels and element ids."""
+"""The controls both UI tabs show (negative prompt, steps, guidance, seed, LoRA adapters, the result and its
+caption), built once: the Generate tab's named as they are, the Edit tab's with "Edit " and #edit- before their
+labels and element ids."""
 
 from __future__ import annotations
 
@@ -69,3 +70,19 @@ def seed_and_adapters(
         **tab.named("Adapter scale", "lora-scale"),
     )
     return seed, names, scale
+
+
+def result(label: str, tab: Tab = GENERATE) -> tuple[gr.Image, gr.Markdown]:
+    """The result image (#result) and its caption (#caption)."""
+    # No "share" button: it shares to Hugging Face Spaces only, and elsewhere says "Must be on Spaces to share"
+    # (gradio 6.31 components/image.py `buttons`: every built-in one by default).
+    image = gr.Image(
+        label=label,
+        type="pil",
+        format="png",
+        elem_id=f"{tab.elem_id}result",
+        interactive=False,
+        height=420,
+        buttons=["download", "fullscreen"],
+    )
+    return image, gr.Markdown(**tab.named("Caption", "caption"))
