@@ -21,7 +21,9 @@ from PIL import Image, ImageChops
 from app.edit_inputs import BadUpload, EditSource, UploadLimits, edit_source, open_image
 from app.models.families import SizeBounds
 
-NO_IMAGE = "upload an image to edit first"
+# The page sends the editor as it is when Edit is pressed: a picture just chosen may not be on the canvas yet (seen
+# under load: the click went out before the editor had read the file).
+NO_IMAGE = "upload an image to edit first (one just chosen: press Edit again once it shows in the editor)"
 
 
 def _file_bytes(file: object, what: str, uploaded: Collection[str], cache_dir: str) -> bytes | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from PIL import Image
+from playwright.sync_api import expect
 
 from tests.app.live_server import LiveServer
 
@@ -32,7 +33,13 @@ def test_an_uploaded_png_is_edited_into_an_image(browser, live_service: LiveServ
     picture = tmp_path / "photo.png"
     Image.new("RGB", (80, 64), (30, 120, 200)).save(picture)
     page = open_edit_tab(browser, live_service)
+    # As a person does: press Edit once the picture shows. The editor reads the file in the page, and a click before
+    # it has (seen in CI under load) sends an empty editor, which the page answers with NO_IMAGE. Its Pan tool is
+    # enabled once a picture is on the canvas.
+    pan = page.locator('#edit-image button[aria-label="Pan"]')
+    expect(pan).to_be_disabled()
     page.locator("#edit-image input[type=file]").set_input_files(str(picture))
+    expect(pan).to_be_enabled(timeout=60_000)
     page.locator("#edit-prompt textarea").fill("a lighthouse in the fog")
     page.locator("#edit").click()
     image = edited_image(page)
