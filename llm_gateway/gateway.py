@@ -273,22 +273,32 @@ class Gateway:
         """POST for a render route when RENDER_ROUTES is on (else the path is not served: a 404)."""
         return "POST" if self.settings.render_routes and path in RENDER_PATHS else None
 
+    async def _json_body(
+        self, headers: dict[bytes, bytes], receive: Receive, send: Send
+    ) -> tuple[bytes, dict[str, Any]] | None:
+        """The request's body and its JSON object; None when the client left or was answered (413, or a 400 for a
+        body that is not a JSON object)."""
+        try:
+            body = await read_body(receive, headers, self._body_limits)
+        except ClientDisconnected:
+            return None
+        except BodyTooLarge:
+            await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
+            return None
+        request = parse_body(body)
+        if isinstance(request, Refusal):
+            await _refuse(send, request)
+            return None
+        return body, request
+
     async def _render(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> None:
         """Forward a render request (the prompt as token ids; the router's cache_aware policy asks every pod) as a
         lookup: a JSON body within MAX_BODY_BYTES, the engine's answer within the lookups' bounds. Nothing is
         generated, so it takes no admission slot and counts no usage."""
-        try:
-            body = await read_body(receive, headers, self._body_limits)
-        except ClientDisconnected:
+        read = await self._json_body(headers, receive, send)
+        if read is None:
             return
-        except BodyTooLarge:
-            await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
-            return
-        request = parse_body(body)
-        if isinstance(request, Refusal):
-            await _refuse(send, request)
-            return
-        answer = await self._lookup(path, send, body=body)
+        answer = await self._lookup(path, send, body=read[0])
         if answer is not None:
             await _send_whole(send, *answer)
 
@@ -338,17 +348,10 @@ class Gateway:
         write_nowait: BodyNowait | None,
     ) -> None:
         retry_after = [(b"retry-after", str(self.settings.retry_after_s).encode())]
-        try:
-            body = await read_body(receive, headers, self._body_limits)
-        except ClientDisconnected:
+        read = await self._json_body(headers, receive, send)
+        if read is None:
             return
-        except BodyTooLarge:
-            await send_error(send, 413, f"the request body is larger than {self.settings.max_body_bytes} bytes")
-            return
-        request = parse_body(body)
-        if isinstance(request, Refusal):
-            await _refuse(send, request)
-            return
+        body, request = read
         refusal = (
             check_request_id(headers)
             or check_fields(request)
