@@ -12,7 +12,6 @@ OpenAI's shape.
 # No `from __future__ import annotations`: FastAPI must see the route's parameter types at run time.
 import asyncio
 import json
-import time
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -22,18 +21,19 @@ from starlette.exceptions import HTTPException
 
 from app.api.dependencies import get_service
 from app.api.images_schemas import OPTIONS, ImagesResponse, Option, images_request_fields
-from app.api.openai_errors import openai_error
 from app.api.openai_images import (
     OPENAI_ERROR_RESPONSES,
     RequestRefused,
-    answer_images,
     check_options,
     link_store,
     parse_body,
     resolve_group,
+    serve_images,
 )
 from app.api.schemas import strength_field
+from app.backends.base import GenerationParams
 from app.edit_inputs import BadUpload, EditSource, UploadLimits, edit_source, open_image, upload_limits
+from app.jobs.service import JobService
 from app.service import GenerationService
 from app.settings import Settings
 from common.image_api_paths import IMAGES_EDITS_PATH
@@ -159,23 +159,16 @@ def edits_router(settings: Settings) -> APIRouter:
     )
     async def images_edits(request: Request, service: Annotated[GenerationService, Depends(get_service)]) -> Response:
         """Edit an image (OpenAI's Images API): without `mask` image to image, with one inpainting."""
-        started = time.perf_counter()
-        status, images = 500, 0
-        try:
-            try:
-                texts, files = await read_form(request)
-                body = parse_body(request_model, _field_values(texts, files)).model_dump()
-                check_options(body, {**OPTIONS, **EDIT_OPTIONS})
-                source = await asyncio.to_thread(decode_uploads, files, limits, body["strength"])
-                check_auto_size(service, body, source)
-                group = await asyncio.to_thread(resolve_group, service, body, source)
-                store = link_store(body, request)
-            except RequestRefused as refused:
-                status = refused.status
-                return openai_error(status, refused.message, param=refused.param, code=refused.code)
-            status, images, response = await answer_images(request, service, settings, group, store, started)
-            return response
-        finally:
-            service.record(status, (time.perf_counter() - started) * 1000.0, images)
+
+        async def prepare() -> tuple[list[GenerationParams], JobService | None]:
+            texts, files = await read_form(request)
+            body = parse_body(request_model, _field_values(texts, files)).model_dump()
+            check_options(body, {**OPTIONS, **EDIT_OPTIONS})
+            source = await asyncio.to_thread(decode_uploads, files, limits, body["strength"])
+            check_auto_size(service, body, source)
+            group = await asyncio.to_thread(resolve_group, service, body, source)
+            return group, link_store(body, request)
+
+        return await serve_images(request, service, settings, prepare)
 
     return router

@@ -13,7 +13,7 @@ import base64
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -171,7 +171,7 @@ async def _as_data(pngs: list[bytes], store: JobService | None, request: Request
     return data
 
 
-async def answer_images(
+async def _answer_images(
     request: Request,
     service: GenerationService,
     settings: Settings,
@@ -180,7 +180,7 @@ async def answer_images(
     started: float,
 ) -> tuple[int, int, Response]:
     """Queue a resolved group, wait for its images and answer them as ImagesResponse (or an OpenAI-shaped error);
-    (status, images answered, response). Shared by the generations and edits routes."""
+    (status, images answered, response)."""
     try:
         results = await unless_disconnected(request.receive, service.generate_many(group))
     except ClientDisconnected:
@@ -221,6 +221,29 @@ async def answer_images(
     return 200, len(data), response
 
 
+async def serve_images(
+    request: Request,
+    service: GenerationService,
+    settings: Settings,
+    prepare: Callable[[], Awaitable[tuple[list[GenerationParams], JobService | None]]],
+) -> Response:
+    """An Images API route's answer: `prepare` reads and checks the request into one group and where its links are
+    kept (RequestRefused: its OpenAI-shaped 4xx), then the group's images; every outcome counts in the service's
+    metrics. Shared by the generations and edits routes."""
+    started = time.perf_counter()
+    status, images = 500, 0
+    try:
+        try:
+            group, store = await prepare()
+        except RequestRefused as refused:
+            status = refused.status
+            return openai_error(status, refused.message, param=refused.param, code=refused.code)
+        status, images, response = await _answer_images(request, service, settings, group, store, started)
+        return response
+    finally:
+        service.record(status, (time.perf_counter() - started) * 1000.0, images)
+
+
 def images_router(settings: Settings) -> APIRouter:
     """The router for POST /v1/images/generations, with a body model carrying this deployment's bounds."""
     router = APIRouter(tags=["openai"])
@@ -237,20 +260,12 @@ def images_router(settings: Settings) -> APIRouter:
         request: Request, service: Annotated[GenerationService, Depends(get_service)]
     ) -> Response:
         """Generate n images (OpenAI's Images API): base64 PNGs, or links with `response_format: "url"`."""
-        started = time.perf_counter()
-        status, images = 500, 0
-        try:
-            try:
-                body = _parse(request_model, await request.body()).model_dump()
-                check_options(body)
-                group = resolve_group(service, body)
-                store = link_store(body, request)
-            except RequestRefused as refused:
-                status = refused.status
-                return openai_error(status, refused.message, param=refused.param, code=refused.code)
-            status, images, response = await answer_images(request, service, settings, group, store, started)
-            return response
-        finally:
-            service.record(status, (time.perf_counter() - started) * 1000.0, images)
+
+        async def prepare() -> tuple[list[GenerationParams], JobService | None]:
+            body = _parse(request_model, await request.body()).model_dump()
+            check_options(body)
+            return resolve_group(service, body), link_store(body, request)
+
+        return await serve_images(request, service, settings, prepare)
 
     return router
