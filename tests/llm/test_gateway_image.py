@@ -5,15 +5,12 @@ in a read-only sandbox with no network."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import tempfile
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from tests.rehearsal.images import _instructions, dockerfile_stage
 from tests.rehearsal.pods import Volume
 from tests.rehearsal.sandbox import Spec, bwrap_unusable, run_sandbox
 from tests.support.lock_site import lock_site
+from tools import gateway_image_venv
 from tools.image_locks import REPO_ROOT, lock_closure_problems, read_lock, read_requirements
 
 pytestmark = pytest.mark.process  # runs a program of ours as a process per test (docs/testing.md)
@@ -38,9 +36,6 @@ BUILDSPEC = REPO_ROOT / "buildspecs" / "llm-gateway.yml"
 # (`python -m model_fetch`, cdk/llm/workload.py), the LLM benchmark's client (`python -m llm_bench`,
 # cdk/llm/benchmark_job.py) and the shared runtime they stand on. Never the image service (app/).
 IMAGE_PACKAGES = ("common", "llm_gateway", "model_fetch", "llm_bench")
-VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
-VENV_RECIPE = "1"  # bump when the venv's build steps change
-PYPI = "https://pypi.org/simple"
 GATEWAY_UID = 10001
 
 
@@ -184,69 +179,20 @@ def test_the_closure_check_is_not_blind(tmp_path, edit, expected):
     assert any(re.search(expected, problem) for problem in problems), problems
 
 
-def _interpreter() -> Path | None:
-    """A Python of the image's version: pythonX.Y on PATH, or pyenv's."""
-    version = versions.LLM_GATEWAY_PYTHON
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    candidates = [
-        shutil.which(f"python{version}"),
-        *sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}")),
-    ]
-    return next((Path(c) for c in reversed(candidates) if c and Path(c).is_file()), None)
-
-
 def _skip_or_fail(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {reason}")
     pytest.skip(reason)
 
 
-def _pypi_unreachable() -> str | None:
-    try:
-        with urllib.request.urlopen(f"{PYPI}/pip/", timeout=15) as response:
-            response.read(1)
-    except OSError as exc:
-        return f"PyPI cannot be reached ({exc}); the gateway image's venv is built from it"
-    return None
-
-
-def _build_venv(interpreter: Path, target: Path) -> None:
-    """`target`: a venv of `interpreter` with exactly the lock, installed as the Dockerfile installs it, from
-    PyPI alone (this machine's pip configuration names local mirrors the image build does not have)."""
-    VENV_CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=VENV_CACHE))
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    try:
-        pip = [str(staging / "bin" / "python"), "-m", "pip", "install", "--quiet", "--index-url", PYPI]
-        for command in (
-            [str(interpreter), "-m", "venv", str(staging)],
-            [*pip, "--no-deps", "--only-binary=:all:", "-r", str(LOCK)],
-        ):
-            run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-            assert run.returncode == 0, f"{' '.join(command)}:\n{(run.stdout + run.stderr)[-4000:]}"
-        os.replace(staging, target)  # built aside: an interrupted build never looks complete
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for stale in VENV_CACHE.iterdir():  # venvs of older locks
-        if stale.name != target.name and not stale.name.startswith(".build-"):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def image_python() -> Path:
-    """The interpreter of a venv made of exactly the lock, for the image's Python (cached by the lock's hash)."""
-    interpreter = _interpreter()
-    if interpreter is None:
-        _skip_or_fail(f"no Python {versions.LLM_GATEWAY_PYTHON} here (pyenv install {versions.LLM_GATEWAY_PYTHON})")
-    assert interpreter is not None
-    digest = hashlib.sha256(f"{VENV_RECIPE}\0{versions.LLM_GATEWAY_PYTHON}\0".encode() + LOCK.read_bytes())
-    target = VENV_CACHE / digest.hexdigest()[:16]
-    if not (target / "bin" / "python").is_file():
-        unreachable = _pypi_unreachable()
-        if unreachable:
-            _skip_or_fail(unreachable)
-        _build_venv(interpreter, target)
-    return target / "bin" / "python"
+    """The interpreter of a venv made of exactly the lock, for the image's Python (tools/gateway_image_venv.py)."""
+    try:
+        return gateway_image_venv.image_python()
+    except gateway_image_venv.VenvUnavailable as exc:
+        _skip_or_fail(str(exc))
+        raise
 
 
 def test_the_lock_installs_a_consistent_environment(image_python):
