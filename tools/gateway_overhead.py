@@ -8,9 +8,10 @@ whatever is in front of it. Here the engine is the pace stand-in (llm_bench/stan
 after --ttft-ms, then one every --gap-ms), so any latency beyond the pace is the proxy's. The stand-in and this
 client run on one core, the proxy on the other (taskset), so the proxy's CPU never competes with what measures it.
 
-In front of one stand-in: nothing (direct), the gateway (`python -m llm_gateway` with its pod's settings, from
-cdk/llm/workload.py's gateway_env: METRICS=emf, since there is no CloudWatch here, and sign-in off), reaching the
-stand-in over a Unix socket as it reaches vLLM on its pod, the same gateway over loopback TCP and, with
+In front of one stand-in: nothing (direct), the gateway (`python -m llm_gateway` on its image's Python and lock
+(tools/gateway_image_venv.py), with its pod's settings, from cdk/llm/workload.py's gateway_env: METRICS=emf,
+since there is no CloudWatch here, and sign-in off), reaching the stand-in over a Unix socket as it reaches vLLM
+on its pod, the same gateway over loopback TCP and, with
 --router, vLLM's Rust router (`vllm-router`, never a dependency of the project) as the peer; --proxy adds any
 other candidate. At each stream count every target runs once per round, the order rotating between rounds so
 that drift falls on all; the table gives medians over the rounds of the per-round differences to direct: TTFT
@@ -52,6 +53,7 @@ from llm_bench.report import Timing, percentile, table
 from llm_bench.standin_engine import STANDIN_MODEL
 from llm_bench.stream_client import StreamLoad, run_streams
 from llm_gateway.engine_address import UNIX_SCHEME
+from tools.gateway_image_venv import VenvUnavailable, image_python
 
 TTFT_P50_TARGET_MS = 2.0
 TTFT_P99_TARGET_MS = 5.0
@@ -120,6 +122,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cores", help="two CPUs: the client's and stand-in's, then the proxy's (default: the first "
                         "two this process may use)")  # fmt: skip
+    parser.add_argument(
+        "--gateway-python",
+        type=Path,
+        help="the interpreter the gateway runs on (default: its image's Python and lock, a venv built on first use: "
+        "tools/gateway_image_venv.py)",
+    )
     parser.add_argument("--results-file", type=Path, help="write the section into this markdown file")
     args = parser.parse_args(argv)
     usable = sorted(os.sched_getaffinity(0))
@@ -131,6 +139,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--rounds and --full-speed-rounds must be positive, --output-tokens at least 2")
     if args.router is not None and not os.access(args.router, os.X_OK):
         parser.error(f"--router {args.router} is not an executable")
+    if args.gateway_python is not None and not os.access(args.gateway_python, os.X_OK):
+        parser.error(f"--gateway-python {args.gateway_python} is not an executable")
     names = [spec.partition("=")[0] for spec in args.proxy]
     taken = {DIRECT, GATEWAY, GATEWAY_TCP, ROUTER}
     if (
@@ -169,6 +179,26 @@ def pod_gateway_env(upstream_url: str, port: int) -> tuple[dict[str, str], str]:
     env.pop("AWS_REGION", None)
     env.pop("AWS_DEFAULT_REGION", None)
     return env | local | {"METRICS": "emf" if env.get("METRICS") != "off" else "off"}, "its pod's settings"
+
+
+def gateway_interpreter(chosen: Path | None) -> tuple[str, str]:
+    """The interpreter the gateway runs on, and a few words on it for the section: `chosen`, else the gateway
+    image's own Python and lock (as on its pod: aiohttp writes a request's body in the same step on Python 3.12 and
+    later, a step later on 3.11, which at 64 streams starting together added milliseconds to their first tokens).
+    Where that venv cannot be made here, this environment's Python, and the section says so."""
+    if chosen is not None:
+        return str(chosen), f"Python {_python_version(str(chosen))} (`--gateway-python {chosen}`)"
+    try:
+        python = str(image_python())
+    except VenvUnavailable as exc:
+        print(f"the gateway runs on this environment's Python: {exc}", file=sys.stderr)
+        return sys.executable, f"Python {_python_version(sys.executable)} of this environment, not its image's ({exc})"
+    return python, f"its image's Python {_python_version(python)} and lock (llm_gateway/requirements.lock)"
+
+
+def _python_version(python: str) -> str:
+    command = [python, "-c", "import platform; print(platform.python_version())"]
+    return subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
 
 
 @contextmanager
@@ -222,7 +252,7 @@ def stack(args: argparse.Namespace, ttft_ms: float, gap_ms: float, folder: Path)
         stack.enter_context(process([*engine, f"--gap-ms={gap_ms}"], client_core, folder / "standin.log",
                                     f"{standin}/health"))  # fmt: skip
         targets = [Target(DIRECT, standin)]
-        command = [sys.executable, "-m", "llm_gateway"]
+        command = [args.gateway_interpreter, "-m", "llm_gateway"]
         for name, upstream in ((GATEWAY, standin_socket), (GATEWAY_TCP, standin)):
             port = free_port()
             gateway = f"http://127.0.0.1:{port}"
@@ -397,7 +427,8 @@ def section(args: argparse.Namespace, command: str, started: str, loads: tuple[s
             "### LLM gateway overhead, apart from the engine (pace stand-in)",
             f"Measured {started} with `{command}` on {cpu_name()}; load average (1 min) {loads[0]} at the start, "
             f"{loads[1]} at the end (a shared machine: the figures are as steady as that). The gateway "
-            f"(`python -m llm_gateway` with {args.gateway_settings}, METRICS=emf, sign-in off, reaching the stand-in "
+            f"(`python -m llm_gateway` on {args.gateway_python_words}, with {args.gateway_settings}, METRICS=emf, "
+            "sign-in off, reaching the stand-in "
             f"over a Unix socket as it reaches vLLM on its pod; `{GATEWAY_TCP}`: the same over loopback TCP, for "
             f"reference) {router}in front of llm_bench/standin_engine.py, which streams a first token after "
             f"{args.ttft_ms:g} ms and one every {args.gap_ms:g} ms ({args.output_tokens} tokens, prompts of "
@@ -429,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m tools.gateway_overhead " + shlex.join(sys.argv[1:] if argv is None else argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     started_load = load_average()
+    args.gateway_interpreter, args.gateway_python_words = gateway_interpreter(args.gateway_python)
     usable = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {args.core_lists[0]})  # this client beside the stand-in
     try:

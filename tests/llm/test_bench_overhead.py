@@ -76,6 +76,9 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     # The gateway's only address for the stand-in is its Unix socket (UPSTREAM_URL=unix:...), as on its pod: rows
     # without errors mean every stream went through it.
     assert "over a Unix socket as it reaches vLLM on its pod" in section
+    # On the pod's interpreter where its venv can be made here; either way the section says which.
+    _, words = overhead.gateway_interpreter(None)
+    assert f"`python -m llm_gateway` on {words}, with its pod's settings" in section
     assert [(row[0], row[1]) for row in paced] == [
         ("| 1", "gateway"),
         ("| 1", "gateway over TCP"),
@@ -90,6 +93,23 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
     assert all(row[-1] == "0 |" for row in full)  # no errors; no verdict: the full-speed figures are information
 
 
+def test_the_gateway_runs_on_its_image_python_or_says_it_did_not(monkeypatch) -> None:
+    image = Path(sys.executable)  # stands for the image venv's interpreter: any runnable Python
+    monkeypatch.setattr(overhead, "image_python", lambda: image)
+    python, words = overhead.gateway_interpreter(None)
+    assert python == str(image) and words.startswith("its image's Python 3.") and "requirements.lock" in words
+
+    def unavailable() -> Path:
+        raise overhead.VenvUnavailable("no Python 3.12 here (pyenv install 3.12)")
+
+    monkeypatch.setattr(overhead, "image_python", unavailable)
+    python, words = overhead.gateway_interpreter(None)
+    assert python == sys.executable
+    assert words.endswith("of this environment, not its image's (no Python 3.12 here (pyenv install 3.12))")
+    python, words = overhead.gateway_interpreter(image)
+    assert python == str(image) and words.endswith(f"(`--gateway-python {image}`)")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -97,6 +117,7 @@ def test_the_runner_measures_the_gateway_against_direct_and_writes_its_section(t
         (["--proxy=no-command"], "--proxy takes NAME=COMMAND"),
         (["--proxy=gateway=python -m llm_gateway"], "none of direct, gateway, gateway over TCP, vllm-router"),
         (["--proxy=a=x {port}", "--proxy=a=y {port}"], "each name once"),
+        (["--gateway-python=/nonexistent/python3.12"], "is not an executable"),
     ],
 )
 def test_a_bad_command_line_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
