@@ -62,7 +62,10 @@ def test_sigterm_mid_stream_lets_the_stream_finish(engine_url, tmp_path):
         stream = client.chat.completions.create(
             model=MODEL,
             messages=[{"role": "user", "content": "hi"}],
-            max_tokens=600,  # still streaming while the test probes the draining gateway
+            # Still streaming while the test probes the draining gateway: 600 tokens (the CPU engine sometimes makes
+            # 2,500 a second) could all fit in the socket buffers before this client read them, and the gateway,
+            # drained, was gone before its readiness was asked. LONG tokens' events are more than the buffers hold.
+            max_tokens=LONG,
             stream=True,
             stream_options={"include_usage": True},
             extra_body=EXACT,
@@ -77,7 +80,7 @@ def test_sigterm_mid_stream_lets_the_stream_finish(engine_url, tmp_path):
             client.completions.create(model=MODEL, prompt="new", max_tokens=2)
         assert refused.value.status_code == 503 and refused.value.response.headers["retry-after"]
         rest = [first, *chunks]
-        assert rest[-1].usage is not None and rest[-1].usage.completion_tokens == 600  # the whole answer
+        assert rest[-1].usage is not None and rest[-1].usage.completion_tokens == LONG  # the whole answer
         assert_clean_exit(gateway)
         outcomes = [record["outcome"] for record in gateway.records()]
         assert sorted(outcomes) == ["completed", "refused"]
