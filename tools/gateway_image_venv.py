@@ -18,9 +18,9 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from cdk import versions
-from tools.image_locks import REPO_ROOT
+from cdk import versions  # constants only: no CDK library needed
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCK = REPO_ROOT / "llm_gateway" / "requirements.lock"
 VENV_CACHE = REPO_ROOT / ".cache" / "llm-gateway-image-venv"
 VENV_RECIPE = "1"  # bump when the venv's build steps change
